@@ -1,0 +1,83 @@
+/* fp_conf.h - FRAGPOOL_CONF: one option table and a pure parser for it.
+ *
+ * FRAGPOOL_CONF has the shape of PYTORCH_CUDA_ALLOC_CONF: "key:value"
+ * entries separated by commas, where a value may be a bracketed list that
+ * holds commas of its own:
+ *     max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,>:8]
+ *
+ * Invariants:
+ *  - every key is one row of the table (fp_conf_option); adding a key is
+ *    one row plus one field of fp_conf or fp_pool_opts;
+ *  - fp_conf_parse never leaves a field half-set: an entry is applied
+ *    whole or not at all, and every rejected entry is exactly one report;
+ *  - the parser and formatter are pure: no globals, no I/O, no getenv, no
+ *    malloc, no locale; every message line is built in a fixed buffer;
+ *  - fp_conf_format's output parses back with zero problems into the same
+ *    values (docs/config.md: "Round trip").
+ */
+#ifndef FP_CONF_H
+#define FP_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fp_pool.h"
+
+typedef struct fp_conf {
+    fp_pool_opts pool;   /* tunables handed to the pool                   */
+    int strict;          /* 1: any config problem is fatal (shim exits 2) */
+    uint64_t set_mask;   /* bit i: option i was given and accepted        */
+} fp_conf;
+
+/* Receives one problem: a single line, no trailing newline. */
+typedef void (*fp_conf_report_fn)(void *ud, const char *line);
+
+/* PyTorch's defaults (fp_pool_opts_default), strict off, nothing set. */
+void fp_conf_default(fp_conf *c);
+
+/* Parse text over c's current contents: apply every good entry, skip and
+ * report each bad one.  text may be NULL or blank; report may be NULL.
+ * Returns the number of problems (saturates at INT_MAX). */
+int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
+                  void *ud);
+
+/* The effective config, every key in table order, "k:v,k:v,...".
+ * Returns 0, or ENOSPC when buf is too small (then still NUL-terminated
+ * when len > 0). */
+int fp_conf_format(const fp_conf *c, char *buf, size_t len);
+
+/* ---- the option table ------------------------------------------------- */
+typedef struct fp_strbuf fp_strbuf;   /* bounded string builder (fp_conf.c) */
+typedef struct fp_option fp_option;
+
+/* Parse value v[0..n) (trimmed, non-empty) into c.  0, or -1 with an
+ * optional detail written to why (may stay empty). */
+typedef int (*fp_opt_parse_fn)(const fp_option *o, const char *v, size_t n,
+                               fp_conf *c, fp_strbuf *why);
+/* Append o's current value in c, in a form that parses back. */
+typedef void (*fp_opt_format_fn)(const fp_option *o, const fp_conf *c,
+                                 fp_strbuf *out);
+
+struct fp_option {
+    const char *name;    /* the key                                       */
+    const char *type;    /* kind of value, for docs                       */
+    const char *deflt;   /* default, exactly as fp_conf_format prints it  */
+    const char *range;   /* accepted values, short form for docs          */
+    const char *help;    /* one-line meaning                              */
+    const char *accept;  /* accepted values, as error lines say them      */
+    size_t offset;       /* offsetof(fp_conf, field)                      */
+    uint64_t min, max;   /* integer bounds (in MiB for _mb keys)          */
+    double rmin, rmax;   /* real bounds                                   */
+    int open_min;        /* 1: rmin itself is excluded                    */
+    int open_max;        /* 1: rmax itself is excluded                    */
+    const char *off_word;/* word meaning "no limit/off", or NULL          */
+    size_t off_value;    /* stored value for off_word (size_t fields)     */
+    fp_opt_parse_fn parse;
+    fp_opt_format_fn format;
+};
+
+size_t fp_conf_noptions(void);
+const fp_option *fp_conf_option(size_t i);   /* NULL past the end */
+/* Index of the key name[0..n), or -1. */
+int fp_conf_find(const char *name, size_t n);
+
+#endif

@@ -1,0 +1,163 @@
+/* fp_pool.h - the caching, fragmentation-aware device-memory pool.
+ *
+ * The pool hands out ranges of device address space carved from large
+ * segments that it reserves through a backend (fp_backend).  Its rules are
+ * those of PyTorch's native caching allocator, constant for constant:
+ * 512 B rounding, a small pool of 2 MiB segments for requests <= 1 MiB,
+ * a large pool (20 MiB segments under 10 MiB, else rounded to 2 MiB),
+ * exact best fit by (size, address), PyTorch's split and max_split rules,
+ * merge with free neighbours inside one segment, and release-and-retry on
+ * backend refusal.
+ *
+ * Invariants (checked by fp_pool_check after every operation in tests):
+ *  - the blocks of a segment tile it exactly, in address order;
+ *  - no two neighbouring blocks of a segment are both free;
+ *  - every free block is in its pool's size index, and nothing else is;
+ *  - every live block is in the address map, and nothing else is;
+ *  - the stats equal what a walk of the segments counts.
+ *
+ * Plain C11; no CUDA header.  Every function is thread-safe: one mutex per
+ * pool.  Functions return 0 or an errno-style code.
+ */
+#ifndef FP_POOL_H
+#define FP_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FP_KIB ((size_t)1024)
+#define FP_MIB ((size_t)1024 * 1024)
+#define FP_GIB ((size_t)1024 * 1024 * 1024)
+
+#define FP_MIN_BLOCK      ((size_t)512)      /* rounding unit and minimum block  */
+#define FP_SMALL_SIZE     (1 * FP_MIB)       /* largest request of the small pool */
+#define FP_SMALL_SEGMENT  (2 * FP_MIB)       /* segment size of the small pool    */
+#define FP_LARGE_SEGMENT  (20 * FP_MIB)      /* segment for large requests < 10M  */
+#define FP_MIN_LARGE_REQ  (10 * FP_MIB)      /* from here: request rounded to 2M  */
+#define FP_ROUND_LARGE    (2 * FP_MIB)       /* rounding of big segments          */
+#define FP_ROUNDUP_INTERVALS 16              /* power-of-two intervals, 1M..64G   */
+
+/* ---- tunables: filled by config/, read by the pool -------------------- */
+typedef struct fp_pool_opts {
+    size_t   max_split_size;       /* blocks >= this are never split; SIZE_MAX = off */
+    size_t   max_non_split_rounding; /* slack an oversize request may take       */
+    uint32_t roundup_divisions[FP_ROUNDUP_INTERVALS]; /* per interval, 0/1 = off */
+    double   gc_threshold;         /* 0 = off, else in (0,1); needs a cap         */
+    double   memory_fraction;      /* cap as fraction of device_total; 0 = none   */
+    size_t   max_reserved;         /* cap in bytes; 0 = none                      */
+    size_t   device_total;         /* device capacity, for memory_fraction        */
+} fp_pool_opts;
+
+/* PyTorch's defaults: no max_split, 20 MiB rounding slack, no rounding,
+ * no GC, no cap. */
+void fp_pool_opts_default(fp_pool_opts *o);
+
+/* The cap in bytes that the options imply; SIZE_MAX when there is none. */
+size_t fp_pool_opts_cap(const fp_pool_opts *o);
+
+/* ---- backend: where segments come from -------------------------------- */
+typedef struct fp_backend {
+    void *ctx;
+    /* Reserve a segment of exactly size bytes.  0, ENOMEM when the device
+     * is out of memory, or another errno for any other failure. */
+    int (*reserve)(void *ctx, size_t size, uint64_t *addr);
+    /* Give a whole segment back.  Errors are counted, never fatal. */
+    int (*release)(void *ctx, uint64_t addr, size_t size);
+    /* Wait until the device has finished all work; may be NULL. */
+    int (*synchronize)(void *ctx);
+} fp_backend;
+
+/* ---- stats ------------------------------------------------------------- */
+typedef struct fp_stat {
+    int64_t current;   /* now                         */
+    int64_t peak;      /* highest current ever seen   */
+    int64_t allocated; /* sum of all increases        */
+    int64_t freed;     /* sum of all decreases        */
+} fp_stat;
+
+enum { FP_ALL = 0, FP_SMALL = 1, FP_LARGE = 2, FP_NKINDS = 3 };
+
+typedef struct fp_pool_stats {
+    fp_stat requested_bytes[FP_NKINDS];  /* bytes the callers asked for        */
+    fp_stat allocated_bytes[FP_NKINDS];  /* whole blocks handed out            */
+    fp_stat active_bytes[FP_NKINDS];     /* handed out or not yet reusable     */
+    fp_stat reserved_bytes[FP_NKINDS];   /* segments held from the backend     */
+    fp_stat inactive_split_bytes[FP_NKINDS]; /* free blocks of split segments */
+    fp_stat allocations[FP_NKINDS];      /* live blocks                        */
+    fp_stat active[FP_NKINDS];           /* active blocks                      */
+    fp_stat segments[FP_NKINDS];         /* segments held                      */
+    fp_stat inactive_split[FP_NKINDS];   /* free blocks of split segments      */
+    fp_stat oversize_allocations;        /* live blocks >= max_split_size      */
+    fp_stat oversize_segments;           /* segments made for such requests    */
+    uint64_t num_allocs;                 /* successful allocations             */
+    uint64_t num_frees;                  /* successful frees                   */
+    uint64_t num_cache_hits;             /* allocations served without backend */
+    uint64_t num_reserve_calls;          /* successful backend reserves        */
+    uint64_t num_release_calls;          /* backend releases                   */
+    uint64_t num_alloc_retries;          /* times the release-all retry ran    */
+    uint64_t num_ooms;                   /* allocations that finally failed    */
+    uint64_t num_gc_releases;            /* segments released by the GC        */
+    uint64_t num_invalid_frees;          /* frees of pointers not live here    */
+    size_t largest_free;                 /* largest free block now             */
+    size_t largest_free_at_peak;         /* largest free block at peak reserved*/
+} fp_pool_stats;
+
+/* ---- the pool ------------------------------------------------------------ */
+typedef struct fp_pool fp_pool;
+
+/* A description of one failed allocation, for the OOM report. */
+typedef struct fp_oom_info {
+    size_t requested;      /* bytes asked for                         */
+    size_t rounded;        /* after rounding                          */
+    size_t segment;        /* size of the segment it needed           */
+    size_t allocated;      /* allocated bytes at the failure          */
+    size_t reserved;       /* reserved bytes at the failure           */
+    size_t idle;           /* reserved - allocated                    */
+    size_t largest_free;   /* largest free block at the failure       */
+    size_t cap;            /* cap in force, SIZE_MAX if none          */
+    int    over_cap;       /* 1 when the cap refused, 0 the backend   */
+    int    backend_err;    /* last errno from the backend             */
+} fp_oom_info;
+
+int  fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend,
+                    fp_pool **out);
+/* Releases every segment through the backend unless keep_segments. */
+void fp_pool_destroy(fp_pool *p, int keep_segments);
+
+/* 0 and *addr, or ENOMEM (cap or device), or the backend's other errno. */
+int  fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr);
+/* 0, or EINVAL when addr is not a live block of this pool. */
+int  fp_pool_free(fp_pool *p, uint64_t addr);
+/* 1 when addr lies inside a segment of this pool, else 0. If it is the
+ * start of a live block, *size gets its requested size (else 0). */
+int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
+/* Release every wholly free segment (torch.cuda.empty_cache). */
+int  fp_pool_empty_cache(fp_pool *p);
+
+void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);
+void fp_pool_last_oom(fp_pool *p, fp_oom_info *out);
+const fp_pool_opts *fp_pool_get_opts(const fp_pool *p);
+/* Bytes held in free blocks (reserved but idle). */
+size_t fp_pool_idle_bytes(fp_pool *p);
+
+/* Walk every segment in address order, then every block of it. */
+typedef struct fp_block_info {
+    uint64_t addr;
+    size_t   size;
+    size_t   requested;  /* 0 when free */
+    int      state;      /* 0 free, 1 allocated */
+    uint64_t seq;        /* allocation sequence number, when allocated */
+} fp_block_info;
+typedef void (*fp_segment_fn)(void *ud, uint64_t addr, size_t size, int small,
+                              const fp_block_info *blocks, size_t nblocks);
+void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud);
+
+/* Verify every invariant; 0 when sound, else EFAULT with a description. */
+int  fp_pool_check(fp_pool *p, char *msg, size_t msglen);
+
+/* The size rules, exposed for tests and the replay tool. */
+size_t fp_round_size(const fp_pool_opts *o, size_t size);
+size_t fp_segment_size(size_t rounded);
+int    fp_is_small(size_t rounded);
+
+#endif

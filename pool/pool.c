@@ -1,0 +1,573 @@
+/* pool.c - allocation and free: PyTorch's caching-allocator rules over
+ * segments reserved through a backend.
+ *
+ * An allocation rounds the request, looks for the best-fitting free block
+ * of its pool (small or large) that the max_split rules allow, and splits
+ * it when the split rules say so.  On a miss it reserves a new segment;
+ * when the backend or the cap refuses, it releases cached memory in
+ * PyTorch's order and retries once before it reports ENOMEM.  A free
+ * merges the block with free neighbours of the same segment.  Segments go
+ * back to the backend only on release-and-retry, GC or empty_cache.
+ *
+ * Invariants: see pool_internal.h.  Every public entry takes p->lock.
+ */
+#include "pool_internal.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- options and size rules ------------------------------------------- */
+
+void fp_pool_opts_default(fp_pool_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_split_size = SIZE_MAX;
+    o->max_non_split_rounding = FP_LARGE_SEGMENT;
+}
+
+size_t fp_pool_opts_cap(const fp_pool_opts *o)
+{
+    size_t cap = o->max_reserved ? o->max_reserved : SIZE_MAX;
+    if (o->memory_fraction > 0 && o->device_total) {
+        size_t f = (size_t)(o->memory_fraction * (double)o->device_total);
+        if (f < cap)
+            cap = f;
+    }
+    return cap;
+}
+
+static unsigned log2_floor(size_t v)
+{
+    return 63u - (unsigned)__builtin_clzll((unsigned long long)v);
+}
+
+static unsigned divisions_for(const fp_pool_opts *o, size_t size)
+{
+    unsigned lg = log2_floor(size);
+    unsigned i = lg > 20 ? lg - 20 : 0; /* intervals start at 1 MiB */
+    if (i >= FP_ROUNDUP_INTERVALS)
+        i = FP_ROUNDUP_INTERVALS - 1;
+    return o->roundup_divisions[i];
+}
+
+/* The next of d equal steps between two powers of two at or above size. */
+static size_t next_division(size_t size, unsigned d)
+{
+    if ((size & (size - 1)) == 0)
+        return size;
+    size_t floor2 = (size_t)1 << log2_floor(size);
+    size_t step = floor2 >> log2_floor(d);
+    if (step == 0)
+        return floor2 << 1;
+    size_t down = size & ~(step - 1);
+    return down == size ? size : down + step;
+}
+
+size_t fp_round_size(const fp_pool_opts *o, size_t size)
+{
+    if (size < FP_MIN_BLOCK)
+        return FP_MIN_BLOCK;
+    unsigned d = divisions_for(o, size);
+    if (d > 1 && size > FP_MIN_BLOCK * d)
+        return next_division(size, d);
+    if (size > SIZE_MAX - FP_MIN_BLOCK)
+        return SIZE_MAX & ~(FP_MIN_BLOCK - 1);
+    return (size + FP_MIN_BLOCK - 1) & ~(FP_MIN_BLOCK - 1);
+}
+
+int fp_is_small(size_t rounded)
+{
+    return rounded <= FP_SMALL_SIZE;
+}
+
+size_t fp_segment_size(size_t rounded)
+{
+    if (rounded <= FP_SMALL_SIZE)
+        return FP_SMALL_SEGMENT;
+    if (rounded < FP_MIN_LARGE_REQ)
+        return FP_LARGE_SEGMENT;
+    if (rounded > SIZE_MAX - FP_ROUND_LARGE)
+        return SIZE_MAX & ~(FP_ROUND_LARGE - 1);
+    return (rounded + FP_ROUND_LARGE - 1) & ~(FP_ROUND_LARGE - 1);
+}
+
+/* ---- block headers ------------------------------------------------------ */
+
+
+fp_block *fp_block_new(fp_pool *p)
+{
+    if (!p->spare) {
+        fp_chunk *c = calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        c->next = p->chunks;
+        p->chunks = c;
+        for (size_t i = 0; i < 255; i++)
+            fp_block_put(p, &c->blocks[i]);
+    }
+    fp_block *b = p->spare;
+    p->spare = b->next;
+    memset(b, 0, sizeof *b);
+    p->rng = p->rng * 1664525u + 1013904223u;
+    b->prio = p->rng;
+    return b;
+}
+
+void fp_block_put(fp_pool *p, fp_block *b)
+{
+    b->next = p->spare;
+    p->spare = b;
+}
+
+static fp_index *index_of(fp_pool *p, bool small)
+{
+    return small ? &p->free_small : &p->free_large;
+}
+
+/* ---- segments ------------------------------------------------------------- */
+
+static size_t reserved_now(const fp_pool *p)
+{
+    return (size_t)p->st.reserved_bytes[FP_ALL].current;
+}
+
+static void link_segment(fp_pool *p, fp_segment *s)
+{
+    s->prev = p->seg_tail;
+    s->next = NULL;
+    if (p->seg_tail)
+        p->seg_tail->next = s;
+    else
+        p->seg_head = s;
+    p->seg_tail = s;
+}
+
+static void unlink_segment(fp_pool *p, fp_segment *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        p->seg_head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        p->seg_tail = s->prev;
+}
+
+/* Reserves a segment and files its single free block in the index. */
+static int new_segment(fp_pool *p, size_t size, bool small)
+{
+    if (size > p->cap || reserved_now(p) > p->cap - size) {
+        p->last_oom.over_cap = 1;
+        return ENOMEM;
+    }
+    uint64_t addr = 0;
+    int err = p->be.reserve(p->be.ctx, size, &addr);
+    if (err) {
+        p->last_oom.over_cap = 0;
+        p->last_oom.backend_err = err;
+        return err;
+    }
+    fp_segment *s = malloc(sizeof *s);
+    fp_block *b = s ? fp_block_new(p) : NULL;
+    if (b) {
+        *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
+                          .oversize = size >= p->opts.max_split_size};
+        *b = (fp_block){.addr = addr, .size = size, .seg = s, .prio = b->prio,
+                        .state = FP_BLOCK_FREE, .stamp = p->clock};
+    }
+    if (!b || fp_segtab_insert(&p->segs, s)) {
+        if (b)
+            fp_block_put(p, b);
+        free(s);
+        p->be.release(p->be.ctx, addr, size);
+        return ENOMEM;
+    }
+    link_segment(p, s);
+    fp_index_insert(index_of(p, small), b);
+    fp_account_segment(p, s, +1);
+    p->st.num_reserve_calls++;
+    return 0;
+}
+
+static bool segment_is_free(const fp_segment *s)
+{
+    return s->first->state == FP_BLOCK_FREE && s->first->size == s->size;
+}
+
+static void release_segment(fp_pool *p, fp_segment *s)
+{
+    fp_block *b = s->first;
+    fp_index_remove(index_of(p, s->small), b);
+    fp_account_segment(p, s, -1);
+    fp_segtab_remove(&p->segs, s);
+    unlink_segment(p, s);
+    p->be.release(p->be.ctx, s->addr, s->size);
+    p->st.num_release_calls++;
+    fp_block_put(p, b);
+    free(s);
+}
+
+/* Releases every wholly free segment; returns the bytes released. */
+static size_t release_free_segments(fp_pool *p)
+{
+    size_t bytes = 0;
+    for (fp_segment *s = p->seg_head, *n; s; s = n) {
+        n = s->next;
+        if (segment_is_free(s)) {
+            bytes += s->size;
+            release_segment(p, s);
+        }
+    }
+    return bytes;
+}
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const fp_segment *x = *(fp_segment *const *)a, *y = *(fp_segment *const *)b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return x->addr < y->addr ? 1 : -1;
+}
+
+/* Step 1 of release-and-retry (only with max_split set): release one
+ * cached oversize block big enough for the request, or else the largest
+ * ones until their total covers it.  True when enough was released. */
+static bool release_oversize(fp_pool *p, size_t rounded, bool small)
+{
+    size_t mss = p->opts.max_split_size;
+    if (mss == SIZE_MAX)
+        return false;
+    size_t key = rounded < mss ? mss : rounded;
+    fp_block *b = fp_index_lower_bound(index_of(p, small), key);
+    if (b && segment_is_free(b->seg)) {
+        release_segment(p, b->seg);
+        return true;
+    }
+    size_t n = 0, total = 0;
+    fp_segment **v = malloc((p->segs.n + 1) * sizeof *v);
+    if (!v)
+        return false;
+    for (fp_segment *s = p->seg_head; s; s = s->next)
+        if (s->small == small && segment_is_free(s) && s->size >= mss)
+            v[n++] = s;
+    qsort(v, n, sizeof *v, by_size_desc);
+    for (size_t i = 0; i < n && total < key; i++) {
+        total += v[i]->size;
+        release_segment(p, v[i]);
+    }
+    free(v);
+    return total >= key;
+}
+
+/* garbage_collection_threshold: over threshold x cap, release idle whole
+ * segments of the large pool whose age is at least the average, oldest
+ * first in effect, until reserved is back under the threshold. */
+static void collect_garbage(fp_pool *p)
+{
+    if (p->opts.gc_threshold <= 0 || p->cap == SIZE_MAX)
+        return;
+    size_t limit = (size_t)(p->opts.gc_threshold * (double)p->cap);
+    bool freed = true;
+    while (reserved_now(p) > limit && freed) {
+        double age_sum = 0;
+        size_t count = 0;
+        for (fp_segment *s = p->seg_head; s; s = s->next)
+            if (!s->small && segment_is_free(s)) {
+                age_sum += (double)(p->clock - s->first->stamp);
+                count++;
+            }
+        if (!count)
+            return;
+        double avg = age_sum / (double)count;
+        freed = false;
+        for (fp_segment *s = p->seg_head, *n; s && reserved_now(p) > limit; s = n) {
+            n = s->next;
+            if (!s->small && segment_is_free(s) &&
+                (double)(p->clock - s->first->stamp) >= avg) {
+                release_segment(p, s);
+                p->st.num_gc_releases++;
+                freed = true;
+            }
+        }
+    }
+}
+
+/* A new segment for the request, releasing cache and retrying on ENOMEM. */
+static int grow(fp_pool *p, size_t rounded, bool small)
+{
+    size_t size = fp_segment_size(rounded);
+    collect_garbage(p);
+    int err = new_segment(p, size, small);
+    if (err == ENOMEM && release_oversize(p, rounded, small))
+        err = new_segment(p, size, small);
+    if (err == ENOMEM) {
+        if (p->be.synchronize)
+            p->be.synchronize(p->be.ctx);
+        release_free_segments(p);
+        p->st.num_alloc_retries++;
+        err = new_segment(p, size, small);
+    }
+    return err;
+}
+
+/* ---- allocation ------------------------------------------------------------ */
+
+/* PyTorch's best fit with the max_split refusals. */
+static fp_block *find_free(fp_pool *p, size_t rounded, bool small)
+{
+    fp_block *b = fp_index_lower_bound(index_of(p, small), rounded);
+    if (!b)
+        return NULL;
+    size_t mss = p->opts.max_split_size;
+    if (rounded < mss && b->size >= mss)
+        return NULL;
+    if (rounded >= mss && b->size - rounded >= p->opts.max_non_split_rounding)
+        return NULL;
+    return b;
+}
+
+static bool should_split(const fp_pool *p, bool small, size_t rounded, size_t rest)
+{
+    if (small)
+        return rest >= FP_MIN_BLOCK;
+    return rounded < p->opts.max_split_size && rest > FP_SMALL_SIZE;
+}
+
+/* Takes free block b for a request of rounded bytes, splitting off the
+ * remainder when the rules allow.  Returns 0 or ENOMEM (no header). */
+static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
+{
+    size_t rest = b->size - rounded;
+    fp_block *r = NULL;
+    if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
+        return ENOMEM;
+    fp_index *ix = index_of(p, small);
+    fp_account_split_free(p, b, -1);
+    fp_index_remove(ix, b);
+    b->state = FP_BLOCK_USED;
+    if (r) {
+        *r = (fp_block){.addr = b->addr + rounded, .size = rest, .seg = b->seg,
+                        .prev = b, .next = b->next, .prio = r->prio,
+                        .state = FP_BLOCK_FREE, .stamp = b->stamp};
+        if (b->next)
+            b->next->prev = r;
+        b->next = r;
+        b->size = rounded;
+        fp_index_insert(ix, r);
+        fp_account_split_free(p, r, +1);
+    }
+    return 0;
+}
+
+static size_t largest_free_locked(fp_pool *p)
+{
+    fp_block *s = fp_index_max(&p->free_small), *l = fp_index_max(&p->free_large);
+    size_t a = s ? s->size : 0, c = l ? l->size : 0;
+    return a > c ? a : c;
+}
+
+static void note_oom(fp_pool *p, size_t size, size_t rounded)
+{
+    fp_oom_info *o = &p->last_oom;
+    o->requested = size;
+    o->rounded = rounded;
+    o->segment = fp_segment_size(rounded);
+    o->allocated = (size_t)p->st.allocated_bytes[FP_ALL].current;
+    o->reserved = reserved_now(p);
+    o->idle = o->reserved - o->allocated;
+    o->largest_free = largest_free_locked(p);
+    o->cap = p->cap;
+    p->st.num_ooms++;
+}
+
+static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr)
+{
+    size_t rounded = fp_round_size(&p->opts, size);
+    bool small = fp_is_small(rounded);
+    p->clock++;
+    fp_block *b = find_free(p, rounded, small);
+    if (b) {
+        p->st.num_cache_hits++;
+    } else {
+        int err = grow(p, rounded, small);
+        if (err) {
+            if (err == ENOMEM)
+                note_oom(p, size, rounded);
+            return err;
+        }
+        b = find_free(p, rounded, small);
+    }
+    if (!b || fp_map_make_room(&p->live) || take_block(p, b, rounded, small))
+        return ENOMEM;
+    fp_map_put(&p->live, b);
+    b->requested = size;
+    b->stamp = p->clock;
+    fp_account_alloc(p, b, +1);
+    fp_stat *a = &p->st.allocated_bytes[FP_ALL];
+    if (a->current == a->peak)
+        p->st.largest_free_at_peak = largest_free_locked(p);
+    p->st.num_allocs++;
+    *addr = b->addr;
+    return 0;
+}
+
+int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr)
+{
+    pthread_mutex_lock(&p->lock);
+    int err = alloc_locked(p, size, addr);
+    pthread_mutex_unlock(&p->lock);
+    return err;
+}
+
+/* ---- free ----------------------------------------------------------------- */
+
+/* Takes free block b out of the index, with its accounting. */
+static void unfile(fp_pool *p, fp_index *ix, fp_block *b)
+{
+    fp_account_split_free(p, b, -1);
+    fp_index_remove(ix, b);
+}
+
+static void file(fp_pool *p, fp_index *ix, fp_block *b)
+{
+    fp_index_insert(ix, b);
+    fp_account_split_free(p, b, +1);
+}
+
+/* Folds b->next into b; both are free and out of the index. */
+static void merge_next(fp_pool *p, fp_block *b)
+{
+    fp_block *n = b->next;
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next)
+        n->next->prev = b;
+    fp_block_put(p, n);
+}
+
+static void free_block(fp_pool *p, fp_block *b)
+{
+    fp_index *ix = index_of(p, b->seg->small);
+    fp_account_alloc(p, b, -1);
+    b->state = FP_BLOCK_FREE;
+    b->requested = 0;
+    b->stamp = p->clock;
+    if (b->next && b->next->state == FP_BLOCK_FREE) {
+        unfile(p, ix, b->next);
+        merge_next(p, b);
+    }
+    if (b->prev && b->prev->state == FP_BLOCK_FREE) {
+        fp_block *prev = b->prev;
+        unfile(p, ix, prev);
+        merge_next(p, prev);
+        prev->stamp = p->clock;
+        b = prev;
+    }
+    file(p, ix, b);
+}
+
+int fp_pool_free(fp_pool *p, uint64_t addr)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_block *b = fp_map_take(&p->live, addr);
+    if (b) {
+        free_block(p, b);
+        p->st.num_frees++;
+    } else {
+        p->st.num_invalid_frees++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return b ? 0 : EINVAL;
+}
+
+/* ---- lifetime and queries -------------------------------------------------- */
+
+int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool **out)
+{
+    if (!opts || !backend || !backend->reserve || !backend->release || !out)
+        return EINVAL;
+    fp_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return ENOMEM;
+    if (fp_map_init(&p->live)) {
+        free(p);
+        return ENOMEM;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    p->opts = *opts;
+    p->be = *backend;
+    p->cap = fp_pool_opts_cap(opts);
+    p->rng = 0x2545F491u;
+    *out = p;
+    return 0;
+}
+
+void fp_pool_destroy(fp_pool *p, int keep_segments)
+{
+    if (!p)
+        return;
+    for (fp_segment *s = p->seg_head, *n; s; s = n) {
+        n = s->next;
+        if (!keep_segments)
+            p->be.release(p->be.ctx, s->addr, s->size);
+        free(s);
+    }
+    for (fp_chunk *c = p->chunks, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    fp_map_fini(&p->live);
+    free(p->segs.v);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_segment *s = fp_segtab_find(&p->segs, addr);
+    fp_block *b = s ? fp_map_get(&p->live, addr) : NULL;
+    if (size)
+        *size = b ? b->requested : 0;
+    pthread_mutex_unlock(&p->lock);
+    return s != NULL;
+}
+
+int fp_pool_empty_cache(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->be.synchronize)
+        p->be.synchronize(p->be.ctx);
+    release_free_segments(p);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out)
+{
+    pthread_mutex_lock(&p->lock);
+    *out = p->st;
+    out->largest_free = largest_free_locked(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void fp_pool_last_oom(fp_pool *p, fp_oom_info *out)
+{
+    pthread_mutex_lock(&p->lock);
+    *out = p->last_oom;
+    pthread_mutex_unlock(&p->lock);
+}
+
+const fp_pool_opts *fp_pool_get_opts(const fp_pool *p)
+{
+    return &p->opts;
+}
+
+size_t fp_pool_idle_bytes(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    size_t idle = reserved_now(p) - (size_t)p->st.allocated_bytes[FP_ALL].current;
+    pthread_mutex_unlock(&p->lock);
+    return idle;
+}

@@ -1,0 +1,221 @@
+/* pool_check.c - walks of the whole pool: the invariant checker (in the
+ * manner of tlsf_check) and the segment walk used by reports.
+ *
+ * fp_pool_check recomputes everything from the segments and compares it
+ * with the indexes and the stats; it changes nothing.
+ */
+#include "pool_internal.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct tally {
+    int64_t reserved[FP_NKINDS], segments[FP_NKINDS];
+    int64_t allocated[FP_NKINDS], requested[FP_NKINDS], allocations[FP_NKINDS];
+    int64_t split_bytes[FP_NKINDS], split_count[FP_NKINDS];
+    int64_t oversize_allocs, oversize_segs;
+    size_t free_small, free_large, used, nsegs;
+} tally;
+
+static int fail(char *msg, size_t len, const char *fmt, ...)
+{
+    if (msg && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, len, fmt, ap);
+        va_end(ap);
+    }
+    return EFAULT;
+}
+
+static void add3(int64_t v[FP_NKINDS], bool small, int64_t d)
+{
+    v[FP_ALL] += d;
+    v[small ? FP_SMALL : FP_LARGE] += d;
+}
+
+static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
+                       tally *t, char *msg, size_t len)
+{
+    if (b->seg != s || b->size == 0 || b->size % FP_MIN_BLOCK)
+        return fail(msg, len, "block %#llx: bad owner or size %zu",
+                    (unsigned long long)b->addr, b->size);
+    if (b->next && (b->next->prev != b || b->addr + b->size != b->next->addr))
+        return fail(msg, len, "block %#llx: not contiguous with next", (unsigned long long)b->addr);
+    if (b->state == FP_BLOCK_FREE) {
+        if (b->next && b->next->state == FP_BLOCK_FREE)
+            return fail(msg, len, "blocks %#llx and next both free, unmerged",
+                        (unsigned long long)b->addr);
+        if (!fp_index_contains(s->small ? &p->free_small : &p->free_large, b))
+            return fail(msg, len, "free block %#llx missing from index", (unsigned long long)b->addr);
+        if (fp_map_get(&p->live, b->addr) == b)
+            return fail(msg, len, "free block %#llx in live map", (unsigned long long)b->addr);
+        *(s->small ? &t->free_small : &t->free_large) += 1;
+        if (fp_block_is_split(b)) {
+            add3(t->split_bytes, s->small, (int64_t)b->size);
+            add3(t->split_count, s->small, 1);
+        }
+        return 0;
+    }
+    if (fp_map_get(&p->live, b->addr) != b)
+        return fail(msg, len, "live block %#llx missing from map", (unsigned long long)b->addr);
+    if (b->requested > b->size)
+        return fail(msg, len, "block %#llx: requested %zu > size %zu",
+                    (unsigned long long)b->addr, b->requested, b->size);
+    t->used++;
+    add3(t->allocated, s->small, (int64_t)b->size);
+    add3(t->requested, s->small, (int64_t)b->requested);
+    add3(t->allocations, s->small, 1);
+    if (b->size >= p->opts.max_split_size)
+        t->oversize_allocs++;
+    return 0;
+}
+
+static int check_segment(fp_pool *p, const fp_segment *s, tally *t, char *msg, size_t len)
+{
+    if (!s->first || s->first->addr != s->addr || s->first->prev)
+        return fail(msg, len, "segment %#llx: bad first block", (unsigned long long)s->addr);
+    if (fp_segtab_find(&p->segs, s->addr) != s)
+        return fail(msg, len, "segment %#llx missing from table", (unsigned long long)s->addr);
+    size_t sum = 0;
+    for (const fp_block *b = s->first; b; b = b->next) {
+        int err = check_block(p, s, b, t, msg, len);
+        if (err)
+            return err;
+        sum += b->size;
+    }
+    if (sum != s->size)
+        return fail(msg, len, "segment %#llx: blocks sum to %zu, not %zu",
+                    (unsigned long long)s->addr, sum, s->size);
+    t->nsegs++;
+    add3(t->reserved, s->small, (int64_t)s->size);
+    add3(t->segments, s->small, 1);
+    t->oversize_segs += s->oversize;
+    return 0;
+}
+
+/* In-order walk of a treap: sorted keys, heap priorities, free blocks of
+ * the right pool.  Returns the node count, or -1 on a violation. */
+static long check_tree(const fp_block *t, bool small, const fp_block **last)
+{
+    if (!t)
+        return 0;
+    if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
+        return -1;
+    long l = check_tree(t->left, small, last);
+    if (l < 0 || t->state != FP_BLOCK_FREE || t->seg->small != small)
+        return -1;
+    if (*last && ((*last)->size > t->size ||
+                  ((*last)->size == t->size && (*last)->addr >= t->addr)))
+        return -1;
+    *last = t;
+    long r = check_tree(t->right, small, last);
+    return r < 0 ? -1 : l + 1 + r;
+}
+
+static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
+{
+    const fp_block *last = NULL;
+    long ns = check_tree(p->free_small.root, true, &last);
+    last = NULL;
+    long nl = check_tree(p->free_large.root, false, &last);
+    if (ns < 0 || nl < 0)
+        return fail(msg, len, "free index out of order or holds a wrong block");
+    if ((size_t)ns != t->free_small || (size_t)nl != t->free_large ||
+        p->free_small.count != t->free_small || p->free_large.count != t->free_large)
+        return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu",
+                    ns, nl, t->free_small, t->free_large);
+    if (p->live.count != t->used)
+        return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count, t->used);
+    if (p->segs.n != t->nsegs)
+        return fail(msg, len, "segment table holds %zu, walk found %zu", p->segs.n, t->nsegs);
+    for (size_t i = 1; i < p->segs.n; i++)
+        if (p->segs.v[i - 1]->addr + p->segs.v[i - 1]->size > p->segs.v[i]->addr)
+            return fail(msg, len, "segments %#llx and %#llx overlap",
+                        (unsigned long long)p->segs.v[i - 1]->addr,
+                        (unsigned long long)p->segs.v[i]->addr);
+    return 0;
+}
+
+static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS],
+                       const char *name, char *msg, size_t len)
+{
+    for (int k = 0; k < FP_NKINDS; k++) {
+        const fp_stat *x = &s[k];
+        if (x->current != v[k] || x->peak < x->current || x->allocated - x->freed != x->current)
+            return fail(msg, len, "stat %s[%d]: current %lld, walk %lld", name, k,
+                        (long long)x->current, (long long)v[k]);
+    }
+    return 0;
+}
+
+static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
+{
+    const fp_pool_stats *st = &p->st;
+    int err = check_stat3(st->reserved_bytes, t->reserved, "reserved_bytes", msg, len);
+    if (!err) err = check_stat3(st->segments, t->segments, "segments", msg, len);
+    if (!err) err = check_stat3(st->allocated_bytes, t->allocated, "allocated_bytes", msg, len);
+    if (!err) err = check_stat3(st->active_bytes, t->allocated, "active_bytes", msg, len);
+    if (!err) err = check_stat3(st->requested_bytes, t->requested, "requested_bytes", msg, len);
+    if (!err) err = check_stat3(st->allocations, t->allocations, "allocations", msg, len);
+    if (!err) err = check_stat3(st->active, t->allocations, "active", msg, len);
+    if (!err) err = check_stat3(st->inactive_split_bytes, t->split_bytes, "inactive_split_bytes", msg, len);
+    if (!err) err = check_stat3(st->inactive_split, t->split_count, "inactive_split", msg, len);
+    if (err)
+        return err;
+    if (st->oversize_allocations.current != t->oversize_allocs ||
+        st->oversize_segments.current != t->oversize_segs)
+        return fail(msg, len, "oversize stats %lld/%lld, walk %lld/%lld",
+                    (long long)st->oversize_allocations.current,
+                    (long long)st->oversize_segments.current,
+                    (long long)t->oversize_allocs, (long long)t->oversize_segs);
+    if (st->num_allocs - st->num_frees != t->used)
+        return fail(msg, len, "allocs - frees = %llu, walk found %zu live",
+                    (unsigned long long)(st->num_allocs - st->num_frees), t->used);
+    return 0;
+}
+
+int fp_pool_check(fp_pool *p, char *msg, size_t len)
+{
+    tally t = {0};
+    int err = 0;
+    pthread_mutex_lock(&p->lock);
+    for (fp_segment *s = p->seg_head; s && !err; s = s->next)
+        err = check_segment(p, s, &t, msg, len);
+    if (!err)
+        err = check_indexes(p, &t, msg, len);
+    if (!err)
+        err = check_stats(p, &t, msg, len);
+    pthread_mutex_unlock(&p->lock);
+    if (!err && msg && len)
+        msg[0] = '\0';
+    return err;
+}
+
+void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
+{
+    pthread_mutex_lock(&p->lock);
+    size_t cap = 0;
+    fp_block_info *v = NULL;
+    for (size_t i = 0; i < p->segs.n; i++) {
+        const fp_segment *s = p->segs.v[i];
+        size_t n = 0;
+        for (const fp_block *b = s->first; b; b = b->next)
+            n++;
+        if (n > cap) {
+            fp_block_info *nv = realloc(v, n * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = n;
+        }
+        n = 0;
+        for (const fp_block *b = s->first; b; b = b->next)
+            v[n++] = (fp_block_info){b->addr, b->size, b->requested, b->state,
+                                     b->state == FP_BLOCK_USED ? b->stamp : 0};
+        fn(ud, s->addr, s->size, s->small, v, n);
+    }
+    free(v);
+    pthread_mutex_unlock(&p->lock);
+}

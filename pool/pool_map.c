@@ -1,0 +1,108 @@
+/* pool_map.c - live blocks by address: an open-addressing hash table with
+ * linear probing and backward-shift deletion (no tombstones).
+ *
+ * Invariants: count <= capacity / 2; every key sits in the probe run that
+ * starts at its hash, with no empty slot in between.
+ */
+#include "pool_internal.h"
+#include <errno.h>
+#include <stdlib.h>
+
+static size_t hash_addr(uint64_t a)
+{
+    a >>= 9; /* blocks are 512-byte aligned */
+    a *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(a ^ (a >> 29));
+}
+
+int fp_map_init(fp_map *m)
+{
+    m->slots = calloc(1024, sizeof *m->slots);
+    m->mask = 1023;
+    m->count = 0;
+    return m->slots ? 0 : ENOMEM;
+}
+
+void fp_map_fini(fp_map *m)
+{
+    free(m->slots);
+    m->slots = NULL;
+}
+
+static void place(fp_block **slots, size_t mask, fp_block *b)
+{
+    size_t i = hash_addr(b->addr) & mask;
+    while (slots[i])
+        i = (i + 1) & mask;
+    slots[i] = b;
+}
+
+static int grow(fp_map *m)
+{
+    size_t ncap = (m->mask + 1) * 2;
+    fp_block **ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+        return ENOMEM;
+    for (size_t i = 0; i <= m->mask; i++)
+        if (m->slots[i])
+            place(ns, ncap - 1, m->slots[i]);
+    free(m->slots);
+    m->slots = ns;
+    m->mask = ncap - 1;
+    return 0;
+}
+
+int fp_map_make_room(fp_map *m)
+{
+    return (m->count + 1) * 2 > m->mask + 1 ? grow(m) : 0;
+}
+
+void fp_map_put(fp_map *m, fp_block *b)
+{
+    place(m->slots, m->mask, b);
+    m->count++;
+}
+
+static size_t find_slot(const fp_map *m, uint64_t addr)
+{
+    size_t i = hash_addr(addr) & m->mask;
+    while (m->slots[i] && m->slots[i]->addr != addr)
+        i = (i + 1) & m->mask;
+    return i;
+}
+
+fp_block *fp_map_get(const fp_map *m, uint64_t addr)
+{
+    return m->slots[find_slot(m, addr)];
+}
+
+/* Removes slot i and shifts later members of the run back into the hole. */
+static void erase_slot(fp_map *m, size_t i)
+{
+    size_t j = i;
+    m->slots[i] = NULL;
+    for (;;) {
+        j = (j + 1) & m->mask;
+        if (!m->slots[j])
+            return;
+        size_t home = hash_addr(m->slots[j]->addr) & m->mask;
+        /* Move j into the hole at i unless its home lies in (i, j]. */
+        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            m->slots[i] = m->slots[j];
+            m->slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+fp_block *fp_map_take(fp_map *m, uint64_t addr)
+{
+    size_t i = find_slot(m, addr);
+    fp_block *b = m->slots[i];
+    if (b) {
+        erase_slot(m, i);
+        m->count--;
+    }
+    return b;
+}

@@ -1,0 +1,63 @@
+/* pool_stats.c - the pool's statistics: {current, peak, allocated, freed}
+ * counters and the accounting rules that tie them to blocks and segments.
+ *
+ * Invariant: every change to a block's state or a segment's existence goes
+ * through one of the fp_account_* calls, so fp_pool_check can recompute
+ * every "current" value from a walk and compare.
+ */
+#include "pool_internal.h"
+
+void fp_stat_add(fp_stat *s, int64_t d)
+{
+    s->current += d;
+    if (d > 0)
+        s->allocated += d;
+    else
+        s->freed -= d;
+    if (s->current > s->peak)
+        s->peak = s->current;
+}
+
+void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d)
+{
+    fp_stat_add(&s[FP_ALL], d);
+    fp_stat_add(&s[small ? FP_SMALL : FP_LARGE], d);
+}
+
+bool fp_block_is_split(const fp_block *b)
+{
+    return b->prev || b->next;
+}
+
+/* A block handed out (sign +1) or given back (sign -1). */
+void fp_account_alloc(fp_pool *p, fp_block *b, int64_t sign)
+{
+    bool small = b->seg->small;
+    fp_pool_stats *st = &p->st;
+    fp_stat_add3(st->requested_bytes, small, sign * (int64_t)b->requested);
+    fp_stat_add3(st->allocated_bytes, small, sign * (int64_t)b->size);
+    fp_stat_add3(st->active_bytes, small, sign * (int64_t)b->size);
+    fp_stat_add3(st->allocations, small, sign);
+    fp_stat_add3(st->active, small, sign);
+    if (b->size >= p->opts.max_split_size)
+        fp_stat_add(&st->oversize_allocations, sign);
+}
+
+/* A segment reserved (+1) or released (-1). */
+void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
+{
+    fp_stat_add3(p->st.reserved_bytes, s->small, sign * (int64_t)s->size);
+    fp_stat_add3(p->st.segments, s->small, sign);
+    if (s->oversize)
+        fp_stat_add(&p->st.oversize_segments, sign);
+}
+
+/* A free block of a split segment appears (+1) or goes (-1): PyTorch's
+ * "non-releasable" memory, held idle inside a partly used segment. */
+void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign)
+{
+    if (b->state != FP_BLOCK_FREE || !fp_block_is_split(b))
+        return;
+    fp_stat_add3(p->st.inactive_split_bytes, b->seg->small, sign * (int64_t)b->size);
+    fp_stat_add3(p->st.inactive_split, b->seg->small, sign);
+}
