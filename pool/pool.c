@@ -97,7 +97,7 @@ size_t fp_segment_size(size_t rounded)
 fp_block *fp_block_new(fp_pool *p)
 {
     if (!p->spare) {
-        fp_chunk *c = calloc(1, sizeof *c);
+        fp_chunk *c = aligned_alloc(64, sizeof *c);
         if (!c)
             return NULL;
         c->next = p->chunks;
@@ -108,8 +108,6 @@ fp_block *fp_block_new(fp_pool *p)
     fp_block *b = p->spare;
     p->spare = b->next;
     memset(b, 0, sizeof *b);
-    p->rng = p->rng * 1664525u + 1013904223u;
-    b->prio = p->rng;
     return b;
 }
 
@@ -173,8 +171,8 @@ static int new_segment(fp_pool *p, size_t size, bool small)
     if (b) {
         *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
                           .oversize = size >= p->opts.max_split_size};
-        *b = (fp_block){.addr = addr, .size = size, .seg = s, .prio = b->prio,
-                        .state = FP_BLOCK_FREE, .stamp = p->clock};
+        *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
+                        .small = small, .stamp = p->clock};
     }
     if (!b || fp_segtab_insert(&p->segs, s)) {
         if (b)
@@ -240,8 +238,9 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
         return false;
     size_t key = rounded < mss ? mss : rounded;
     fp_block *b = fp_index_lower_bound(index_of(p, small), key);
-    if (b && segment_is_free(b->seg)) {
-        release_segment(p, b->seg);
+    fp_segment *s = b ? fp_segtab_find(&p->segs, b->addr) : NULL;
+    if (s && segment_is_free(s)) {
+        release_segment(p, s);
         return true;
     }
     size_t n = 0, total = 0;
@@ -347,9 +346,9 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     fp_index_remove(ix, b);
     b->state = FP_BLOCK_USED;
     if (r) {
-        *r = (fp_block){.addr = b->addr + rounded, .size = rest, .seg = b->seg,
-                        .prev = b, .next = b->next, .prio = r->prio,
-                        .state = FP_BLOCK_FREE, .stamp = b->stamp};
+        *r = (fp_block){.addr = b->addr + rounded, .size = rest, .prev = b,
+                        .next = b->next, .state = FP_BLOCK_FREE, .small = small,
+                        .stamp = b->stamp};
         if (b->next)
             b->next->prev = r;
         b->next = r;
@@ -384,6 +383,10 @@ static void note_oom(fp_pool *p, size_t size, size_t rounded)
 static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr)
 {
     size_t rounded = fp_round_size(&p->opts, size);
+    if (size > FP_MAX_REQUEST) {
+        note_oom(p, size, rounded);
+        return ENOMEM;
+    }
     bool small = fp_is_small(rounded);
     p->clock++;
     fp_block *b = find_free(p, rounded, small);
@@ -448,7 +451,7 @@ static void merge_next(fp_pool *p, fp_block *b)
 
 static void free_block(fp_pool *p, fp_block *b)
 {
-    fp_index *ix = index_of(p, b->seg->small);
+    fp_index *ix = index_of(p, b->small);
     fp_account_alloc(p, b, -1);
     b->state = FP_BLOCK_FREE;
     b->requested = 0;
@@ -498,7 +501,6 @@ int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool 
     p->opts = *opts;
     p->be = *backend;
     p->cap = fp_pool_opts_cap(opts);
-    p->rng = 0x2545F491u;
     *out = p;
     return 0;
 }

@@ -38,9 +38,11 @@ static void add3(int64_t v[FP_NKINDS], bool small, int64_t d)
 static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
                        tally *t, char *msg, size_t len)
 {
-    if (b->seg != s || b->size == 0 || b->size % FP_MIN_BLOCK)
+    if (b->small != s->small || b->size == 0 || b->size % FP_MIN_BLOCK)
         return fail(msg, len, "block %#llx: bad owner or size %zu",
                     (unsigned long long)b->addr, b->size);
+    if (b->addr + b->size > s->addr + s->size)
+        return fail(msg, len, "block %#llx runs past its segment", (unsigned long long)b->addr);
     if (b->next && (b->next->prev != b || b->addr + b->size != b->next->addr))
         return fail(msg, len, "block %#llx: not contiguous with next", (unsigned long long)b->addr);
     if (b->state == FP_BLOCK_FREE) {
@@ -101,10 +103,11 @@ static long check_tree(const fp_block *t, bool small, const fp_block **last)
 {
     if (!t)
         return 0;
-    if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
+    if ((t->left && fp_block_prio(t->left) > fp_block_prio(t)) ||
+        (t->right && fp_block_prio(t->right) > fp_block_prio(t)))
         return -1;
     long l = check_tree(t->left, small, last);
-    if (l < 0 || t->state != FP_BLOCK_FREE || t->seg->small != small)
+    if (l < 0 || t->state != FP_BLOCK_FREE || t->small != small)
         return -1;
     if (*last && ((*last)->size > t->size ||
                   ((*last)->size == t->size && (*last)->addr >= t->addr)))
@@ -114,12 +117,30 @@ static long check_tree(const fp_block *t, bool small, const fp_block **last)
     return r < 0 ? -1 : l + 1 + r;
 }
 
-static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
+/* Every bin in order: together they must be one sorted sequence, and a
+ * bin's bitmap bit must say whether it holds anything. */
+static long check_index(const fp_index *ix, bool small)
 {
     const fp_block *last = NULL;
-    long ns = check_tree(p->free_small.root, true, &last);
-    last = NULL;
-    long nl = check_tree(p->free_large.root, false, &last);
+    long total = 0;
+    for (unsigned bin = 0; bin < FP_NBINS; bin++) {
+        const fp_block *root = fp_index_bin(ix, bin);
+        bool marked = (ix->used[bin / 64] >> (bin % 64)) & 1;
+        bool word = (ix->words >> (bin / 64)) & 1;
+        if (marked != (root != NULL) || (marked && !word))
+            return -1;
+        long n = check_tree(root, small, &last);
+        if (n < 0)
+            return -1;
+        total += n;
+    }
+    return total;
+}
+
+static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
+{
+    long ns = check_index(&p->free_small, true);
+    long nl = check_index(&p->free_large, false);
     if (ns < 0 || nl < 0)
         return fail(msg, len, "free index out of order or holds a wrong block");
     if ((size_t)ns != t->free_small || (size_t)nl != t->free_large ||

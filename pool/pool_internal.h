@@ -23,17 +23,26 @@ typedef struct fp_block fp_block;
 
 enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1 };
 
+/* One cache line: the hot path touches a header once. */
 struct fp_block {
     uint64_t addr;          /* device address                         */
     size_t size;            /* bytes, a multiple of 512               */
-    size_t requested;       /* caller's bytes while allocated         */
     fp_block *prev, *next;  /* physical neighbours in the segment     */
-    fp_segment *seg;        /* owning segment                         */
     fp_block *left, *right; /* free index links (treap)               */
-    uint32_t prio;          /* treap priority                         */
-    uint8_t state;          /* FP_BLOCK_FREE or FP_BLOCK_USED         */
     uint64_t stamp;         /* alloc sequence when used; free time when free */
+    uint64_t requested : 48;/* caller's bytes while allocated         */
+    uint64_t state : 1;     /* FP_BLOCK_FREE or FP_BLOCK_USED         */
+    uint64_t small : 1;     /* belongs to the small pool              */
 };
+
+#define FP_MAX_REQUEST (((uint64_t)1 << 48) - 1)
+
+/* Treap priority, derived from the address so it needs no storage. */
+static inline uint32_t fp_block_prio(const fp_block *b)
+{
+    uint64_t x = b->addr * 0xD6E8FEB86659FD93ull;
+    return (uint32_t)(x >> 32);
+}
 
 struct fp_segment {
     uint64_t addr;          /* base as the backend returned it        */
@@ -44,10 +53,20 @@ struct fp_segment {
     bool oversize;          /* made for a request >= max_split_size   */
 };
 
-/* The free-block index: an ordered set by (size, addr), as a treap. */
+/* The free-block index: an ordered set by (size, addr).  Sizes fall into
+ * segregated bins (exact below 32 KiB, then 64 bins per power of two, as in
+ * TLSF); a bitmap finds the next non-empty bin in O(1) and each bin is a
+ * small treap.  Bins partition sizes in increasing order, so the first
+ * fitting block of the first bin that has one is the exact best fit. */
+#define FP_BIN_SUB   64
+#define FP_NBINS     (FP_BIN_SUB + 50 * FP_BIN_SUB)
+#define FP_NBINWORDS ((FP_NBINS + 63) / 64)
+
 typedef struct fp_index {
-    fp_block *root;
-    size_t count;
+    fp_block *bins[FP_NBINS];     /* treap roots                          */
+    uint64_t used[FP_NBINWORDS];  /* bit set when a bin is non-empty      */
+    uint64_t words;               /* bit w set when used[w] != 0          */
+    size_t count;                 /* blocks indexed                       */
 } fp_index;
 
 void      fp_index_insert(fp_index *ix, fp_block *b);
@@ -55,10 +74,16 @@ void      fp_index_remove(fp_index *ix, fp_block *b);
 fp_block *fp_index_lower_bound(const fp_index *ix, size_t size);
 fp_block *fp_index_max(const fp_index *ix);
 bool      fp_index_contains(const fp_index *ix, const fp_block *b);
+const fp_block *fp_index_bin(const fp_index *ix, unsigned bin); /* checker */
 
 /* Address -> live block, open addressing with backward-shift deletion. */
+typedef struct fp_map_slot {
+    uint64_t key;           /* the block's address                     */
+    fp_block *b;            /* NULL when the slot is empty             */
+} fp_map_slot;
+
 typedef struct fp_map {
-    fp_block **slots;
+    fp_map_slot *slots;
     size_t mask;            /* capacity - 1 (capacity a power of two)  */
     size_t count;
 } fp_map;
@@ -77,8 +102,23 @@ typedef struct fp_segtab {
 } fp_segtab;
 
 /* Stat updates: one call per change keeps current/peak/totals coherent. */
-void fp_stat_add(fp_stat *s, int64_t d);
-void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d);
+static inline void fp_stat_add(fp_stat *s, int64_t d)
+{
+    s->current += d;
+    if (d > 0) {
+        s->allocated += d;
+        if (s->current > s->peak)
+            s->peak = s->current;
+    } else {
+        s->freed -= d;
+    }
+}
+
+static inline void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d)
+{
+    fp_stat_add(&s[FP_ALL], d);
+    fp_stat_add(&s[small ? FP_SMALL : FP_LARGE], d);
+}
 
 /* Everything one device's pool holds. */
 struct fp_pool {
@@ -96,13 +136,12 @@ struct fp_pool {
     uint64_t clock;         /* allocation attempts, for stamps and GC  */
     fp_pool_stats st;
     fp_oom_info last_oom;
-    uint32_t rng;           /* treap priorities                        */
 };
 
 /* Block headers come from chunks and are recycled through p->spare. */
 typedef struct fp_chunk {
+    _Alignas(64) fp_block blocks[255];
     struct fp_chunk *next;
-    fp_block blocks[255];
 } fp_chunk;
 
 /* Header recycling (pool.c). */

@@ -1,8 +1,10 @@
 /* pool_map.c - live blocks by address: an open-addressing hash table with
- * linear probing and backward-shift deletion (no tombstones).
+ * linear probing and backward-shift deletion (no tombstones).  Keys sit in
+ * the slots beside the block pointers, so a probe never touches a header.
  *
  * Invariants: count <= capacity / 2; every key sits in the probe run that
- * starts at its hash, with no empty slot in between.
+ * starts at its hash, with no empty slot in between; a slot is empty iff
+ * its block pointer is NULL.
  */
 #include "pool_internal.h"
 #include <errno.h>
@@ -29,23 +31,23 @@ void fp_map_fini(fp_map *m)
     m->slots = NULL;
 }
 
-static void place(fp_block **slots, size_t mask, fp_block *b)
+static void place(fp_map_slot *slots, size_t mask, uint64_t key, fp_block *b)
 {
-    size_t i = hash_addr(b->addr) & mask;
-    while (slots[i])
+    size_t i = hash_addr(key) & mask;
+    while (slots[i].b)
         i = (i + 1) & mask;
-    slots[i] = b;
+    slots[i] = (fp_map_slot){key, b};
 }
 
 static int grow(fp_map *m)
 {
     size_t ncap = (m->mask + 1) * 2;
-    fp_block **ns = calloc(ncap, sizeof *ns);
+    fp_map_slot *ns = calloc(ncap, sizeof *ns);
     if (!ns)
         return ENOMEM;
     for (size_t i = 0; i <= m->mask; i++)
-        if (m->slots[i])
-            place(ns, ncap - 1, m->slots[i]);
+        if (m->slots[i].b)
+            place(ns, ncap - 1, m->slots[i].key, m->slots[i].b);
     free(m->slots);
     m->slots = ns;
     m->mask = ncap - 1;
@@ -59,38 +61,38 @@ int fp_map_make_room(fp_map *m)
 
 void fp_map_put(fp_map *m, fp_block *b)
 {
-    place(m->slots, m->mask, b);
+    place(m->slots, m->mask, b->addr, b);
     m->count++;
 }
 
 static size_t find_slot(const fp_map *m, uint64_t addr)
 {
     size_t i = hash_addr(addr) & m->mask;
-    while (m->slots[i] && m->slots[i]->addr != addr)
+    while (m->slots[i].b && m->slots[i].key != addr)
         i = (i + 1) & m->mask;
     return i;
 }
 
 fp_block *fp_map_get(const fp_map *m, uint64_t addr)
 {
-    return m->slots[find_slot(m, addr)];
+    return m->slots[find_slot(m, addr)].b;
 }
 
 /* Removes slot i and shifts later members of the run back into the hole. */
 static void erase_slot(fp_map *m, size_t i)
 {
     size_t j = i;
-    m->slots[i] = NULL;
+    m->slots[i] = (fp_map_slot){0, NULL};
     for (;;) {
         j = (j + 1) & m->mask;
-        if (!m->slots[j])
+        if (!m->slots[j].b)
             return;
-        size_t home = hash_addr(m->slots[j]->addr) & m->mask;
+        size_t home = hash_addr(m->slots[j].key) & m->mask;
         /* Move j into the hole at i unless its home lies in (i, j]. */
         bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
         if (!stays) {
             m->slots[i] = m->slots[j];
-            m->slots[j] = NULL;
+            m->slots[j] = (fp_map_slot){0, NULL};
             i = j;
         }
     }
@@ -99,7 +101,7 @@ static void erase_slot(fp_map *m, size_t i)
 fp_block *fp_map_take(fp_map *m, uint64_t addr)
 {
     size_t i = find_slot(m, addr);
-    fp_block *b = m->slots[i];
+    fp_block *b = m->slots[i].b;
     if (b) {
         erase_slot(m, i);
         m->count--;

@@ -7,23 +7,6 @@
  */
 #include "pool_internal.h"
 
-void fp_stat_add(fp_stat *s, int64_t d)
-{
-    s->current += d;
-    if (d > 0)
-        s->allocated += d;
-    else
-        s->freed -= d;
-    if (s->current > s->peak)
-        s->peak = s->current;
-}
-
-void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d)
-{
-    fp_stat_add(&s[FP_ALL], d);
-    fp_stat_add(&s[small ? FP_SMALL : FP_LARGE], d);
-}
-
 bool fp_block_is_split(const fp_block *b)
 {
     return b->prev || b->next;
@@ -32,7 +15,7 @@ bool fp_block_is_split(const fp_block *b)
 /* A block handed out (sign +1) or given back (sign -1). */
 void fp_account_alloc(fp_pool *p, fp_block *b, int64_t sign)
 {
-    bool small = b->seg->small;
+    bool small = b->small;
     fp_pool_stats *st = &p->st;
     fp_stat_add3(st->requested_bytes, small, sign * (int64_t)b->requested);
     fp_stat_add3(st->allocated_bytes, small, sign * (int64_t)b->size);
@@ -58,6 +41,6 @@ void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign)
 {
     if (b->state != FP_BLOCK_FREE || !fp_block_is_split(b))
         return;
-    fp_stat_add3(p->st.inactive_split_bytes, b->seg->small, sign * (int64_t)b->size);
-    fp_stat_add3(p->st.inactive_split, b->seg->small, sign);
+    fp_stat_add3(p->st.inactive_split_bytes, b->small, sign * (int64_t)b->size);
+    fp_stat_add3(p->st.inactive_split, b->small, sign);
 }
