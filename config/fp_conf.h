@@ -22,9 +22,17 @@
 #include <stdint.h>
 #include "fp_pool.h"
 
+#define FP_CONF_PATH_MAX 256
+
+enum { FP_SUMMARY_TEXT = 0, FP_SUMMARY_JSON = 1 };
+
 typedef struct fp_conf {
     fp_pool_opts pool;   /* tunables handed to the pool                   */
     int strict;          /* 1: any config problem is fatal (shim exits 2) */
+    int meminfo_counts_cache; /* cuMemGetInfo's free includes idle cache  */
+    int debug_check;     /* run the pool checker after every operation    */
+    char summary[FP_CONF_PATH_MAX]; /* "off", "stderr" or a path pattern  */
+    int summary_format;  /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
     uint64_t set_mask;   /* bit i: option i was given and accepted        */
 } fp_conf;
 
@@ -71,6 +79,7 @@ struct fp_option {
     int open_max;        /* 1: rmax itself is excluded                    */
     const char *off_word;/* word meaning "no limit/off", or NULL          */
     size_t off_value;    /* stored value for off_word (size_t fields)     */
+    const char *const *words; /* enum keys: the accepted words, NULL-ended */
     fp_opt_parse_fn parse;
     fp_opt_format_fn format;
 };

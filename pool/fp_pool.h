@@ -131,6 +131,9 @@ int  fp_pool_free(fp_pool *p, uint64_t addr);
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
 int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
+/* Drop every segment without the backend: their memory is already gone
+ * (the context that held it was destroyed).  Live blocks count as freed. */
+void fp_pool_forget_segments(fp_pool *p);
 /* Release every wholly free segment (torch.cuda.empty_cache). */
 int  fp_pool_empty_cache(fp_pool *p);
 

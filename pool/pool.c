@@ -536,6 +536,32 @@ int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size)
     return s != NULL;
 }
 
+/* The context that held the segments is gone, and the driver freed them:
+ * drop every block and segment without calling the backend. */
+void fp_pool_forget_segments(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    for (fp_segment *s = p->seg_head, *n; s; s = n) {
+        n = s->next;
+        for (fp_block *b = s->first, *bn; b; b = bn) {
+            bn = b->next;
+            if (b->state == FP_BLOCK_USED) {
+                fp_map_take(&p->live, b->addr);
+                fp_account_alloc(p, b, -1);
+                p->st.num_frees++;
+            } else {
+                unfile(p, index_of(p, s->small), b);
+            }
+            fp_block_put(p, b);
+        }
+        fp_account_segment(p, s, -1);
+        fp_segtab_remove(&p->segs, s);
+        free(s);
+    }
+    p->seg_head = p->seg_tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+}
+
 int fp_pool_empty_cache(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);

@@ -1,0 +1,916 @@
+/* fp_conf.c - the FRAGPOOL_CONF option table, its parser and formatter.
+ *
+ * Shape of the work: the text is cut into entries at commas that are not
+ * inside [ ]; each entry is cut at its first ':' into key and value, both
+ * trimmed; the key picks one row of fp_options, whose parse function
+ * turns the value into fields of fp_conf.  Every problem becomes exactly
+ * one report line, built in a fixed buffer, and the entry is skipped.
+ *
+ * Invariants:
+ *  - pure: no globals besides the const table, no I/O, no malloc, no
+ *    locale (numbers are read and written by hand);
+ *  - linear time and no recursion, whatever the input;
+ *  - a row's parse function writes its field only when the whole value
+ *    is good, so a rejected entry leaves fp_conf untouched;
+ *  - the first occurrence of a key is the only one considered; later ones
+ *    are reported as duplicates (whether the first was good or not);
+ *  - quoted input in a message is at most FP_SHOW bytes, with bytes
+ *    outside printable ASCII written as \xNN, so a line stays one line.
+ */
+#include "fp_conf.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+_Static_assert(SIZE_MAX == UINT64_MAX, "fragpool needs a 64-bit size_t");
+
+#define FP_PREFIX     "fragpool: FRAGPOOL_CONF: "
+#define FP_TAIL       "; ignoring this entry, the rest still applies"
+#define FP_MAX_MB     ((uint64_t)(SIZE_MAX / FP_MIB)) /* 17592186044415 */
+#define FP_SHOW       64      /* input bytes quoted in a message          */
+#define FP_SHOW_ITEM  32      /* bytes of one list item quoted            */
+#define FP_LINE       2048    /* a report line can never need more        */
+#define FP_DIV_MAX    1024    /* largest roundup_power2_divisions value   */
+#define FP_DIV_KEY_MAX 32768  /* largest list size, MiB (interval 15)     */
+#define FP_REAL_DECIMALS 15   /* digits after the point a real may have   */
+
+/* ---- bounded string builder ------------------------------------------- */
+struct fp_strbuf {
+    char *p;      /* storage, always NUL-terminated when cap > 0 */
+    size_t cap;   /* bytes of storage                            */
+    size_t len;   /* characters written                          */
+    int full;     /* something did not fit                       */
+};
+
+static void sb_init(fp_strbuf *b, char *p, size_t cap)
+{
+    b->p = p;
+    b->cap = cap;
+    b->len = 0;
+    b->full = 0;
+    if (cap)
+        p[0] = '\0';
+}
+
+static void sb_putn(fp_strbuf *b, const char *s, size_t n)
+{
+    size_t room = b->cap ? b->cap - 1 - b->len : 0;
+    if (n > room) {
+        n = room;
+        b->full = 1;
+    }
+    if (n) {
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+    }
+}
+
+static void sb_put(fp_strbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+static void sb_putc(fp_strbuf *b, char ch) { sb_putn(b, &ch, 1); }
+
+static void sb_put_u64(fp_strbuf *b, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    sb_putn(b, tmp + i, sizeof tmp - i);
+}
+
+/* s[0..n) as a message shows it: at most max bytes, odd bytes escaped. */
+static void sb_put_shown(fp_strbuf *b, const char *s, size_t n, size_t max)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n && i < max; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch < 0x7f) {
+            sb_putc(b, (char)ch);
+            continue;
+        }
+        char esc[4] = { '\\', 'x', hex[ch >> 4], hex[ch & 15] };
+        sb_putn(b, esc, sizeof esc);
+    }
+    if (n > max)
+        sb_put(b, "...");
+}
+
+static void sb_put_quoted(fp_strbuf *b, const char *s, size_t n, size_t max)
+{
+    sb_putc(b, '\'');
+    sb_put_shown(b, s, n, max);
+    sb_putc(b, '\'');
+}
+
+/* ---- small lexical helpers -------------------------------------------- */
+typedef struct fp_slice {
+    const char *p;
+    size_t n;
+} fp_slice;
+
+static int is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' ||
+           ch == '\v' || ch == '\f';
+}
+
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+static fp_slice trim(const char *p, size_t n)
+{
+    while (n && is_space(*p)) {
+        p++;
+        n--;
+    }
+    while (n && is_space(p[n - 1]))
+        n--;
+    return (fp_slice){ p, n };
+}
+
+static int slice_is(const char *p, size_t n, const char *word)
+{
+    return strlen(word) == n && memcmp(p, word, n) == 0;
+}
+
+/* Multiply-add one decimal digit; -1 on uint64 overflow. */
+static int mul10_add(uint64_t *v, char digit)
+{
+    unsigned d = (unsigned)(digit - '0');
+    if (*v > (UINT64_MAX - d) / 10)
+        return -1;
+    *v = *v * 10 + d;
+    return 0;
+}
+
+/* A plain decimal integer: digits only, no sign, no overflow. */
+static int parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!n)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit(s[i]) || mul10_add(&v, s[i]))
+            return -1;
+    *out = v;
+    return 0;
+}
+
+static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static unsigned log2_u64(uint64_t v)
+{
+    unsigned i = 0;
+    while (v >>= 1)
+        i++;
+    return i;
+}
+
+/* ---- reals: read and written by hand, exactly ---------------------------
+ * A real is digits[.digits] or .digits with at most FP_REAL_DECIMALS
+ * significant decimals (trailing zeros do not count).  Its value is m/10^k
+ * with m <= 2^53 and k <= 15: both exact doubles, so one division gives
+ * the correctly rounded result, the same as strtod, with no locale. */
+static const double fp_pow10[FP_REAL_DECIMALS + 1] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7,
+    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+};
+#define FP_EXACT_INT ((uint64_t)1 << 53)
+
+static int parse_fraction(const char *s, size_t n, uint64_t *m, unsigned *k)
+{
+    while (n && s[n - 1] == '0')   /* trailing zeros add nothing */
+        n--;
+    if (n > FP_REAL_DECIMALS)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit(s[i]) || mul10_add(m, s[i]))
+            return -1;
+    *k = (unsigned)n;
+    return 0;
+}
+
+static int parse_real(const char *s, size_t n, double *out)
+{
+    uint64_t m = 0;
+    unsigned k = 0;
+    size_t i = 0;
+    for (; i < n && is_digit(s[i]); i++)
+        if (mul10_add(&m, s[i]))
+            return -1;
+    size_t int_digits = i;
+    if (i < n && s[i] == '.') {
+        if (int_digits == 0 && i + 1 == n)
+            return -1;                          /* "." alone */
+        if (parse_fraction(s + i + 1, n - i - 1, &m, &k))
+            return -1;
+    } else if (i != n || int_digits == 0) {
+        return -1;
+    }
+    if (m > FP_EXACT_INT)
+        return -1;
+    *out = (double)m / fp_pow10[k];
+    return 0;
+}
+
+/* m with k digits after the point. */
+static void sb_put_scaled(fp_strbuf *b, uint64_t m, unsigned k)
+{
+    char digits[24];
+    fp_strbuf d;
+    sb_init(&d, digits, sizeof digits);
+    sb_put_u64(&d, m);
+    if (k == 0) {
+        sb_put(b, digits);
+        return;
+    }
+    if (d.len <= k) {
+        sb_put(b, "0.");
+        for (size_t z = d.len; z < k; z++)
+            sb_putc(b, '0');
+        sb_put(b, digits);
+        return;
+    }
+    sb_putn(b, digits, d.len - k);
+    sb_putc(b, '.');
+    sb_put(b, digits + d.len - k);
+}
+
+/* The shortest m/10^k that parse_real reads back as exactly v.  Values
+ * that parse_real can give always have one (k <= 15, m <= 2^53); others
+ * get the nearest form with the most decimals that keep m exact. */
+static void sb_put_real(fp_strbuf *b, double v)
+{
+    const double lim = (double)FP_EXACT_INT;
+    unsigned best = 0;
+    if (!(v >= 0 && v <= lim)) {
+        sb_put(b, "invalid");
+        return;
+    }
+    for (unsigned k = 0; k <= FP_REAL_DECIMALS && v * fp_pow10[k] <= lim;
+         k++) {
+        uint64_t m = (uint64_t)(v * fp_pow10[k] + 0.5);
+        best = k;
+        if ((double)m / fp_pow10[k] == v) {
+            sb_put_scaled(b, m, k);
+            return;
+        }
+    }
+    sb_put_scaled(b, (uint64_t)(v * fp_pow10[best] + 0.5), best);
+}
+
+/* ---- the rows' parse and format functions ------------------------------ */
+static void *field(fp_conf *c, const fp_option *o)
+{
+    return (char *)c + o->offset;
+}
+
+static const void *cfield(const fp_conf *c, const fp_option *o)
+{
+    return (const char *)c + o->offset;
+}
+
+/* An integer number of MiB stored as size_t bytes. */
+static int parse_mib(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                     fp_strbuf *why)
+{
+    uint64_t mb;
+    (void)why;
+    if (o->off_word && slice_is(v, n, o->off_word)) {
+        *(size_t *)field(c, o) = o->off_value;
+        return 0;
+    }
+    if (parse_u64(v, n, &mb) || mb < o->min || mb > o->max)
+        return -1;
+    *(size_t *)field(c, o) = (size_t)mb * FP_MIB;
+    return 0;
+}
+
+static void format_mib(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+{
+    size_t v = *(const size_t *)cfield(c, o);
+    if (o->off_word && v == o->off_value)
+        sb_put(out, o->off_word);
+    else
+        sb_put_u64(out, v / FP_MIB);
+}
+
+static int real_in_range(const fp_option *o, double x)
+{
+    int lo = o->open_min ? x > o->rmin : x >= o->rmin;
+    int hi = o->open_max ? x < o->rmax : x <= o->rmax;
+    return lo && hi;
+}
+
+/* A real stored as double; off_word stores 0. */
+static int parse_dbl(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                     fp_strbuf *why)
+{
+    double x;
+    (void)why;
+    if (o->off_word && slice_is(v, n, o->off_word)) {
+        *(double *)field(c, o) = 0.0;
+        return 0;
+    }
+    if (parse_real(v, n, &x) || !real_in_range(o, x))
+        return -1;
+    *(double *)field(c, o) = x;
+    return 0;
+}
+
+static void format_dbl(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+{
+    double v = *(const double *)cfield(c, o);
+    if (o->off_word && v == 0.0)
+        sb_put(out, o->off_word);
+    else
+        sb_put_real(out, v);
+}
+
+/* 0/1/true/false/True/False stored as int. */
+static int parse_bool(const fp_option *o, const char *v, size_t n,
+                      fp_conf *c, fp_strbuf *why)
+{
+    int *dst = field(c, o);
+    (void)why;
+    if (slice_is(v, n, "1") || slice_is(v, n, "true") || slice_is(v, n, "True"))
+        *dst = 1;
+    else if (slice_is(v, n, "0") || slice_is(v, n, "false") ||
+             slice_is(v, n, "False"))
+        *dst = 0;
+    else
+        return -1;
+    return 0;
+}
+
+static void format_bool(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+{
+    sb_put(out, *(const int *)cfield(c, o) ? "1" : "0");
+}
+
+/* One of o->words, stored as its index (int). */
+static int parse_word(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                      fp_strbuf *why)
+{
+    (void)why;
+    for (int i = 0; o->words[i]; i++)
+        if (slice_is(v, n, o->words[i])) {
+            *(int *)field(c, o) = i;
+            return 0;
+        }
+    return -1;
+}
+
+static void format_word(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+{
+    sb_put(out, o->words[*(const int *)cfield(c, o)]);
+}
+
+/* A destination: one of o->words, or a path (no control bytes, shorter
+ * than FP_CONF_PATH_MAX), stored as text. */
+static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                      fp_strbuf *why)
+{
+    (void)o;
+    if (n >= FP_CONF_PATH_MAX) {
+        sb_put(why, "path too long");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+            sb_put(why, "control byte in path");
+            return -1;
+        }
+    char *dst = field(c, o);
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+    return 0;
+}
+
+static void format_dest(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+{
+    sb_put(out, (const char *)cfield(c, o));
+}
+
+/* ---- roundup_power2_divisions ------------------------------------------
+ * One number fills all 16 intervals.  The list [size:div,...,>:div] uses
+ * PyTorch's rule: the first size also fills every interval below it, each
+ * size sets its own interval (log2 of the size in MiB), an interval between
+ * two sizes takes the earlier size's value, '>' fills every interval above
+ * the last size, and with no '>' those stay 0 (no rounding). */
+typedef struct fp_divs {
+    uint32_t d[FP_ROUNDUP_INTERVALS];
+    int last;        /* interval of the last size listed, -1 before any */
+    int closed;      /* a '>' item was seen                             */
+} fp_divs;
+
+static int is_division(uint64_t v)
+{
+    return v == 0 || (v <= FP_DIV_MAX && is_pow2(v));
+}
+
+static void fill(uint32_t *d, int from, int to, uint32_t v)
+{
+    for (int i = from; i <= to; i++)
+        d[i] = v;
+}
+
+static int item_fail(fp_strbuf *why, fp_slice it, const char *what)
+{
+    sb_put(why, "item ");
+    sb_put_quoted(why, it.p, it.n, FP_SHOW_ITEM);
+    sb_put(why, what);
+    return -1;
+}
+
+static int divs_size(fp_divs *s, fp_slice it, fp_slice k, uint32_t val,
+                     fp_strbuf *why)
+{
+    uint64_t mb;
+    if (parse_u64(k.p, k.n, &mb) || !is_pow2(mb) || mb > FP_DIV_KEY_MAX)
+        return item_fail(why, it, ": size must be a power of two in 1..32768");
+    int idx = (int)log2_u64(mb);
+    if (idx <= s->last)
+        return item_fail(why, it, ": sizes must increase");
+    if (s->last < 0)
+        fill(s->d, 0, idx, val);
+    else
+        fill(s->d, s->last + 1, idx - 1, s->d[s->last]);
+    s->d[idx] = val;
+    s->last = idx;
+    return 0;
+}
+
+static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_strbuf *why)
+{
+    uint64_t val;
+    if (!it.n) {
+        sb_put(why, "item ");
+        sb_put_u64(why, no);
+        sb_put(why, " is empty");
+        return -1;
+    }
+    if (s->closed)
+        return item_fail(why, it, " follows '>', which must be last");
+    const char *colon = memchr(it.p, ':', it.n);
+    if (!colon)
+        return item_fail(why, it, " is not size:divisions");
+    fp_slice k = trim(it.p, (size_t)(colon - it.p));
+    fp_slice v = trim(colon + 1, it.n - (size_t)(colon - it.p) - 1);
+    if (parse_u64(v.p, v.n, &val) || !is_division(val))
+        return item_fail(why, it,
+                         ": divisions must be 0 or a power of two up to 1024");
+    if (!slice_is(k.p, k.n, ">"))
+        return divs_size(s, it, k, (uint32_t)val, why);
+    fill(s->d, s->last + 1, FP_ROUNDUP_INTERVALS - 1, (uint32_t)val);
+    s->closed = 1;
+    return 0;
+}
+
+/* The inside of [ ]: items split at every comma. */
+static int divs_list(fp_divs *s, fp_slice in, fp_strbuf *why)
+{
+    size_t no = 1;
+    if (!in.n) {
+        sb_put(why, "empty list");
+        return -1;
+    }
+    for (const char *p = in.p, *end = in.p + in.n;; no++) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        if (divs_item(s, trim(p, (size_t)(stop - p)), no, why))
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+static int parse_divs_list(const char *v, size_t n, uint32_t *out,
+                           fp_strbuf *why)
+{
+    fp_divs s = { .last = -1 };
+    const char *close = memchr(v, ']', n);
+    if (!close) {
+        sb_put(why, "no closing ']'");
+        return -1;
+    }
+    if (close != v + n - 1) {
+        sb_put(why, "text after ']'");
+        return -1;
+    }
+    if (divs_list(&s, trim(v + 1, n - 2), why))
+        return -1;
+    memcpy(out, s.d, sizeof s.d);
+    return 0;
+}
+
+static int parse_divs(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                      fp_strbuf *why)
+{
+    uint32_t *dst = field(c, o);
+    uint64_t x;
+    if (v[0] == '[')
+        return parse_divs_list(v, n, dst, why);
+    if (parse_u64(v, n, &x) || !is_division(x))
+        return -1;
+    fill(dst, 0, FP_ROUNDUP_INTERVALS - 1, (uint32_t)x);
+    return 0;
+}
+
+static void put_div_item(fp_strbuf *out, int idx, uint32_t v, int first)
+{
+    if (!first)
+        sb_putc(out, ',');
+    if (idx < 0)
+        sb_putc(out, '>');
+    else
+        sb_put_u64(out, (uint64_t)1 << idx);
+    sb_putc(out, ':');
+    sb_put_u64(out, v);
+}
+
+/* Runs of equal values: the first run by its last interval (which also
+ * fills below), later runs by their first interval; a last run that is
+ * not 0 ends with '>' (with no '>', intervals above the last size are 0).
+ * A last run right after the first is only '>' (or nothing when 0). */
+static void format_divs(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+{
+    const uint32_t *d = cfield(c, o);
+    const int top = FP_ROUNDUP_INTERVALS - 1;
+    int end = 0, runs = 1;
+    while (end < top && d[end + 1] == d[0])
+        end++;
+    if (end == top) {
+        sb_put_u64(out, d[0]);
+        return;
+    }
+    sb_putc(out, '[');
+    put_div_item(out, end, d[0], 1);
+    for (int i = end + 1; i <= top; i++, runs++) {
+        int start = i;
+        while (i < top && d[i + 1] == d[start])
+            i++;
+        if (i == top && runs == 1) {      /* right after the first run */
+            if (d[start])
+                put_div_item(out, -1, d[start], 0);
+            break;
+        }
+        put_div_item(out, start, d[start], 0);
+        if (i == top && start < top && d[start])
+            put_div_item(out, -1, d[start], 0);
+    }
+    sb_putc(out, ']');
+}
+
+/* ---- the table ---------------------------------------------------------- */
+#define POOL_FIELD(f) (offsetof(fp_conf, pool) + offsetof(fp_pool_opts, f))
+
+static const fp_option fp_options[] = {
+    {
+        .name = "max_split_size_mb", .type = "integer MiB",
+        .deflt = "unlimited", .range = "21..17592186044415, unlimited",
+        .help = "blocks of this size or more are never split; requests of "
+                "this size or more never take a cached block more than "
+                "max_non_split_rounding_mb bigger",
+        .accept = "an integer number of MiB > 20 (up to 17592186044415), "
+                  "or unlimited",
+        .offset = POOL_FIELD(max_split_size), .min = 21, .max = FP_MAX_MB,
+        .off_word = "unlimited", .off_value = SIZE_MAX,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
+        .name = "max_non_split_rounding_mb", .type = "integer MiB",
+        .deflt = "20", .range = "0..17592186044415",
+        .help = "how much bigger than the request a cached block at or "
+                "above max_split_size_mb may be and still be used whole",
+        .accept = "an integer number of MiB >= 0 (up to 17592186044415)",
+        .offset = POOL_FIELD(max_non_split_rounding), .min = 0,
+        .max = FP_MAX_MB, .parse = parse_mib, .format = format_mib,
+    },
+    {
+        .name = "roundup_power2_divisions", .type = "divisions",
+        .deflt = "0", .range = "0, 1, 2, 4, ..., 1024, or [size:div,...,>:div]",
+        .help = "round requests up to one of N steps between powers of two, "
+                "for every size interval (1 MiB .. 32 GiB) or per interval",
+        .accept = "0 or a power of two up to 1024, or a list like "
+                  "[256:1,512:2,>:8] of increasing power-of-two sizes in "
+                  "MiB (1..32768) with such values, '>' last",
+        .offset = POOL_FIELD(roundup_divisions),
+        .parse = parse_divs, .format = format_divs,
+    },
+    {
+        .name = "garbage_collection_threshold", .type = "real",
+        .deflt = "off", .range = "(0,1), off",
+        .help = "when reserved memory passes this fraction of the cap, free "
+                "cached blocks, oldest first, before reserving more",
+        .accept = "a decimal number > 0 and < 1 such as 0.6 (at most 15 "
+                  "decimals), or off",
+        .offset = POOL_FIELD(gc_threshold), .rmin = 0, .rmax = 1,
+        .open_min = 1, .open_max = 1, .off_word = "off",
+        .parse = parse_dbl, .format = format_dbl,
+    },
+    {
+        .name = "per_process_memory_fraction", .type = "real",
+        .deflt = "unlimited", .range = "(0,1], unlimited",
+        .help = "cap on reserved memory as a fraction of the device's total",
+        .accept = "a decimal number > 0 and <= 1 such as 0.5 (at most 15 "
+                  "decimals), or unlimited",
+        .offset = POOL_FIELD(memory_fraction), .rmin = 0, .rmax = 1,
+        .open_min = 1, .off_word = "unlimited",
+        .parse = parse_dbl, .format = format_dbl,
+    },
+    {
+        .name = "max_reserved_mb", .type = "integer MiB",
+        .deflt = "unlimited", .range = "1..17592186044415, unlimited",
+        .help = "cap on reserved memory in MiB",
+        .accept = "an integer number of MiB >= 1 (up to 17592186044415), "
+                  "or unlimited",
+        .offset = POOL_FIELD(max_reserved), .min = 1, .max = FP_MAX_MB,
+        .off_word = "unlimited", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
+        .name = "strict", .type = "bool", .deflt = "0",
+        .range = "0, 1, true, false, True, False",
+        .help = "1: any problem in FRAGPOOL_CONF is fatal (exit status 2 "
+                "before main)",
+        .accept = "0, 1, true, false, True or False",
+        .offset = offsetof(fp_conf, strict),
+        .parse = parse_bool, .format = format_bool,
+    },
+    {
+        .name = "meminfo_counts_cache", .type = "bool", .deflt = "1",
+        .range = "0, 1, true, false, True, False",
+        .help = "1: cuMemGetInfo's free memory includes the bytes idle in "
+                "fragpool's cache",
+        .accept = "0, 1, true, false, True or False",
+        .offset = offsetof(fp_conf, meminfo_counts_cache),
+        .parse = parse_bool, .format = format_bool,
+    },
+    {
+        .name = "debug_check", .type = "bool", .deflt = "0",
+        .range = "0, 1, true, false, True, False",
+        .help = "1: verify every pool invariant after each allocation and "
+                "free, and abort with the broken one (slow)",
+        .accept = "0, 1, true, false, True or False",
+        .offset = offsetof(fp_conf, debug_check),
+        .parse = parse_bool, .format = format_bool,
+    },
+    {
+        .name = "summary", .type = "destination", .deflt = "stderr",
+        .range = "off, stderr, PATH (%p pid, %r rank, %h host)",
+        .help = "where the memory summary goes at exit",
+        .accept = "off, stderr, or a file path shorter than 256 bytes "
+                  "(%p pid, %r rank, %h host)",
+        .offset = offsetof(fp_conf, summary),
+        .parse = parse_dest, .format = format_dest,
+    },
+    {
+        .name = "summary_format", .type = "word", .deflt = "text",
+        .range = "text, json",
+        .help = "the summary's format: PyTorch's memory_summary table, or "
+                "JSON (docs/summary.md)",
+        .accept = "text or json",
+        .offset = offsetof(fp_conf, summary_format),
+        .words = (const char *const[]){"text", "json", NULL},
+        .parse = parse_word, .format = format_word,
+    },
+};
+
+#define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
+_Static_assert(FP_NOPTIONS <= 64, "set_mask has 64 bits");
+
+size_t fp_conf_noptions(void) { return FP_NOPTIONS; }
+
+const fp_option *fp_conf_option(size_t i)
+{
+    return i < FP_NOPTIONS ? &fp_options[i] : NULL;
+}
+
+int fp_conf_find(const char *name, size_t n)
+{
+    for (size_t i = 0; i < FP_NOPTIONS; i++)
+        if (slice_is(name, n, fp_options[i].name))
+            return (int)i;
+    return -1;
+}
+
+void fp_conf_default(fp_conf *c)
+{
+    memset(c, 0, sizeof *c);
+    fp_pool_opts_default(&c->pool);
+    c->meminfo_counts_cache = 1;
+    memcpy(c->summary, "stderr", sizeof "stderr");
+}
+
+int fp_conf_format(const fp_conf *c, char *buf, size_t len)
+{
+    fp_strbuf b;
+    sb_init(&b, buf, len);
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        if (i)
+            sb_putc(&b, ',');
+        sb_put(&b, fp_options[i].name);
+        sb_putc(&b, ':');
+        fp_options[i].format(&fp_options[i], c, &b);
+    }
+    return b.full || len == 0 ? ENOSPC : 0;
+}
+
+/* ---- the parser ---------------------------------------------------------- */
+typedef struct fp_parser {
+    fp_conf *c;
+    fp_conf_report_fn report;
+    void *ud;
+    uint64_t seen;       /* keys met in this text, good or bad */
+    int problems;
+} fp_parser;
+
+static void line_start(fp_strbuf *b, char *buf, size_t cap)
+{
+    sb_init(b, buf, cap);
+    sb_put(b, FP_PREFIX);
+}
+
+static void emit(fp_parser *ps, fp_strbuf *line)
+{
+    if (ps->problems < INT_MAX)
+        ps->problems++;
+    if (ps->report)
+        ps->report(ps->ud, line->p);
+}
+
+/* "'entry': what; ignoring this entry, the rest still applies" */
+static void problem(fp_parser *ps, fp_slice e, const char *what)
+{
+    char buf[FP_LINE];
+    fp_strbuf b;
+    line_start(&b, buf, sizeof buf);
+    sb_put_quoted(&b, e.p, e.n, FP_SHOW);
+    sb_put(&b, ": ");
+    sb_put(&b, what);
+    sb_put(&b, FP_TAIL);
+    emit(ps, &b);
+}
+
+static void problem_empty(fp_parser *ps, size_t at)
+{
+    char buf[FP_LINE];
+    fp_strbuf b;
+    line_start(&b, buf, sizeof buf);
+    sb_put(&b, "empty entry at byte ");
+    sb_put_u64(&b, at);
+    sb_put(&b, " (stray ','); expected key:value" FP_TAIL);
+    emit(ps, &b);
+}
+
+static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)
+{
+    char buf[FP_LINE];
+    fp_strbuf b;
+    line_start(&b, buf, sizeof buf);
+    sb_put(&b, "unknown key ");
+    sb_put_quoted(&b, k.p, k.n, FP_SHOW);
+    sb_put(&b, " (in ");
+    sb_put_quoted(&b, e.p, e.n, FP_SHOW);
+    sb_put(&b, "); known keys: ");
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        sb_put(&b, i ? ", " : "");
+        sb_put(&b, fp_options[i].name);
+    }
+    sb_put(&b, FP_TAIL);
+    emit(ps, &b);
+}
+
+/* "'entry': what; ignoring this entry (key stays cur), the rest ..." */
+static void problem_key(fp_parser *ps, fp_slice e, const fp_option *o,
+                        const char *what)
+{
+    char buf[FP_LINE];
+    fp_strbuf b;
+    line_start(&b, buf, sizeof buf);
+    sb_put_quoted(&b, e.p, e.n, FP_SHOW);
+    sb_put(&b, ": ");
+    sb_put(&b, what);
+    sb_put(&b, "; ignoring this entry (");
+    sb_put(&b, o->name);
+    sb_put(&b, " stays ");
+    o->format(o, ps->c, &b);
+    sb_put(&b, "), the rest still applies");
+    emit(ps, &b);
+}
+
+static void problem_value(fp_parser *ps, fp_slice e, const fp_option *o,
+                          const char *detail)
+{
+    char buf[FP_LINE / 2];
+    fp_strbuf b;
+    sb_init(&b, buf, sizeof buf);
+    if (detail[0]) {
+        sb_put(&b, detail);
+        sb_put(&b, "; ");
+    }
+    sb_put(&b, "must be ");
+    sb_put(&b, o->accept);
+    problem_key(ps, e, o, buf);
+}
+
+static void problem_duplicate(fp_parser *ps, fp_slice e, const fp_option *o)
+{
+    char buf[128];
+    fp_strbuf b;
+    sb_init(&b, buf, sizeof buf);
+    sb_put(&b, "duplicate key, only the first ");
+    sb_put(&b, o->name);
+    sb_put(&b, " counts");
+    problem_key(ps, e, o, buf);
+}
+
+/* Key and value of a non-empty entry that has a ':' and a known key. */
+static void apply(fp_parser *ps, fp_slice e, int idx, fp_slice v)
+{
+    const fp_option *o = &fp_options[idx];
+    uint64_t bit = (uint64_t)1 << idx;
+    char whybuf[256];
+    fp_strbuf why;
+    if (ps->seen & bit) {
+        problem_duplicate(ps, e, o);
+        return;
+    }
+    ps->seen |= bit;
+    sb_init(&why, whybuf, sizeof whybuf);
+    if (!v.n)
+        problem_value(ps, e, o, "empty value");
+    else if (o->parse(o, v.p, v.n, ps->c, &why))
+        problem_value(ps, e, o, whybuf);
+    else
+        ps->c->set_mask |= bit;
+}
+
+static void parse_entry(fp_parser *ps, const char *text, size_t at, size_t end)
+{
+    fp_slice e = trim(text + at, end - at);
+    if (!e.n) {
+        problem_empty(ps, at);
+        return;
+    }
+    const char *colon = memchr(e.p, ':', e.n);
+    if (!colon) {
+        problem(ps, e, "no ':' in entry; expected key:value");
+        return;
+    }
+    fp_slice k = trim(e.p, (size_t)(colon - e.p));
+    fp_slice v = trim(colon + 1, e.n - (size_t)(colon - e.p) - 1);
+    int idx = fp_conf_find(k.p, k.n);
+    if (!k.n)
+        problem(ps, e, "empty key; expected key:value");
+    else if (idx < 0)
+        problem_unknown(ps, e, k);
+    else
+        apply(ps, e, idx, v);
+}
+
+/* Where the entry starting at i ends: the next ',' outside [ ].  A '['
+ * opens only if some ']' follows it (i < last_close), so an unclosed '['
+ * spoils one entry, not the rest of the text; skipping to the next ']'
+ * keeps the scan linear. */
+static size_t entry_end(const char *t, size_t i, size_t n, size_t last_close)
+{
+    for (; i < n && t[i] != ','; i++) {
+        if (t[i] == '[' && i < last_close) {
+            const char *close = memchr(t + i + 1, ']', last_close - i);
+            i = (size_t)(close - t);
+        }
+    }
+    return i;
+}
+
+/* Index of the last ']', or 0 when there is none (then no '[' opens). */
+static size_t find_last_close(const char *t, size_t n)
+{
+    while (n && t[n - 1] != ']')
+        n--;
+    return n ? n - 1 : 0;
+}
+
+int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
+                  void *ud)
+{
+    fp_parser ps = { .c = c, .report = report, .ud = ud };
+    size_t n = text ? strlen(text) : 0;
+    if (trim(text, n).n == 0)
+        return 0;
+    size_t last_close = find_last_close(text, n);
+    for (size_t at = 0;;) {
+        size_t end = entry_end(text, at, n, last_close);
+        parse_entry(&ps, text, at, end);
+        if (end >= n)
+            break;
+        at = end + 1;
+    }
+    return ps.problems;
+}

@@ -1,0 +1,688 @@
+/* fp_summary.c - the memory summary: a text table in the layout of
+ * torch.cuda.memory_summary() plus the lines PyTorch's summary lacks, and
+ * the same numbers as one JSON document (docs/summary.md).
+ *
+ * Invariants:
+ *  - text and JSON walk one metric table (fp_metrics), so every counter
+ *    printed in one appears in the other under a fixed name;
+ *  - every text line is one line of a 75-column box, "|...|": long values
+ *    wrap, control characters in user text are escaped;
+ *  - no allocation: lines are built in fixed buffers on the stack.
+ */
+#include "fp_report.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* ---- the metric table --------------------------------------------------------- */
+
+typedef struct fp_metric {
+    const char *label;   /* row name in torch.cuda.memory_summary()      */
+    const char *key;     /* member name in the JSON                       */
+    size_t off;          /* offsetof the fp_stat (array) in fp_pool_stats */
+    int count;           /* 1: a count, 0: bytes                          */
+} fp_metric;
+
+#define FP_M(label, key, field, count) \
+    {label, key, offsetof(fp_pool_stats, field), count}
+
+static const fp_metric fp_metrics[] = {
+    FP_M("Allocated memory", "allocated", allocated_bytes, 0),
+    FP_M("Active memory", "active", active_bytes, 0),
+    FP_M("Requested memory", "requested", requested_bytes, 0),
+    FP_M("GPU reserved memory", "reserved", reserved_bytes, 0),
+    FP_M("Non-releasable memory", "non_releasable", inactive_split_bytes, 0),
+    FP_M("Allocations", "allocations", allocations, 1),
+    FP_M("Active allocs", "active_allocs", active, 1),
+    FP_M("GPU reserved segments", "segments", segments, 1),
+    FP_M("Non-releasable allocs", "non_releasable_allocs", inactive_split, 1),
+};
+
+/* Single fp_stat fields: no per-pool split. */
+static const fp_metric fp_oversize[] = {
+    FP_M("Oversize allocations", "oversize_allocations", oversize_allocations, 1),
+    FP_M("Oversize GPU segments", "oversize_segments", oversize_segments, 1),
+};
+
+#define FP_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static const fp_stat *fp_metric_stat(const fp_pool_stats *st,
+                                     const fp_metric *m, int kind)
+{
+    return (const fp_stat *)(const void *)((const char *)st + m->off) + kind;
+}
+
+const char *fp_pt_name(int kind)
+{
+    static const char *const names[FP_PT_NKINDS] = {
+        "managed", "async_pool", "host", "vmm", "other"};
+    return kind >= 0 && kind < FP_PT_NKINDS ? names[kind] : "?";
+}
+
+/* 1 - peak allocated / peak reserved, as num/den; den 0 when nothing was
+ * reserved. */
+static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
+{
+    int64_t a = st->allocated_bytes[FP_ALL].peak;
+    int64_t r = st->reserved_bytes[FP_ALL].peak;
+    *den = r > 0 ? (uint64_t)r : 0;
+    *num = r > a && a >= 0 ? (uint64_t)(r - a) : 0;
+}
+
+/* ---- leaks ---------------------------------------------------------------------------- */
+
+typedef struct fp_leak_acc {
+    fp_leak *top;        /* the caller's array, largest first  */
+    size_t ntop, n;      /* its capacity and entries filled    */
+    uint64_t count;      /* all live blocks                    */
+    uint64_t bytes;      /* their requested bytes              */
+} fp_leak_acc;
+
+/* 1 when a ranks before b: larger first, then older. */
+static int fp_leak_before(const fp_leak *a, const fp_leak *b)
+{
+    return a->size != b->size ? a->size > b->size : a->seq < b->seq;
+}
+
+/* Insertion into the sorted, bounded top list. */
+static void fp_leak_insert(fp_leak_acc *a, const fp_leak *l)
+{
+    size_t i = a->n;
+    if (a->n == a->ntop) {
+        if (!a->ntop || !fp_leak_before(l, &a->top[a->ntop - 1]))
+            return;
+        i = a->ntop - 1;
+    } else {
+        a->n++;
+    }
+    for (; i > 0 && fp_leak_before(l, &a->top[i - 1]); i--)
+        a->top[i] = a->top[i - 1];
+    a->top[i] = *l;
+}
+
+static void fp_leak_segment(void *ud, uint64_t addr, size_t size, int small,
+                            const fp_block_info *b, size_t nb)
+{
+    fp_leak_acc *a = ud;
+    (void)addr;
+    (void)size;
+    (void)small;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].state != 1)
+            continue;
+        fp_leak l = {b[i].addr, b[i].requested, b[i].seq};
+        a->count++;
+        a->bytes += b[i].requested;
+        fp_leak_insert(a, &l);
+    }
+}
+
+size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
+                               uint64_t *count, uint64_t *bytes)
+{
+    fp_leak_acc a = {top, top ? ntop : 0, 0, 0, 0};
+    if (p)
+        fp_pool_walk(p, fp_leak_segment, &a);
+    if (count)
+        *count = a.count;
+    if (bytes)
+        *bytes = a.bytes;
+    return a.n;
+}
+
+/* ---- config string ---------------------------------------------------------------- */
+
+static void fp_trim(const char **p, size_t *n)
+{
+    while (*n && ((*p)[0] == ' ' || (*p)[0] == '\t')) {
+        (*p)++;
+        (*n)--;
+    }
+    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+        (*n)--;
+}
+
+/* End of the entry starting at i: the next ',' outside [ ]; *colon gets
+ * the first ':' outside [ ] (SIZE_MAX when none). */
+static size_t fp_conf_entry_end(const char *c, size_t i, size_t *colon)
+{
+    int depth = 0;
+    *colon = SIZE_MAX;
+    for (; c[i] && (c[i] != ',' || depth > 0); i++) {
+        if (c[i] == '[')
+            depth++;
+        else if (c[i] == ']' && depth > 0)
+            depth--;
+        else if (c[i] == ':' && !depth && *colon == SIZE_MAX)
+            *colon = i;
+    }
+    return i;
+}
+
+int fp_conf_entry_next(const char *conf, size_t *pos, const char **key,
+                       size_t *klen, const char **val, size_t *vlen)
+{
+    while (conf && conf[*pos]) {
+        size_t start = *pos, colon;
+        size_t end = fp_conf_entry_end(conf, start, &colon);
+        *pos = conf[end] ? end + 1 : end;
+        size_t kend = colon == SIZE_MAX ? end : colon;
+        *key = conf + start;
+        *klen = kend - start;
+        fp_trim(key, klen);
+        *val = colon == SIZE_MAX ? NULL : conf + colon + 1;
+        *vlen = colon == SIZE_MAX ? 0 : end - colon - 1;
+        if (*val)
+            fp_trim(val, vlen);
+        if (*klen || *val)
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- text: building one value ------------------------------------------------------ */
+
+/* A value assembled in a fixed buffer, then boxed by fp_tbl_kv. */
+typedef struct fp_val {
+    char buf[512];
+    fp_sink s;
+} fp_val;
+
+static fp_sink *fp_val_begin(fp_val *v)
+{
+    v->s = fp_sink_buffer(v->buf, sizeof v->buf);
+    return &v->s;
+}
+
+/* Box the value; one that did not fit ends in "..." on a whole character. */
+static void fp_val_end(fp_val *v, fp_sink *out, const char *label)
+{
+    size_t n = fp_sink_length(&v->s);
+    if (fp_sink_error(&v->s)) {
+        n = n > 3 ? n - 3 : 0;
+        while (n && ((unsigned char)v->buf[n] & 0xC0) == 0x80)
+            n--;
+        memcpy(v->buf + n, "...", 3);
+        n += 3;
+    }
+    fp_tbl_kv(out, label, v->buf, n);
+}
+
+static void fp_put_left(fp_sink *s, uint64_t v, size_t width)
+{
+    size_t before = fp_sink_total(s);
+    fp_put_u64(s, v);
+    size_t n = fp_sink_total(s) - before;
+    fp_put_pad(s, ' ', n < width ? width - n : 0);
+}
+
+/* ---- text: the PyTorch part -------------------------------------------------------- */
+
+static void fp_text_title(fp_sink *s, const fp_dev_report *d)
+{
+    char buf[96];
+    fp_sink l = fp_sink_buffer(buf, sizeof buf);
+    fp_puts(&l, "fragpool memory summary, device ID ");
+    fp_put_i64(&l, d->device);
+    fp_tbl_text(s, buf, fp_sink_length(&l), 18);   /* PyTorch's indent */
+}
+
+static void fp_sep(fp_sink *l, const char *sep)
+{
+    if (fp_sink_total(l))
+        fp_puts(l, sep);
+}
+
+/* "NVIDIA H200, 139.81 GiB; pid 42, rank 3", centred; nothing if empty. */
+static void fp_text_subtitle(fp_sink *s, const fp_run_report *r,
+                             const fp_dev_report *d)
+{
+    char buf[160];
+    fp_sink l = fp_sink_buffer(buf, sizeof buf);
+    if (d->device_name)
+        fp_put_visible(&l, d->device_name, strlen(d->device_name));
+    if (d->total_capacity) {
+        fp_sep(&l, ", ");
+        fp_put_size(&l, d->total_capacity);
+    }
+    if (r->pid > 0) {
+        fp_sep(&l, "; ");
+        fp_puts(&l, "pid ");
+        fp_put_i64(&l, r->pid);
+    }
+    if (r->rank >= 0) {
+        fp_sep(&l, r->pid > 0 ? ", " : "; ");
+        fp_puts(&l, "rank ");
+        fp_put_i64(&l, r->rank);
+    }
+    if (fp_sink_length(&l))
+        fp_tbl_text(s, buf, fp_sink_length(&l), SIZE_MAX);
+}
+
+/* PyTorch's "CUDA OOMs: N | cudaMalloc retries: N" line, column for column. */
+static void fp_text_oom_line(fp_sink *s, const fp_pool_stats *st)
+{
+    char buf[128];
+    fp_sink l = fp_sink_buffer(buf, sizeof buf);
+    fp_put_pad(&l, ' ', 12);
+    fp_puts(&l, "CUDA OOMs: ");
+    fp_put_left(&l, st->num_ooms, 12);
+    fp_puts(&l, " |");
+    fp_put_pad(&l, ' ', 8);
+    fp_puts(&l, "cudaMalloc retries: ");
+    fp_put_left(&l, st->num_alloc_retries, 8);
+    fp_tbl_text(s, buf, fp_sink_length(&l), 0);
+}
+
+static void fp_text_cells(fp_sink *s, const char *label, const fp_stat *v,
+                          const fp_stat *pref, int count)
+{
+    char c[4][24];
+    const char *cells[4] = {c[0], c[1], c[2], c[3]};
+    int64_t val[4] = {v->current, v->peak, v->allocated, v->freed};
+    int64_t ref[4] = {pref->current, pref->peak, pref->allocated, pref->freed};
+    for (int i = 0; i < 4; i++) {
+        if (count)
+            fp_format_count_col(val[i], ref[i], c[i]);
+        else
+            fp_format_size_col(val[i], ref[i], c[i]);
+    }
+    fp_tbl_row(s, label, cells);
+}
+
+/* A metric row and its two pool rows; units follow the "all" row. */
+static void fp_text_metric(fp_sink *s, const fp_pool_stats *st,
+                           const fp_metric *m)
+{
+    const fp_stat *all = fp_metric_stat(st, m, FP_ALL);
+    fp_tbl_rule(s, '-');
+    fp_text_cells(s, m->label, all, all, m->count);
+    fp_text_cells(s, "      from large pool", fp_metric_stat(st, m, FP_LARGE),
+                  all, m->count);
+    fp_text_cells(s, "      from small pool", fp_metric_stat(st, m, FP_SMALL),
+                  all, m->count);
+}
+
+static void fp_text_table(fp_sink *s, const fp_run_report *r,
+                          const fp_dev_report *d)
+{
+    static const char head[] =
+        "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ";
+    fp_tbl_rule(s, '=');
+    fp_text_title(s, d);
+    fp_text_subtitle(s, r, d);
+    fp_tbl_rule(s, '-');
+    fp_text_oom_line(s, &d->stats);
+    fp_tbl_rule(s, '=');
+    fp_tbl_text(s, head, sizeof head - 1, 0);
+    for (size_t i = 0; i < FP_COUNT(fp_metrics); i++)
+        fp_text_metric(s, &d->stats, &fp_metrics[i]);
+    for (size_t i = 0; i < FP_COUNT(fp_oversize); i++) {
+        const fp_stat *v = fp_metric_stat(&d->stats, &fp_oversize[i], 0);
+        fp_tbl_rule(s, '-');
+        fp_text_cells(s, fp_oversize[i].label, v, v, 1);
+    }
+}
+
+/* ---- text: what PyTorch's summary lacks ---------------------------------------------- */
+
+static void fp_text_frag(fp_sink *s, const fp_pool_stats *st)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    uint64_t num, den;
+    fp_frag(st, &num, &den);
+    fp_put_percent(o, num, den);
+    if (den) {
+        fp_puts(o, " (1 - peak allocated ");
+        fp_put_size(o, (size_t)st->allocated_bytes[FP_ALL].peak);
+        fp_puts(o, " / peak reserved ");
+        fp_put_size(o, (size_t)den);
+        fp_putc(o, ')');
+    } else {
+        fp_puts(o, " (nothing reserved)");
+    }
+    fp_val_end(&v, s, "Fragmentation at peak");
+}
+
+static void fp_text_free(fp_sink *s, const fp_dev_report *d)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    fp_put_size(o, d->stats.largest_free);
+    fp_puts(o, " now; ");
+    fp_put_size(o, d->stats.largest_free_at_peak);
+    fp_puts(o, " at peak reserved");
+    fp_val_end(&v, s, "Largest free block");
+    o = fp_val_begin(&v);
+    fp_put_size(o, d->idle_now);
+    fp_puts(o, " reserved but not allocated, now");
+    fp_val_end(&v, s, "Idle in cached blocks");
+    o = fp_val_begin(&v);
+    if (d->device_free == (size_t)-1) {
+        fp_puts(o, "unknown");
+    } else {
+        fp_put_size(o, d->device_free);
+        if (d->total_capacity) {
+            fp_puts(o, " of ");
+            fp_put_size(o, d->total_capacity);
+        }
+    }
+    fp_val_end(&v, s, "Free on the device");
+}
+
+static void fp_text_cache(fp_sink *s, const fp_pool_stats *st)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    fp_put_u64(o, st->num_cache_hits);
+    fp_puts(o, " of ");
+    fp_put_u64(o, st->num_allocs);
+    fp_puts(o, " allocations (");
+    fp_put_percent(o, st->num_cache_hits, st->num_allocs);
+    fp_putc(o, ')');
+    fp_val_end(&v, s, "Served from cache");
+    o = fp_val_begin(&v);
+    fp_putc(o, '~');
+    fp_put_u64(o, 2 * st->num_cache_hits);
+    fp_puts(o, " (an allocation and a free per cache hit)");
+    fp_val_end(&v, s, "Driver calls saved");
+}
+
+static void fp_text_time(fp_sink *s, const fp_dev_report *d)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    uint64_t calls = d->stats.num_allocs + d->stats.num_frees;
+    fp_put_duration(o, d->alloc_ns);
+    if (calls) {
+        fp_puts(o, "; ");
+        fp_put_duration(o, d->alloc_ns / calls);
+        fp_puts(o, " per call over ");
+        fp_put_u64(o, calls);
+        fp_puts(o, " allocs and frees");
+    }
+    fp_val_end(&v, s, "Time in allocator");
+}
+
+static void fp_text_passthrough(fp_sink *s, const fp_dev_report *d)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    for (int k = 0; k < FP_PT_NKINDS; k++) {
+        if (k)
+            fp_puts(o, ", ");
+        fp_puts(o, fp_pt_name(k));
+        fp_putc(o, ' ');
+        fp_put_u64(o, d->passthrough[k]);
+    }
+    fp_val_end(&v, s, "Passed to the driver");
+}
+
+static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    if (!d->leak_count) {
+        fp_puts(o, "none");
+    } else {
+        fp_put_u64(o, d->leak_count);
+        fp_puts(o, d->leak_count == 1 ? " allocation, " : " allocations, ");
+        fp_put_size(o, d->leak_bytes);
+        fp_puts(o, ", largest first:");
+    }
+    fp_val_end(&v, s, "Live at exit");
+    for (size_t i = 0; i < d->nleaks && d->leaks; i++) {
+        o = fp_val_begin(&v);
+        fp_put_size(o, d->leaks[i].size);
+        fp_puts(o, " at ");
+        fp_put_hex(o, d->leaks[i].addr);
+        fp_puts(o, " (allocation #");
+        fp_put_u64(o, d->leaks[i].seq);
+        fp_putc(o, ')');
+        fp_val_end(&v, s, NULL);
+    }
+    if (d->leak_count > d->nleaks) {
+        o = fp_val_begin(&v);
+        fp_puts(o, "... and ");
+        fp_put_u64(o, d->leak_count - d->nleaks);
+        fp_puts(o, " more");
+        fp_val_end(&v, s, NULL);
+    }
+}
+
+static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
+{
+    static const char title[] = "fragpool: what the table above does not show";
+    fp_tbl_rule(s, '=');
+    fp_tbl_text(s, title, sizeof title - 1, 1);
+    fp_tbl_rule(s, '-');
+    fp_text_frag(s, &d->stats);
+    fp_text_free(s, d);
+    fp_text_cache(s, &d->stats);
+    fp_text_time(s, d);
+    fp_text_passthrough(s, d);
+    fp_text_leaks(s, d);
+}
+
+/* ---- text: the run ------------------------------------------------------------------ */
+
+static void fp_text_process(fp_sink *s, const fp_run_report *r)
+{
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    if (r->pid > 0) {
+        fp_puts(o, "pid ");
+        fp_put_i64(o, r->pid);
+    }
+    if (r->rank >= 0) {
+        fp_sep(o, ", ");
+        fp_puts(o, "rank ");
+        fp_put_i64(o, r->rank);
+    }
+    if (r->host) {
+        fp_sep(o, ", ");
+        fp_puts(o, "host ");
+        fp_put_visible(o, r->host, strlen(r->host));
+    }
+    if (!fp_sink_total(o))
+        fp_puts(o, "unknown");
+    fp_val_end(&v, s, "Process");
+    o = fp_val_begin(&v);
+    fp_puts(o, r->mode ? r->mode : "unknown");
+    fp_val_end(&v, s, "Mode");
+}
+
+/* One config entry per line, as "key:value". */
+static void fp_text_config(fp_sink *s, const fp_run_report *r)
+{
+    const char *label = "Configuration", *k, *val;
+    size_t pos = 0, kn, vn;
+    fp_val v;
+    while (fp_conf_entry_next(r->config, &pos, &k, &kn, &val, &vn)) {
+        fp_sink *o = fp_val_begin(&v);
+        fp_put_visible(o, k, kn);
+        if (val) {
+            fp_putc(o, ':');
+            fp_put_visible(o, val, vn);
+        }
+        fp_val_end(&v, s, label);
+        label = NULL;
+    }
+    if (label)
+        fp_tbl_kv(s, label, "defaults", 8);
+}
+
+static void fp_text_config_errors(fp_sink *s, const fp_run_report *r)
+{
+    const char *label = "Config errors";
+    fp_val v;
+    for (size_t i = 0; i < r->nconfig_errors; i++) {
+        const char *e = r->config_errors[i] ? r->config_errors[i] : "";
+        fp_put_visible(fp_val_begin(&v), e, strlen(e));
+        fp_val_end(&v, s, label);
+        label = NULL;
+    }
+    if (label)
+        fp_tbl_kv(s, label, "none", 4);
+}
+
+static void fp_text_run(fp_sink *s, const fp_run_report *r)
+{
+    static const char title[] = "fragpool run";
+    fp_tbl_rule(s, '=');
+    fp_tbl_text(s, title, sizeof title - 1, 1);
+    fp_tbl_rule(s, '-');
+    fp_text_process(s, r);
+    fp_text_config(s, r);
+    fp_text_config_errors(s, r);
+    fp_tbl_rule(s, '=');
+}
+
+int fp_summary_text(const fp_run_report *r, fp_sink *out)
+{
+    for (size_t i = 0; i < r->ndevs; i++) {
+        fp_text_table(out, r, &r->devs[i]);
+        fp_text_extras(out, &r->devs[i]);
+    }
+    fp_text_run(out, r);
+    return fp_sink_flush(out);
+}
+
+/* ---- JSON --------------------------------------------------------------------------- */
+
+static void fp_json_stat(fp_json *j, const char *key, const fp_stat *st)
+{
+    fp_json_obj(j, key);
+    fp_json_i64(j, "current", st->current);
+    fp_json_i64(j, "peak", st->peak);
+    fp_json_i64(j, "total_allocated", st->allocated);
+    fp_json_i64(j, "total_freed", st->freed);
+    fp_json_end_obj(j);
+}
+
+static void fp_json_metrics(fp_json *j, const fp_pool_stats *st, int kind)
+{
+    for (size_t i = 0; i < FP_COUNT(fp_metrics); i++)
+        fp_json_stat(j, fp_metrics[i].key, fp_metric_stat(st, &fp_metrics[i], kind));
+}
+
+static void fp_json_by_pool(fp_json *j, const fp_pool_stats *st)
+{
+    fp_json_obj(j, "by_pool");
+    fp_json_obj(j, "small");
+    fp_json_metrics(j, st, FP_SMALL);
+    fp_json_end_obj(j);
+    fp_json_obj(j, "large");
+    fp_json_metrics(j, st, FP_LARGE);
+    fp_json_end_obj(j);
+    fp_json_end_obj(j);
+}
+
+/* A byte count, or null when unknown (unknown is the given sentinel). */
+static void fp_json_size(fp_json *j, const char *key, size_t v, size_t unknown)
+{
+    if (v == unknown)
+        fp_json_null(j, key);
+    else
+        fp_json_u64(j, key, v);
+}
+
+static void fp_json_counters(fp_json *j, const fp_pool_stats *st)
+{
+    uint64_t num, den;
+    fp_frag(st, &num, &den);
+    fp_json_u64(j, "oom_count", st->num_ooms);
+    fp_json_u64(j, "alloc_retries", st->num_alloc_retries);
+    fp_json_u64(j, "largest_free_block", st->largest_free);
+    fp_json_u64(j, "largest_free_block_at_peak", st->largest_free_at_peak);
+    fp_json_fixed(j, "fragmentation", num, den, 4);
+    fp_json_u64(j, "cache_hits", st->num_cache_hits);
+    fp_json_u64(j, "allocs", st->num_allocs);
+    fp_json_u64(j, "frees", st->num_frees);
+    fp_json_u64(j, "reserve_calls", st->num_reserve_calls);
+    fp_json_u64(j, "release_calls", st->num_release_calls);
+    fp_json_u64(j, "gc_releases", st->num_gc_releases);
+    fp_json_u64(j, "invalid_frees", st->num_invalid_frees);
+}
+
+static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
+{
+    fp_json_obj(j, "leaks");
+    fp_json_u64(j, "count", d->leak_count);
+    fp_json_u64(j, "bytes", d->leak_bytes);
+    fp_json_arr(j, "top");
+    for (size_t i = 0; i < d->nleaks && d->leaks; i++) {
+        fp_json_obj(j, NULL);
+        fp_json_u64(j, "size", d->leaks[i].size);
+        fp_json_hex(j, "addr", d->leaks[i].addr);
+        fp_json_u64(j, "seq", d->leaks[i].seq);
+        fp_json_end_obj(j);
+    }
+    fp_json_end_arr(j);
+    fp_json_end_obj(j);
+}
+
+static void fp_json_device(fp_json *j, const fp_dev_report *d)
+{
+    fp_json_obj(j, NULL);
+    fp_json_i64(j, "device", d->device);
+    fp_json_str(j, "name", d->device_name);
+    fp_json_size(j, "total_capacity", d->total_capacity, 0);
+    fp_json_size(j, "device_free", d->device_free, (size_t)-1);
+    fp_json_u64(j, "idle", d->idle_now);
+    fp_json_metrics(j, &d->stats, FP_ALL);
+    for (size_t i = 0; i < FP_COUNT(fp_oversize); i++)
+        fp_json_stat(j, fp_oversize[i].key,
+                     fp_metric_stat(&d->stats, &fp_oversize[i], 0));
+    fp_json_by_pool(j, &d->stats);
+    fp_json_counters(j, &d->stats);
+    fp_json_u64(j, "alloc_ns", d->alloc_ns);
+    fp_json_obj(j, "passthrough");
+    for (int k = 0; k < FP_PT_NKINDS; k++)
+        fp_json_u64(j, fp_pt_name(k), d->passthrough[k]);
+    fp_json_end_obj(j);
+    fp_json_leaks(j, d);
+    fp_json_end_obj(j);
+}
+
+/* The config string as an object of strings; an entry without ':' is null. */
+static void fp_json_config(fp_json *j, const char *conf)
+{
+    const char *k, *v;
+    size_t pos = 0, kn, vn;
+    fp_json_obj(j, "config");
+    while (fp_conf_entry_next(conf, &pos, &k, &kn, &v, &vn))
+        fp_json_pair(j, k, kn, v, vn);
+    fp_json_end_obj(j);
+}
+
+int fp_summary_json(const fp_run_report *r, fp_sink *out)
+{
+    fp_json j;
+    fp_json_init(&j, out);
+    fp_json_obj(&j, NULL);
+    fp_json_u64(&j, "version", 1);
+    if (r->pid > 0)
+        fp_json_i64(&j, "pid", r->pid);
+    else
+        fp_json_null(&j, "pid");
+    if (r->rank >= 0)
+        fp_json_i64(&j, "rank", r->rank);
+    else
+        fp_json_null(&j, "rank");
+    fp_json_str(&j, "host", r->host);
+    fp_json_str(&j, "mode", r->mode);
+    fp_json_config(&j, r->config);
+    fp_json_arr(&j, "config_errors");
+    for (size_t i = 0; i < r->nconfig_errors; i++)
+        fp_json_str(&j, NULL, r->config_errors[i] ? r->config_errors[i] : "");
+    fp_json_end_arr(&j);
+    fp_json_arr(&j, "devices");
+    for (size_t i = 0; i < r->ndevs; i++)
+        fp_json_device(&j, &r->devs[i]);
+    fp_json_end_arr(&j);
+    fp_json_end_obj(&j);
+    fp_putc(out, '\n');
+    return fp_sink_flush(out);
+}

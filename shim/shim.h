@@ -1,0 +1,109 @@
+/* shim.h - internal interface between the files of the shim.
+ *
+ * shim_real.c   resolves the driver's own functions from libcuda.so.1;
+ * shim_hooks.c  decides which of them fragpool replaces (dlsym and
+ *               cuGetProcAddress), by the identity of the function pointer;
+ * shim_mem.c    the exported entry points that fragpool implements;
+ * shim_pools.c  one pool per context, its backend and the pointer routing;
+ * shim_life.c   configuration, first-call setup, fork and exit.
+ *
+ * The shim never calls through its own exported symbols: every driver call
+ * goes through fp_real, so nothing recurses.  Internal functions return 0
+ * or an errno-style code; only shim_mem.c speaks CUresult to callers.
+ */
+#ifndef FP_SHIM_H
+#define FP_SHIM_H
+
+#include "fp_conf.h"
+#include "fp_cuda.h"
+#include "fp_pool.h"
+#include "fp_report.h"
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* The driver's functions that the shim calls or forwards to. */
+#define FP_REAL_FUNCS(X)                                                   \
+    X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorString)          \
+    X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)                \
+    X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceTotalMem_v2)     \
+    X(cuDeviceGetName) X(cuDeviceGetAttribute)                              \
+    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocPitch_v2)                  \
+    X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocAsync_ptsz)            \
+    X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) X(cuMemAllocManaged)          \
+    X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemFreeHost)                 \
+    X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
+    X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
+    X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxReset_v2)                        \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)
+
+typedef struct fp_real_table {
+#define FP_REAL_FIELD(name) fp_PFN_##name name;
+    FP_REAL_FUNCS(FP_REAL_FIELD)
+#undef FP_REAL_FIELD
+} fp_real_table;
+
+extern fp_real_table fp_real;
+
+/* shim_real.c */
+typedef void *(*fp_dlsym_fn)(void *, const char *);
+fp_dlsym_fn fp_dlsym_target(void);                    /* glibc's dlsym  */
+void *fp_real_dlsym(void *handle, const char *name);  /* calls it       */
+int   fp_real_resolve(void);     /* 0, or ENOENT when libcuda is absent */
+void *fp_real_lookup(const char *name); /* dlsym on libcuda.so.1 */
+
+/* shim_hooks.c */
+void *fp_hook_swap(const char *name, void *fn); /* wrapper or fn itself */
+void *fp_hook_swap_any(void *fn);
+
+/* shim_life.c */
+typedef struct fp_shim_state {
+    fp_conf conf;                 /* effective configuration            */
+    char conf_errors[2048];       /* the config problems, one per line  */
+    unsigned nconf_errors;
+    atomic_bool exiting;          /* set by the exit handler            */
+    atomic_bool used;             /* this process made a pool call      */
+    bool ready;                   /* fp_real resolved                   */
+} fp_shim_state;
+
+extern fp_shim_state fp_shim;
+/* Runs the one-time setup; true when the pools can be used. */
+bool fp_shim_init(void);
+/* One line on stderr, prefixed "fragpool: ", built without malloc. */
+void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* shim_pools.c */
+typedef struct fp_ctx_pool {
+    CUcontext ctx;                /* the context its segments live in   */
+    CUdevice dev;
+    fp_pool *pool;
+    size_t total;                 /* device memory, bytes               */
+    char name[64];                /* device name, for the summary       */
+    atomic_bool retired;          /* context destroyed: pool forgotten  */
+} fp_ctx_pool;
+
+/* Calls passed to the driver, by kind (FP_PT_* of fp_report.h). */
+typedef int fp_pt_kind;
+extern atomic_ullong fp_passthrough[FP_PT_NKINDS];
+extern atomic_ullong fp_alloc_ns;
+
+/* The pool of the calling thread's current context, created on first use;
+ * NULL when there is no current context (the caller forwards the call). */
+fp_ctx_pool *fp_pools_current(void);
+/* The pool whose segments hold addr, or NULL. */
+fp_ctx_pool *fp_pools_owner(uint64_t addr);
+/* Forgets every pool of ctx (or of dev's primary context when ctx NULL). */
+void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device);
+/* Synchronizes the context of d, from any thread. */
+int  fp_pools_sync(fp_ctx_pool *d);
+/* Idle cached bytes of every pool of device dev. */
+size_t fp_pools_idle(CUdevice dev);
+/* Visits every pool, retired ones too. */
+void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud);
+/* The driver's error of the last failed backend call on this thread. */
+CUresult fp_pools_last_error(void);
+/* shim_summary.c: the OOM report of d's last failure, on stderr; and the
+ * summary of every pool, where the summary key says. */
+void fp_pools_report_oom(fp_ctx_pool *d);
+void fp_shim_write_summary(const char *mode);
+
+#endif

@@ -1,0 +1,97 @@
+/* shim_life.c - the shim's lifetime: configuration before main, setup on
+ * the first CUDA call, fork, and exit.
+ *
+ * Before main (constructor) fragpool only reads FRAGPOOL_CONF: parsing is
+ * pure, and with strict:1 a bad config ends the process with status 2.
+ * Everything that touches the driver waits for the first CUDA call
+ * (pthread_once).  The exit handler writes the summary and makes no CUDA
+ * call: the runtime tears the driver down in handlers of its own, and
+ * frees that arrive after ours are still forwarded safely.
+ */
+#include "shim.h"
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+fp_shim_state fp_shim;
+
+void fp_hooks_resolve(void);
+
+void fp_say(const char *fmt, ...)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof line, "fragpool: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    ssize_t w = write(2, line, len);
+    (void)w;
+}
+
+/* ---- configuration, before main ------------------------------------------- */
+
+static void keep_problem(void *ud, const char *line)
+{
+    (void)ud;
+    size_t used = strlen(fp_shim.conf_errors);
+    snprintf(fp_shim.conf_errors + used, sizeof fp_shim.conf_errors - used, "%s\n", line);
+    fp_shim.nconf_errors++;
+    size_t len = strlen(line);
+    ssize_t w = write(2, line, len);
+    w = write(2, "\n", 1);
+    (void)w;
+}
+
+__attribute__((constructor)) static void fp_shim_configure(void)
+{
+    fp_conf_default(&fp_shim.conf);
+    int problems = fp_conf_parse(getenv("FRAGPOOL_CONF"), &fp_shim.conf, keep_problem, NULL);
+    if (problems && fp_shim.conf.strict) {
+        fp_say("strict:1 and %d problem%s in FRAGPOOL_CONF: exiting with status 2", problems,
+               problems == 1 ? "" : "s");
+        _exit(2);
+    }
+}
+
+/* ---- first call, fork, exit ---------------------------------------------- */
+
+static void on_exit_handler(void)
+{
+    if (atomic_exchange(&fp_shim.exiting, true))
+        return;
+    if (atomic_load(&fp_shim.used))
+        fp_shim_write_summary("shim");
+}
+
+static void on_fork_child(void)
+{
+    /* The child inherits the parent's pools but not its CUDA state: it
+     * writes no summary unless it allocates through fragpool itself. */
+    atomic_store(&fp_shim.used, false);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void setup(void)
+{
+    if (fp_real_resolve() != 0)
+        return;
+    fp_hooks_resolve();
+    atexit(on_exit_handler);
+    pthread_atfork(NULL, NULL, on_fork_child);
+    fp_shim.ready = true;
+}
+
+bool fp_shim_init(void)
+{
+    pthread_once(&once, setup);
+    return fp_shim.ready;
+}

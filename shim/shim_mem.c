@@ -1,0 +1,281 @@
+/* shim_mem.c - the driver entry points that fragpool serves or counts.
+ *
+ * Each function keeps the driver's contract: the same arguments are
+ * rejected with the same CUresult, failures return the driver's own code,
+ * and whatever the pool does not own goes to the driver untouched.
+ * Until deferred reuse exists, a free synchronizes the block's context
+ * before the block can be handed out again, as cuMemFree does.
+ *
+ * These are the only functions of the shim that return CUresult.
+ */
+#include "shim.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void count(int k)
+{
+    atomic_fetch_add_explicit(&fp_passthrough[k], 1, memory_order_relaxed);
+}
+
+/* The pool to serve this thread, or NULL to forward to the driver. */
+static fp_ctx_pool *serving_pool(void)
+{
+    if (!fp_shim_init() || atomic_load_explicit(&fp_shim.exiting, memory_order_relaxed))
+        return NULL;
+    fp_ctx_pool *d = fp_pools_current();
+    if (!d)
+        count(FP_PT_OTHER);
+    return d;
+}
+
+/* debug_check:1 - verify the pool after every operation, stop at the
+ * first broken invariant. */
+static void debug_check(fp_ctx_pool *d)
+{
+    char msg[256];
+    if (fp_shim.conf.debug_check && fp_pool_check(d->pool, msg, sizeof msg)) {
+        fp_say("debug_check: pool of device %d is corrupt: %s; aborting", d->dev, msg);
+        abort();
+    }
+}
+
+static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size)
+{
+    uint64_t t0 = now_ns(), addr = 0;
+    int err = fp_pool_alloc(d->pool, size, &addr);
+    atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
+    atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
+    debug_check(d);
+    if (!err) {
+        *dptr = addr;
+        return CUDA_SUCCESS;
+    }
+    if (err == ENOMEM) {
+        fp_pools_report_oom(d);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return fp_pools_last_error();
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    fp_ctx_pool *d = serving_pool();
+    if (!d || !dptr || bytesize == 0)
+        return fp_real.cuMemAlloc_v2 ? fp_real.cuMemAlloc_v2(dptr, bytesize)
+                                     : CUDA_ERROR_NOT_INITIALIZED;
+    return pool_alloc(d, dptr, bytesize);
+}
+
+/* Frees a block of d; the caller has made sure the GPU is done with it. */
+static CUresult pool_free(fp_ctx_pool *d, CUdeviceptr p, const char *who)
+{
+    uint64_t t0 = now_ns();
+    int err = fp_pool_free(d->pool, p);
+    atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
+    debug_check(d);
+    if (!err)
+        return CUDA_SUCCESS;
+    fp_say("%s(0x%llx): not the start of a live allocation (double free or interior pointer); "
+           "nothing was freed, returning CUDA_ERROR_INVALID_VALUE", who, (unsigned long long)p);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    fp_ctx_pool *d = dptr && fp_shim_init() ? fp_pools_owner(dptr) : NULL;
+    if (!d) {
+        if (dptr)
+            count(FP_PT_OTHER);
+        return fp_real.cuMemFree_v2 ? fp_real.cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (fp_pools_sync(d))
+        return fp_pools_last_error() ? fp_pools_last_error() : CUDA_ERROR_UNKNOWN;
+    return pool_free(d, dptr, "cuMemFree");
+}
+
+/* The driver's pitch rule: rows padded to the pitch alignment. */
+#define FP_PITCH_ALIGN 512u
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                            size_t Height, unsigned int ElementSizeBytes)
+{
+    fp_ctx_pool *d = serving_pool();
+    bool bad = !dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+               (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16);
+    size_t pitch = (WidthInBytes + FP_PITCH_ALIGN - 1) & ~(size_t)(FP_PITCH_ALIGN - 1);
+    if (!bad && (pitch < WidthInBytes || Height > SIZE_MAX / pitch))
+        bad = true;
+    if (!d || bad)
+        return fp_real.cuMemAllocPitch_v2
+                   ? fp_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
+                   : CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = pool_alloc(d, dptr, pitch * Height);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+/* ---- stream-ordered allocation ---------------------------------------- */
+
+static bool capturing(fp_PFN_cuStreamIsCapturing is_capturing, CUstream s)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!is_capturing || is_capturing(s, &st) != CUDA_SUCCESS)
+        return false;
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
+                            fp_PFN_cuMemAllocAsync real, fp_PFN_cuStreamIsCapturing is_capturing)
+{
+    fp_ctx_pool *d = serving_pool();
+    if (d && capturing(is_capturing, s)) {
+        count(FP_PT_OTHER);
+        d = NULL;
+    }
+    if (!d || !dptr || size == 0)
+        return real ? real(dptr, size, s) : CUDA_ERROR_NOT_SUPPORTED;
+    return pool_alloc(d, dptr, size);
+}
+
+static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real,
+                           fp_PFN_cuStreamIsCapturing is_capturing,
+                           fp_PFN_cuStreamSynchronize sync)
+{
+    fp_ctx_pool *d = p && fp_shim_init() ? fp_pools_owner(p) : NULL;
+    if (!d) {
+        if (p)
+            count(FP_PT_OTHER);
+        return real ? real(p, s) : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (capturing(is_capturing, s)) {
+        fp_say("cuMemFreeAsync(0x%llx) during stream capture of a block fragpool owns: "
+               "unsupported, the block stays allocated; returning "
+               "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", (unsigned long long)p);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    /* Work queued on s before the free may still use the block. */
+    if (!atomic_load(&fp_shim.exiting)) {
+        CUresult r = sync(s);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return pool_free(d, p, "cuMemFreeAsync");
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, hStream, fp_real.cuMemAllocAsync, fp_real.cuStreamIsCapturing);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, hStream, fp_real.cuMemAllocAsync_ptsz,
+                       fp_real.cuStreamIsCapturing_ptsz);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, fp_real.cuMemFreeAsync, fp_real.cuStreamIsCapturing,
+                      fp_real.cuStreamSynchronize);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, fp_real.cuMemFreeAsync_ptsz,
+                      fp_real.cuStreamIsCapturing_ptsz, fp_real.cuStreamSynchronize_ptsz);
+}
+
+/* ---- memory info -------------------------------------------------------- */
+
+CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
+{
+    if (!fp_shim_init() || !fp_real.cuMemGetInfo_v2)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    size_t fr = 0, tot = 0;
+    CUresult r = fp_real.cuMemGetInfo_v2(&fr, &tot);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUdevice dev;
+    if (fp_shim.conf.meminfo_counts_cache && fp_real.cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+        size_t idle = fp_pools_idle(dev);
+        fr = idle > tot - (fr < tot ? fr : tot) ? tot : fr + idle;
+    }
+    if (free_out)
+        *free_out = fr;
+    if (total_out)
+        *total_out = tot;
+    return CUDA_SUCCESS;
+}
+
+/* ---- passed through, counted --------------------------------------------- */
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    count(FP_PT_MANAGED);
+    fp_shim_init();
+    return fp_real.cuMemAllocManaged ? fp_real.cuMemAllocManaged(dptr, bytesize, flags)
+                                     : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    count(FP_PT_HOST);
+    fp_shim_init();
+    return fp_real.cuMemAllocHost_v2 ? fp_real.cuMemAllocHost_v2(pp, bytesize)
+                                     : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    count(FP_PT_HOST);
+    fp_shim_init();
+    return fp_real.cuMemHostAlloc ? fp_real.cuMemHostAlloc(pp, bytesize, Flags)
+                                  : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- contexts going away take their memory with them ----------------------- */
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    fp_shim_init();
+    if (!fp_real.cuCtxDestroy_v2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = fp_real.cuCtxDestroy_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        fp_pools_retire(ctx, 0, false);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    fp_shim_init();
+    if (!fp_real.cuDevicePrimaryCtxReset_v2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = fp_real.cuDevicePrimaryCtxReset_v2(dev);
+    if (r == CUDA_SUCCESS)
+        fp_pools_retire(NULL, dev, true);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    fp_shim_init();
+    if (!fp_real.cuDevicePrimaryCtxRelease_v2)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = fp_real.cuDevicePrimaryCtxRelease_v2(dev);
+    unsigned flags = 0;
+    int active = 1;
+    if (r == CUDA_SUCCESS && fp_real.cuDevicePrimaryCtxGetState &&
+        fp_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        fp_pools_retire(NULL, dev, true);
+    return r;
+}

@@ -1,0 +1,169 @@
+/* shim_pools.c - one pool per CUDA context, and the backend that gives
+ * each pool its segments from the real driver.
+ *
+ * A pool is created the first time its context allocates and is found
+ * again by the context current at allocation time.  Frees find the pool by
+ * address (each pool knows its segments), so a free from another thread or
+ * with another context current goes back to the right pool.  When a
+ * context is destroyed or reset, the driver frees its memory: the pool is
+ * retired (its stats stay for the summary, its segments are forgotten).
+ *
+ * Invariants: pools[] only grows; an entry is fully written before
+ * npools publishes it; a retired pool is never used for allocation again.
+ */
+#include "shim.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#define FP_MAX_POOLS 64
+
+static fp_ctx_pool pools[FP_MAX_POOLS];
+static atomic_int npools;
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local CUresult last_error;
+
+atomic_ullong fp_passthrough[FP_PT_NKINDS];
+atomic_ullong fp_alloc_ns;
+
+CUresult fp_pools_last_error(void)
+{
+    return last_error;
+}
+
+/* ---- backend: segments from the real driver --------------------------- */
+
+static int be_reserve(void *ud, size_t size, uint64_t *addr)
+{
+    (void)ud;
+    CUdeviceptr p = 0;
+    CUresult r = fp_real.cuMemAlloc_v2(&p, size);
+    if (r == CUDA_SUCCESS) {
+        *addr = p;
+        return 0;
+    }
+    last_error = r;
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? ENOMEM : EIO;
+}
+
+static int be_release(void *ud, uint64_t addr, size_t size)
+{
+    (void)ud, (void)size;
+    if (atomic_load(&fp_shim.exiting))
+        return 0; /* the driver frees everything at teardown */
+    return fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
+}
+
+static int be_synchronize(void *ud)
+{
+    return fp_pools_sync(ud);
+}
+
+int fp_pools_sync(fp_ctx_pool *d)
+{
+    if (atomic_load(&fp_shim.exiting) || !fp_real.cuCtxSynchronize)
+        return 0;
+    CUcontext cur = NULL;
+    fp_real.cuCtxGetCurrent(&cur);
+    if (cur == d->ctx)
+        return fp_real.cuCtxSynchronize() == CUDA_SUCCESS ? 0 : EIO;
+    if (fp_real.cuCtxPushCurrent_v2(d->ctx) != CUDA_SUCCESS)
+        return EIO;
+    CUresult r = fp_real.cuCtxSynchronize();
+    CUcontext popped;
+    fp_real.cuCtxPopCurrent_v2(&popped);
+    return r == CUDA_SUCCESS ? 0 : EIO;
+}
+
+/* ---- finding pools ---------------------------------------------------- */
+
+static fp_ctx_pool *find_ctx(CUcontext ctx)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (pools[i].ctx == ctx && !atomic_load(&pools[i].retired))
+            return &pools[i];
+    return NULL;
+}
+
+static int make_pool(fp_ctx_pool *d, CUcontext ctx)
+{
+    CUdevice dev = 0;
+    if (fp_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return EIO;
+    size_t total = 0;
+    fp_real.cuDeviceTotalMem_v2(&total, dev);
+    if (!fp_real.cuDeviceGetName || fp_real.cuDeviceGetName(d->name, sizeof d->name, dev))
+        d->name[0] = '\0';
+    fp_pool_opts o = fp_shim.conf.pool;
+    o.device_total = total;
+    fp_backend be = {.ctx = d, .reserve = be_reserve, .release = be_release,
+                     .synchronize = be_synchronize};
+    d->ctx = ctx;
+    d->dev = dev;
+    d->total = total;
+    atomic_store(&d->retired, false);
+    return fp_pool_create(&o, &be, &d->pool);
+}
+
+static fp_ctx_pool *add_pool(CUcontext ctx)
+{
+    pthread_mutex_lock(&grow_lock);
+    fp_ctx_pool *d = find_ctx(ctx);
+    int n = atomic_load(&npools);
+    if (!d && n < FP_MAX_POOLS && make_pool(&pools[n], ctx) == 0) {
+        d = &pools[n];
+        atomic_store_explicit(&npools, n + 1, memory_order_release);
+    } else if (!d && n == FP_MAX_POOLS) {
+        fp_say("more than %d CUDA contexts; allocations of the rest go to the driver uncached",
+               FP_MAX_POOLS);
+    }
+    pthread_mutex_unlock(&grow_lock);
+    return d;
+}
+
+fp_ctx_pool *fp_pools_current(void)
+{
+    CUcontext ctx = NULL;
+    if (fp_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return NULL;
+    fp_ctx_pool *d = find_ctx(ctx);
+    return d ? d : add_pool(ctx);
+}
+
+fp_ctx_pool *fp_pools_owner(uint64_t addr)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (!atomic_load(&pools[i].retired) && fp_pool_owns(pools[i].pool, addr, NULL))
+            return &pools[i];
+    return NULL;
+}
+
+void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        fp_ctx_pool *d = &pools[i];
+        bool hit = by_device ? d->dev == dev : d->ctx == ctx;
+        if (hit && !atomic_exchange(&d->retired, true))
+            fp_pool_forget_segments(d->pool);
+    }
+}
+
+size_t fp_pools_idle(CUdevice dev)
+{
+    size_t idle = 0;
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (pools[i].dev == dev && !atomic_load(&pools[i].retired))
+            idle += fp_pool_idle_bytes(pools[i].pool);
+    return idle;
+}
+
+void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        fn(&pools[i], ud);
+}

@@ -1,0 +1,261 @@
+/* simdev/sim.h: internal interfaces of the simulated CUDA driver.
+ *
+ * The simulated device is host memory plus one worker thread per stream.
+ * Files: sim_core.c (setup, devices, contexts), sim_mem.c (allocations),
+ * sim_copy.c (copies, memsets), sim_stream.c (streams, workers, ordering),
+ * sim_event.c, sim_capture.c (stream capture, graphs), sim_proc.c
+ * (cuGetProcAddress), sim_error.c, sim_control.c (fpsim_*).
+ *
+ * Locks (take in this order, never the reverse):
+ *   1. g_sim.lock  - contexts, streams, their queues, events, captures,
+ *                    graphs, per-device stream counters.  Workers drop it
+ *                    while they run an operation.
+ *   2. mem lock    - private to sim_mem.c: the allocation registry,
+ *                    capacity accounting and memory counters.  A leaf.
+ * g_sim.progress is broadcast (under g_sim.lock) whenever any stream
+ * completes an operation; every wait for completion waits on it.
+ */
+#ifndef FP_SIM_H
+#define FP_SIM_H
+
+#include "fp_cuda.h"
+#include "fpsim.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_MAX_DEVICES 8
+#define SIM_DRIVER_VERSION 13000
+#define SIM_CTX_STACK_MAX 64
+#define SIM_SMALL_ALIGN ((size_t)512)          /* allocations < 2 MiB */
+#define SIM_LARGE_ALIGN ((size_t)2 << 20)      /* allocations >= 2 MiB */
+#define SIM_PITCH_ALIGN 512                    /* = TEXTURE_ALIGNMENT */
+#define SIM_PRIORITY_LEAST 0
+#define SIM_PRIORITY_GREATEST (-5)
+
+typedef struct sim_ctx sim_ctx;
+typedef struct sim_stream sim_stream;
+typedef struct sim_event sim_event;
+typedef struct sim_capture sim_capture;
+typedef struct sim_graph sim_graph;
+
+/* ---- contexts (sim_core.c) ---------------------------------------------- */
+/* A context never moves and is never freed: a destroyed one stays in the
+ * list with destroyed set, so stale handles are recognised, not reused. */
+struct sim_ctx {
+  int dev;                 /* device ordinal */
+  unsigned flags;          /* CU_CTX_* flags */
+  bool primary;            /* the device's primary context */
+  int retain;              /* primary only: retain count */
+  bool active;             /* usable: retained primary or live created ctx */
+  bool destroyed;          /* created ctx after cuCtxDestroy */
+  sim_ctx *next;           /* g_sim.ctxs (created contexts) */
+};
+
+typedef struct sim_device {
+  sim_ctx primary;                    /* primary context (handle = &primary) */
+  sim_stream *legacy;                 /* legacy default stream */
+  sim_stream *streams;                /* every live stream, legacy included */
+  unsigned long long streams_created; /* user streams ever created */
+  unsigned long long streams_live;    /* user streams not destroyed */
+  unsigned long long ops_executed;    /* operations completed */
+  unsigned long long device_syncs;    /* sim_device_sync calls */
+} sim_device;
+
+typedef struct sim_state {
+  pthread_mutex_t lock;       /* lock 1, see top */
+  pthread_cond_t progress;    /* broadcast on every completion */
+  atomic_bool initialized;    /* cuInit succeeded */
+  int ndev;                   /* FRAGPOOL_SIM_DEVICES */
+  sim_device dev[SIM_MAX_DEVICES];
+  sim_ctx *ctxs;              /* created contexts, never freed */
+  sim_event *events;          /* live events */
+  sim_graph *graphs;          /* live graphs */
+  unsigned long long next_id; /* capture / graph ids */
+  pthread_key_t ptds_key;     /* destroys per-thread streams at thread exit */
+} sim_state;
+
+extern sim_state g_sim;
+
+void sim_setup(void);                       /* once: env, devices */
+CUresult sim_check_init(void);
+CUresult sim_check_dev(CUdevice dev);
+void sim_lock(void);
+void sim_unlock(void);
+/* Current context of the calling thread, usable (else INVALID_CONTEXT). */
+CUresult sim_ctx_current(sim_ctx **out);
+/* Like sim_ctx_current, with g_sim.lock held. */
+CUresult sim_ctx_current_locked(sim_ctx **out);
+int sim_attr_value(CUdevice_attribute attr, int dev, int *out);
+void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- memory (sim_mem.c) ------------------------------------------------- */
+typedef enum sim_mem_kind {
+  SIM_MEM_DEVICE,   /* cuMemAlloc, cuMemAllocPitch */
+  SIM_MEM_ASYNC,    /* cuMemAllocAsync outside capture */
+  SIM_MEM_GRAPH,    /* cuMemAllocAsync during capture */
+  SIM_MEM_MANAGED,  /* cuMemAllocManaged */
+  SIM_MEM_HOST      /* cuMemAllocHost, cuMemHostAlloc */
+} sim_mem_kind;
+
+typedef struct sim_alloc {
+  CUdeviceptr base;           /* == host address */
+  size_t size;                /* requested bytes */
+  size_t charged;             /* bytes charged against capacity */
+  int dev;
+  sim_ctx *ctx;
+  sim_mem_kind kind;
+  unsigned flags;             /* host-alloc / managed flags */
+  unsigned long long id;      /* unique buffer id */
+  unsigned long long cap_id;  /* capture that made a graph allocation */
+  bool free_pending;          /* cuMemFreeAsync enqueued, not yet run */
+} sim_alloc;
+
+void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth);
+CUresult sim_mem_alloc(sim_alloc *req, CUdeviceptr *out);
+CUresult sim_mem_find(CUdeviceptr p, sim_alloc *out);
+bool sim_mem_range_ok(CUdeviceptr p, size_t n);
+typedef enum sim_free_mode {
+  SIM_FREE_SYNC,      /* cuMemFree: a device allocation, no free pending */
+  SIM_FREE_HOST,      /* cuMemFreeHost: a pinned host allocation */
+  SIM_FREE_ASYNC_RUN, /* a stream worker runs an enqueued cuMemFreeAsync */
+  SIM_FREE_CAPTURED   /* cuMemFreeAsync of a graph allocation in capture */
+} sim_free_mode;
+/* Releases the allocation starting at base; INVALID_VALUE if there is no
+ * allocation starting there that mode may free. */
+CUresult sim_mem_release(CUdeviceptr base, sim_free_mode mode);
+CUresult sim_mem_mark_pending(CUdeviceptr base, sim_alloc *out);
+void sim_mem_unmark_pending(CUdeviceptr base);
+void sim_mem_release_ctx(const sim_ctx *ctx);
+void sim_mem_stats(int dev, fpsim_counts *out);
+void sim_mem_reset_stats(int dev);
+void sim_mem_set_capacity(int dev, size_t bytes);
+void sim_mem_fail_nth(unsigned n);
+void sim_mem_info(int dev, size_t *free_b, size_t *total_b);
+void sim_mem_fork_lock(bool lock);            /* pthread_atfork support */
+
+/* ---- streams (sim_stream.c) -------------------------------------------- */
+typedef enum sim_stream_kind {
+  SIM_STREAM_LEGACY, SIM_STREAM_PTDS, SIM_STREAM_USER
+} sim_stream_kind;
+
+typedef enum sim_op_kind {
+  SIM_OP_COPY, SIM_OP_SET8, SIM_OP_SET32, SIM_OP_HOSTFN,
+  SIM_OP_EVENT, SIM_OP_FREE, SIM_OP_WAIT
+} sim_op_kind;
+
+/* "Do not start before stream has completed ticket". */
+typedef struct sim_dep {
+  sim_stream *stream;         /* holds a reference */
+  unsigned long long ticket;
+} sim_dep;
+
+typedef struct sim_op {
+  struct sim_op *next;        /* queue link */
+  sim_op_kind kind;
+  unsigned long long ticket;  /* position in its stream */
+  int ndeps;
+  sim_dep *deps;              /* malloc'd, ndeps entries */
+  union {
+    struct { void *dst; const void *src; size_t n; } copy;
+    struct { void *dst; unsigned value; size_t count; } set;
+    struct { CUhostFn fn; void *data; } host;
+    sim_event *event;         /* SIM_OP_EVENT, holds a reference */
+    CUdeviceptr free_ptr;     /* SIM_OP_FREE */
+  } u;
+} sim_op;
+
+/* Invariants: done <= enq; the queue holds exactly tickets done+1..enq in
+ * order; only the worker advances done.  A stream is freed when refs drops
+ * to 0 (device list, deps and events hold references). */
+struct sim_stream {
+  sim_stream_kind kind;
+  int dev;
+  sim_ctx *ctx;               /* creating context (NULL: legacy/ptds) */
+  unsigned flags;             /* CU_STREAM_* */
+  int priority;
+  int refs;
+  bool dead;                  /* destroy started: no new work */
+  bool worker_running;        /* worker thread exists */
+  bool worker_exit;           /* asked to exit when the queue is empty */
+  pthread_t worker;
+  pthread_cond_t work;        /* signalled on enqueue and on exit request */
+  sim_op *head, *tail;
+  unsigned long long enq;     /* last ticket handed out */
+  unsigned long long done;    /* last ticket completed */
+  sim_capture *cap;           /* capture this stream takes part in */
+  sim_stream *next;           /* device stream list */
+};
+
+/* All take/need g_sim.lock held unless noted. */
+/* Stream for a handle (NULL: legacy, or the per-thread stream when
+ * per_thread), and in *ctx (optional) its context or the current one. */
+CUresult sim_stream_resolve(CUstream h, bool per_thread, sim_stream **out,
+                            sim_ctx **ctx);
+sim_op *sim_op_new(sim_op_kind kind);
+void sim_op_free(sim_op *op);
+bool sim_op_add_dep(sim_op *op, sim_stream *s, unsigned long long ticket);
+CUresult sim_stream_submit(sim_stream *s, sim_op *op);
+void sim_stream_wait(sim_stream *s, unsigned long long ticket);
+bool sim_stream_idle(const sim_stream *s);
+bool sim_stream_blocking(const sim_stream *s);
+void sim_stream_ref(sim_stream *s);
+void sim_stream_unref(sim_stream *s);
+sim_stream *sim_stream_new(int dev, sim_ctx *ctx, sim_stream_kind kind,
+                           unsigned flags, int priority);
+void sim_stream_retire(sim_stream *s);         /* drains, joins; unlocks inside */
+void sim_device_sync(int dev);                 /* every stream of dev */
+void sim_ctx_retire_streams(const sim_ctx *ctx);
+void sim_stream_setup(void);                   /* from sim_setup */
+void sim_stream_fork_child(void);              /* child side of fork */
+
+/* ---- events (sim_event.c) ---------------------------------------------- */
+struct sim_event {
+  unsigned flags;             /* CU_EVENT_* */
+  int refs;                   /* live list + pending record ops */
+  bool destroyed;
+  bool recorded;              /* recorded at least once (outside capture) */
+  sim_stream *rec_stream;     /* last record: stream (ref) and ticket */
+  unsigned long long rec_ticket;
+  unsigned long long cap_id;  /* last recorded in this capture (0: none) */
+  bool timed;                 /* time_ns valid for the last record */
+  long long time_ns;
+  sim_event *next;            /* g_sim.events */
+};
+
+void sim_event_unref(sim_event *e);
+void sim_event_fire(sim_event *e, const sim_op *op, const sim_stream *s);
+CUresult sim_event_lookup(CUevent h, sim_event **out);
+
+/* ---- capture (sim_capture.c) ------------------------------------------- */
+struct sim_capture {
+  unsigned long long id;
+  CUstreamCaptureMode mode;
+  CUstreamCaptureStatus status;
+  sim_stream *origin;         /* stream that began it */
+  pthread_t thread;           /* thread that began it */
+  sim_graph *graph;           /* handed out by cuStreamEndCapture */
+};
+
+struct sim_graph {
+  unsigned long long id;
+  size_t nodes;               /* operations captured */
+  sim_graph *next;            /* g_sim.graphs */
+};
+
+/* With g_sim.lock held. */
+CUresult sim_capture_unsafe_check(void);
+/* The capture with this id, unless it has ended. */
+sim_capture *sim_capture_find(unsigned long long id);
+/* A capture on dev (blocking streams only if blocking_only) is invalidated
+ * and err returned; CUDA_SUCCESS when there is none. */
+CUresult sim_capture_conflict(int dev, bool blocking_only, CUresult err);
+void sim_capture_invalidate(sim_capture *cap);
+void sim_capture_add_node(sim_capture *cap);
+/* s is being destroyed: leave its capture, ending it if s began it. */
+void sim_capture_detach(sim_stream *s);
+
+#endif /* FP_SIM_H */

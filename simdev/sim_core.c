@@ -1,0 +1,600 @@
+/* simdev/sim_core.c: setup, configuration, devices and contexts.
+ *
+ * Configuration is read from the environment exactly once (pthread_once),
+ * by cuInit or by the first fpsim_* call:
+ *   FRAGPOOL_SIM_DEVICES      number of devices, 0..8 (default 1)
+ *   FRAGPOOL_SIM_CAPACITY_MB  capacity of each device in MiB (default 16384)
+ *   FRAGPOOL_SIM_FAIL_NTH     the N-th device allocation fails once (0: off)
+ * A bad value is reported on stderr with the accepted form and the default
+ * is kept.
+ *
+ * Contexts: each device has a primary context (retain-counted, usable while
+ * retained) and any number of created contexts.  The current context is
+ * per thread: a thread-local stack.  Context structures are never freed, so
+ * a stale handle is always recognised as destroyed.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+sim_state g_sim = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .progress = PTHREAD_COND_INITIALIZER,
+};
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static _Thread_local sim_ctx *tl_stack[SIM_CTX_STACK_MAX]; /* current ctxs */
+static _Thread_local int tl_depth;                          /* entries used */
+
+void sim_warn(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("fragpool-sim: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+void sim_lock(void) { pthread_mutex_lock(&g_sim.lock); }
+void sim_unlock(void) { pthread_mutex_unlock(&g_sim.lock); }
+
+/* ---- configuration ------------------------------------------------------- */
+
+/* Reads an unsigned decimal in [lo, hi] from the environment. */
+static unsigned long long env_number(const char *name, unsigned long long def,
+                                     unsigned long long lo,
+                                     unsigned long long hi)
+{
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0')
+    return def;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  bool ok = v[0] >= '0' && v[0] <= '9' && errno == 0 && *end == '\0';
+  if (ok && x >= lo && x <= hi)
+    return x;
+  sim_warn("%s=\"%s\" is not valid (expected an integer in %llu..%llu); "
+           "using %llu", name, v, lo, hi, def);
+  return def;
+}
+
+static void fork_prepare(void) { sim_lock(); sim_mem_fork_lock(true); }
+static void fork_parent(void) { sim_mem_fork_lock(false); sim_unlock(); }
+
+static void fork_child(void)
+{
+  sim_mem_fork_lock(false);
+  pthread_cond_init(&g_sim.progress, NULL);
+  sim_stream_fork_child();
+  sim_unlock();
+}
+
+static void setup_once(void)
+{
+  int ndev = (int)env_number("FRAGPOOL_SIM_DEVICES", 1, 0, SIM_MAX_DEVICES);
+  size_t mb = env_number("FRAGPOOL_SIM_CAPACITY_MB", 16384, 1, 1ULL << 24);
+  unsigned nth = (unsigned)env_number("FRAGPOOL_SIM_FAIL_NTH", 0, 0, UINT_MAX);
+  g_sim.ndev = ndev;
+  for (int d = 0; d < ndev; d++) {
+    g_sim.dev[d].primary.dev = d;
+    g_sim.dev[d].primary.primary = true;
+    g_sim.dev[d].legacy = sim_stream_new(d, NULL, SIM_STREAM_LEGACY, 0, 0);
+  }
+  sim_mem_setup(ndev, mb << 20, nth);
+  sim_stream_setup();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void sim_setup(void) { pthread_once(&g_once, setup_once); }
+
+CUresult sim_check_init(void)
+{
+  return atomic_load(&g_sim.initialized) ? CUDA_SUCCESS
+                                         : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult sim_check_dev(CUdevice dev)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  return (dev >= 0 && dev < g_sim.ndev) ? CUDA_SUCCESS
+                                        : CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* ---- initialization and devices ------------------------------------------ */
+
+CUresult cuInit(unsigned int Flags)
+{
+  if (Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  sim_setup();
+  if (g_sim.ndev == 0)
+    return CUDA_ERROR_NO_DEVICE;
+  atomic_store(&g_sim.initialized, true);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+  if (driverVersion == NULL)
+    return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = SIM_DRIVER_VERSION;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && count == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *count = g_sim.ndev;
+  return rc;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && device == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = sim_check_dev(ordinal);
+  if (rc == CUDA_SUCCESS)
+    *device = ordinal;
+  return rc;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+  static const char kName[] = "fragpool simulated device";
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && (name == NULL || len <= 0))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS)
+    snprintf(name, (size_t)len, "%s", kName);
+  return rc;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+  static const char kPrefix[14] = "fragpool-simd";   /* 13 chars + NUL */
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && uuid == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = sim_check_dev(dev);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  memset(uuid->bytes, 0, sizeof uuid->bytes);
+  memcpy(uuid->bytes, kPrefix, sizeof kPrefix);
+  uuid->bytes[15] = (char)dev;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+  return cuDeviceGetUuid(uuid, dev);
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && bytes == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS)
+    sim_mem_info(dev, NULL, bytes);
+  return rc;
+}
+
+/* Attribute values of an H100/H200-class part (compute capability 9.0).
+ * Note: TEXTURE_ALIGNMENT (14) is 512 and is the pitch cuMemAllocPitch
+ * rounds to; TEXTURE_PITCH_ALIGNMENT (51) is 32 as on real Hopper parts. */
+static const struct { int attr; int value; } kAttrs[] = {
+  {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+  {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+  {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+  {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+  {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+  {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+  {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+  {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+  {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536},
+  {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+  {CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647},
+  {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+  {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000},
+  {CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, SIM_PITCH_ALIGN},
+  {CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1},
+  {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
+  {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+  {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+  {CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 1},
+  {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 2619000},
+  {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120},
+  {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 52428800},
+  {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+  {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 3},
+  {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+  {CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32},
+  {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+  {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+  {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+  {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472},
+  {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536},
+  {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+  {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
+  {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1},
+  {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+  {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0}, /* no VMM */
+  {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+};
+
+/* 0 with *out set, or -1 for an attribute outside the enum's range.
+ * Attributes in range but not listed read as 0. */
+int sim_attr_value(CUdevice_attribute attr, int dev, int *out)
+{
+  if ((int)attr < 1 || (int)attr > 255)
+    return -1;
+  *out = 0;
+  if (attr == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)
+    *out = dev + 1;
+  for (size_t i = 0; i < sizeof kAttrs / sizeof kAttrs[0]; i++)
+    if (kAttrs[i].attr == (int)attr)
+      *out = kAttrs[i].value;
+  return 0;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && pi == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS && sim_attr_value(attrib, dev, pi) != 0)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  return rc;
+}
+
+/* ---- contexts: lookup ------------------------------------------------------ */
+
+/* A handle we issued and that was not destroyed (lock held). */
+static bool ctx_known(const sim_ctx *c)
+{
+  for (int d = 0; d < g_sim.ndev; d++)
+    if (c == &g_sim.dev[d].primary)
+      return true;
+  for (const sim_ctx *p = g_sim.ctxs; p != NULL; p = p->next)
+    if (p == c)
+      return !p->destroyed;
+  return false;
+}
+
+static bool ctx_usable(const sim_ctx *c)
+{
+  return c != NULL && ctx_known(c) && c->active;
+}
+
+CUresult sim_ctx_current_locked(sim_ctx **out)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_ctx *c = tl_depth > 0 ? tl_stack[tl_depth - 1] : NULL;
+  if (!ctx_usable(c))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_ctx_current(sim_ctx **out)
+{
+  sim_lock();
+  CUresult rc = sim_ctx_current_locked(out);
+  sim_unlock();
+  return rc;
+}
+
+/* Usable context from a handle; NULL means the current one. */
+static CUresult ctx_from_handle(CUcontext h, sim_ctx **out)
+{
+  if (h == NULL)
+    return sim_ctx_current_locked(out);
+  if (!ctx_usable((sim_ctx *)h))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *out = (sim_ctx *)h;
+  return CUDA_SUCCESS;
+}
+
+static bool ctx_flags_ok(unsigned flags)
+{
+  unsigned sched = flags & CU_CTX_SCHED_MASK;
+  return (flags & ~(unsigned)CU_CTX_FLAGS_MASK) == 0 &&
+         (sched == 0 || sched == 1 || sched == 2 || sched == 4);
+}
+
+/* Frees everything a dying context owns (lock held; drops it inside). */
+static void ctx_teardown(sim_ctx *c)
+{
+  sim_device_sync(c->dev);
+  sim_ctx_retire_streams(c);
+  sim_mem_release_ctx(c);
+}
+
+/* ---- contexts: primary ----------------------------------------------------- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+  CUresult rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS && pctx == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_lock();
+  sim_ctx *p = &g_sim.dev[dev].primary;
+  p->retain++;
+  p->active = true;
+  *pctx = (CUcontext)p;
+  sim_unlock();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+  CUresult rc = sim_check_dev(dev);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_lock();
+  sim_ctx *p = &g_sim.dev[dev].primary;
+  if (p->retain == 0) {
+    rc = CUDA_ERROR_INVALID_CONTEXT;
+  } else if (--p->retain == 0) {
+    p->active = false;
+    ctx_teardown(p);
+  }
+  sim_unlock();
+  return rc;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+  CUresult rc = sim_check_dev(dev);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_lock();
+  sim_ctx *p = &g_sim.dev[dev].primary;
+  if (p->active) {
+    p->active = false;
+    ctx_teardown(p);
+  }
+  p->retain = 0;
+  p->flags = 0;
+  sim_unlock();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+  return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+  CUresult rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS && !ctx_flags_ok(flags))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_lock();
+  g_sim.dev[dev].primary.flags = flags;
+  sim_unlock();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+  return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
+                                    int *active)
+{
+  CUresult rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS && (flags == NULL || active == NULL))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_lock();
+  *flags = g_sim.dev[dev].primary.flags;
+  *active = g_sim.dev[dev].primary.active ? 1 : 0;
+  sim_unlock();
+  return CUDA_SUCCESS;
+}
+
+/* ---- contexts: created ------------------------------------------------------ */
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+  CUresult rc = sim_check_dev(dev);
+  if (rc == CUDA_SUCCESS && (pctx == NULL || !ctx_flags_ok(flags)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS && tl_depth >= SIM_CTX_STACK_MAX)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  sim_ctx *c = rc == CUDA_SUCCESS ? calloc(1, sizeof *c) : NULL;
+  if (rc == CUDA_SUCCESS && c == NULL)
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  c->dev = dev;
+  c->flags = flags;
+  c->active = true;
+  sim_lock();
+  c->next = g_sim.ctxs;
+  g_sim.ctxs = c;
+  sim_unlock();
+  tl_stack[tl_depth++] = c;
+  *pctx = (CUcontext)c;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_ctx *c = (sim_ctx *)ctx;
+  sim_lock();
+  if (c == NULL || !ctx_known(c) || c->primary) {
+    rc = CUDA_ERROR_INVALID_CONTEXT;
+  } else {
+    c->active = false;
+    c->destroyed = true;
+    ctx_teardown(c);
+  }
+  sim_unlock();
+  if (rc == CUDA_SUCCESS && tl_depth > 0 && tl_stack[tl_depth - 1] == c)
+    tl_depth--;
+  return rc;
+}
+
+CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+
+/* ---- contexts: the per-thread stack ----------------------------------------- */
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (ctx == NULL) {
+    if (tl_depth > 0)
+      tl_depth--;
+    return CUDA_SUCCESS;
+  }
+  sim_lock();
+  bool known = ctx_known((sim_ctx *)ctx);
+  sim_unlock();
+  if (!known)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (tl_depth == 0)
+    tl_depth = 1;
+  tl_stack[tl_depth - 1] = (sim_ctx *)ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && pctx == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *pctx = tl_depth > 0 ? (CUcontext)tl_stack[tl_depth - 1] : NULL;
+  return rc;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (ctx == NULL)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  sim_lock();
+  bool known = ctx_known((sim_ctx *)ctx);
+  sim_unlock();
+  if (!known)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (tl_depth >= SIM_CTX_STACK_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  tl_stack[tl_depth++] = (sim_ctx *)ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (tl_depth == 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  sim_ctx *c = tl_stack[--tl_depth];
+  if (pctx != NULL)
+    *pctx = (CUcontext)c;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext *pctx) { return cuCtxPopCurrent_v2(pctx); }
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc == CUDA_SUCCESS && device == NULL)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_ctx *c = NULL;
+  sim_lock();
+  rc = ctx_from_handle(ctx, &c);
+  sim_unlock();
+  if (rc == CUDA_SUCCESS)
+    *device = c->dev;
+  return rc;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+  return cuCtxGetDevice_v2(device, NULL);
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_ctx *c = NULL;
+  sim_lock();
+  rc = ctx_from_handle(ctx, &c);
+  if (rc == CUDA_SUCCESS)
+    rc = sim_capture_unsafe_check();
+  if (rc == CUDA_SUCCESS)
+    rc = sim_capture_conflict(c->dev, false,
+                              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if (rc == CUDA_SUCCESS)
+    sim_device_sync(c->dev);
+  sim_unlock();
+  return rc;
+}
+
+CUresult cuCtxSynchronize(void) { return cuCtxSynchronize_v2(NULL); }
+
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+  sim_ctx *c = NULL;
+  CUresult rc = sim_ctx_current(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (leastPriority != NULL)
+    *leastPriority = SIM_PRIORITY_LEAST;
+  if (greatestPriority != NULL)
+    *greatestPriority = SIM_PRIORITY_GREATEST;
+  return CUDA_SUCCESS;
+}

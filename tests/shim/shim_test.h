@@ -1,0 +1,25 @@
+/* shim_test.h - helpers shared by the test clients that run under the
+ * shim on the simulated device: CUDA calls that must succeed, a context,
+ * and a check that a symbol really resolves into libfragpool.so.
+ */
+#ifndef SHIM_TEST_H
+#define SHIM_TEST_H
+
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+#include "fp_cuda.h"
+
+#define CU(call) assert_int_equal((call), CUDA_SUCCESS)
+
+static inline int in_fragpool(const void *fn)
+{
+    Dl_info info;
+    return fn && dladdr(fn, &info) && info.dli_fname && strstr(info.dli_fname, "libfragpool");
+}
+
+#endif

@@ -1,0 +1,200 @@
+/* test_shim_linked.c - a client linked against libcuda (the driver API),
+ * run under LD_PRELOAD=libfragpool.so on the simulated device.
+ *
+ * It checks that the pool serves the allocations (the device sees only a
+ * handful of segments), that results are unchanged, that bad frees get
+ * CUDA_ERROR_INVALID_VALUE while the pool stays intact (debug_check:1 runs
+ * the checker after every pool operation), OOM and recovery, concurrency,
+ * fork, and that dlsym(RTLD_NEXT) still resolves relative to its caller.
+ */
+#include "shim_test.h"
+#include "fpsim.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int fp_probe_next(void); /* tests/shim/probe_a.c */
+
+static CUcontext ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    CUdevice dev;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return -1;
+    return 0;
+}
+
+static void preloaded(void **state)
+{
+    (void)state;
+    assert_true(in_fragpool((void *)cuMemAlloc_v2));
+    assert_true(in_fragpool((void *)cuMemFree_v2));
+    assert_false(in_fragpool((void *)cuCtxSynchronize));
+}
+
+static unsigned long long device_allocs(void)
+{
+    fpsim_counts c;
+    assert_int_equal(fpsim_stats(0, &c), 0);
+    return c.alloc_calls;
+}
+
+static void fill_and_check(CUdeviceptr p, size_t n, unsigned char seed)
+{
+    unsigned char *h = malloc(n), *back = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (unsigned char)(seed + i * 7);
+    CU(cuMemcpyHtoD_v2(p, h, n));
+    CU(cuMemcpyDtoH_v2(back, p, n));
+    assert_memory_equal(h, back, n);
+    free(h);
+    free(back);
+}
+
+static void pool_serves_many(void **state)
+{
+    (void)state;
+    unsigned long long before = device_allocs();
+    enum { N = 10000 };
+    static CUdeviceptr p[N];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++)
+            CU(cuMemAlloc_v2(&p[i], 512 + (size_t)(i % 97) * 64));
+        for (int i = 0; i < N; i += 997)
+            fill_and_check(p[i], 512, (unsigned char)i);
+        for (int i = 0; i < N; i++)
+            CU(cuMemFree_v2(p[i]));
+    }
+    unsigned long long segs = device_allocs() - before;
+    printf("20000 allocations took %llu device allocations\n", segs);
+    assert_true(segs > 0 && segs <= 16);
+}
+
+static void bad_frees(void **state)
+{
+    (void)state;
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 4096));
+    assert_int_equal(cuMemFree_v2(p + 512), CUDA_ERROR_INVALID_VALUE);
+    CU(cuMemFree_v2(p));
+    assert_int_equal(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+    /* Never seen by the pool: the driver answers. */
+    assert_int_equal(cuMemFree_v2((CUdeviceptr)0x10), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr q;
+    CU(cuMemAlloc_v2(&q, 4096));
+    fill_and_check(q, 4096, 3);
+    CU(cuMemFree_v2(q));
+}
+
+static void oom_then_recover(void **state)
+{
+    (void)state;
+    fpsim_counts c;
+    assert_int_equal(fpsim_stats(0, &c), 0);
+    fpsim_set_capacity(0, (size_t)c.bytes_in_use + 200u * 1024 * 1024);
+    CUdeviceptr p[8];
+    int n = 0;
+    CUresult r = CUDA_SUCCESS;
+    while (n < 8 && (r = cuMemAlloc_v2(&p[n], 64u << 20)) == CUDA_SUCCESS)
+        n++;
+    assert_int_equal(r, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_true(n >= 2);
+    CU(cuMemFree_v2(p[0]));
+    CUdeviceptr again;
+    CU(cuMemAlloc_v2(&again, 64u << 20));
+    fill_and_check(again, 1 << 20, 9);
+    CU(cuMemFree_v2(again));
+    for (int i = 1; i < n; i++)
+        CU(cuMemFree_v2(p[i]));
+    fpsim_set_capacity(0, (size_t)16 << 30);
+}
+
+static void *worker(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    CUdeviceptr live[32] = {0};
+    unsigned vals[32] = {0};
+    size_t sizes[32] = {0};
+    if (cuCtxSetCurrent(ctx))
+        return (void *)1;
+    for (int it = 0; it < 2000; it++) {
+        int k = (int)(rand_r(&seed) % 32);
+        if (live[k]) {
+            unsigned got = 0;
+            if (cuMemcpyDtoH_v2(&got, live[k] + sizes[k] - 4, 4) || got != vals[k])
+                return (void *)2;
+            if (cuMemFree_v2(live[k]))
+                return (void *)3;
+            live[k] = 0;
+        } else {
+            sizes[k] = 4 * (1 + rand_r(&seed) % 300000);
+            vals[k] = rand_r(&seed);
+            if (cuMemAlloc_v2(&live[k], sizes[k]) ||
+                cuMemsetD32_v2(live[k], vals[k], sizes[k] / 4))
+                return (void *)4;
+        }
+    }
+    for (int k = 0; k < 32; k++)
+        if (live[k] && cuMemFree_v2(live[k]))
+            return (void *)5;
+    return NULL;
+}
+
+static void eight_threads(void **state)
+{
+    (void)state;
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1)), 0);
+    for (int i = 0; i < 8; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        assert_null(rc);
+    }
+}
+
+static void fork_child_without_cuda(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        exit(0);
+    }
+    close(fds[1]);
+    char buf[256];
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    close(fds[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(n, 0); /* no summary from a child that used no CUDA */
+}
+
+static void rtld_next_resolves_from_caller(void **state)
+{
+    (void)state;
+    assert_int_equal(fp_probe_next(), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(preloaded),
+        cmocka_unit_test(pool_serves_many),
+        cmocka_unit_test(bad_frees),
+        cmocka_unit_test(oom_then_recover),
+        cmocka_unit_test(eight_threads),
+        cmocka_unit_test(fork_child_without_cuda),
+        cmocka_unit_test(rtld_next_resolves_from_caller),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

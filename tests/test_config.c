@@ -1,0 +1,785 @@
+/* test_config.c - FRAGPOOL_CONF parsing: defaults, every key, both forms of
+ * roundup_power2_divisions, a table of bad inputs with their exact report
+ * lines, hostile input (1 MiB of separators, odd bytes), and the
+ * format -> parse round trip.
+ *
+ * Invariants checked: each problem is one report line that starts with
+ * the prefix, holds no newline and stays bounded; a rejected entry leaves
+ * the config untouched; the formatted config parses back with no problem.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fp_conf.h"
+
+#define P "fragpool: FRAGPOOL_CONF: "
+#define T "; ignoring this entry, the rest still applies"
+#define KT(key, cur) "; ignoring this entry (" key " stays " cur \
+                     "), the rest still applies"
+#define KNOWN "known keys: max_split_size_mb, max_non_split_rounding_mb, " \
+              "roundup_power2_divisions, garbage_collection_threshold, " \
+              "per_process_memory_fraction, max_reserved_mb, strict, " \
+              "meminfo_counts_cache, debug_check, summary, summary_format"
+#define MSS "must be an integer number of MiB > 20 (up to 17592186044415), " \
+            "or unlimited" KT("max_split_size_mb", "unlimited")
+#define NSR "must be an integer number of MiB >= 0 (up to 17592186044415)" \
+            KT("max_non_split_rounding_mb", "20")
+#define RPD "must be 0 or a power of two up to 1024, or a list like " \
+            "[256:1,512:2,>:8] of increasing power-of-two sizes in MiB " \
+            "(1..32768) with such values, '>' last" \
+            KT("roundup_power2_divisions", "0")
+#define GC "must be a decimal number > 0 and < 1 such as 0.6 (at most 15 " \
+           "decimals), or off" KT("garbage_collection_threshold", "off")
+#define PPF "must be a decimal number > 0 and <= 1 such as 0.5 (at most 15 " \
+            "decimals), or unlimited" \
+            KT("per_process_memory_fraction", "unlimited")
+#define MR "must be an integer number of MiB >= 1 (up to 17592186044415), " \
+           "or unlimited" KT("max_reserved_mb", "unlimited")
+#define ST "must be 0, 1, true, false, True or False" KT("strict", "0")
+
+#define MIB ((size_t)1 << 20)
+#define LINE_BOUND 2048
+
+/* ---- capture of report lines ------------------------------------------ */
+typedef struct capture {
+    int n;            /* lines reported          */
+    size_t len;       /* bytes kept in buf        */
+    char buf[1 << 16];/* lines, each + '\n', while they fit */
+} capture;
+
+static void on_report(void *ud, const char *line)
+{
+    capture *c = ud;
+    size_t n = strlen(line);
+    assert_true(n < LINE_BOUND);
+    assert_null(strchr(line, '\n'));
+    assert_memory_equal(line, P, strlen(P));
+    c->n++;
+    if (c->len + n + 2 > sizeof c->buf)
+        return;
+    memcpy(c->buf + c->len, line, n);
+    c->len += n;
+    c->buf[c->len++] = '\n';
+    c->buf[c->len] = '\0';
+}
+
+static capture *cap_new(void)
+{
+    capture *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    return c;
+}
+
+/* Parse text over the defaults; returns the problem count. */
+static int parse(const char *text, fp_conf *c, capture *cap)
+{
+    fp_conf_default(c);
+    int n = fp_conf_parse(text, c, on_report, cap);
+    assert_int_equal(n, cap->n);
+    return n;
+}
+
+static void expect_all_divs(const fp_conf *c, uint32_t v)
+{
+    for (int i = 0; i < FP_ROUNDUP_INTERVALS; i++)
+        assert_int_equal(c->pool.roundup_divisions[i], v);
+}
+
+static void expect_divs(const fp_conf *c, const uint32_t *want)
+{
+    for (int i = 0; i < FP_ROUNDUP_INTERVALS; i++) {
+        if (c->pool.roundup_divisions[i] != want[i])
+            fail_msg("interval %d: %u, want %u", i,
+                     c->pool.roundup_divisions[i], want[i]);
+    }
+}
+
+/* ---- defaults and the table ------------------------------------------- */
+#define DEFAULTS "max_split_size_mb:unlimited,max_non_split_rounding_mb:20," \
+                 "roundup_power2_divisions:0," \
+                 "garbage_collection_threshold:off," \
+                 "per_process_memory_fraction:unlimited," \
+                 "max_reserved_mb:unlimited,strict:0," \
+                 "meminfo_counts_cache:1,debug_check:0,summary:stderr," \
+                 "summary_format:text"
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    fp_conf c;
+    char buf[1024];
+    fp_conf_default(&c);
+    assert_int_equal(c.pool.max_split_size, SIZE_MAX);
+    assert_int_equal(c.pool.max_non_split_rounding, 20 * MIB);
+    expect_all_divs(&c, 0);
+    assert_true(c.pool.gc_threshold == 0.0);
+    assert_true(c.pool.memory_fraction == 0.0);
+    assert_int_equal(c.pool.max_reserved, 0);
+    assert_int_equal(c.strict, 0);
+    assert_int_equal(c.set_mask, 0);
+    assert_int_equal(fp_conf_format(&c, buf, sizeof buf), 0);
+    assert_string_equal(buf, DEFAULTS);
+}
+
+/* Each row's documented default is what the formatter prints. */
+static void test_table(void **state)
+{
+    (void)state;
+    fp_conf c;
+    char buf[1024], want[1024] = "";
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_noptions(), 11);
+    assert_null(fp_conf_option(fp_conf_noptions()));
+    for (size_t i = 0; i < fp_conf_noptions(); i++) {
+        const fp_option *o = fp_conf_option(i);
+        assert_non_null(o->type);
+        assert_non_null(o->range);
+        assert_non_null(o->help);
+        assert_int_equal(fp_conf_find(o->name, strlen(o->name)), (int)i);
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s:%s",
+                 i ? "," : "", o->name, o->deflt);
+    }
+    assert_int_equal(fp_conf_find("strict_", 7), -1);
+    assert_int_equal(fp_conf_find("stric", 5), -1);
+    fp_conf_format(&c, buf, sizeof buf);
+    assert_string_equal(buf, want);
+}
+
+static void test_empty_text(void **state)
+{
+    (void)state;
+    capture *cap = cap_new();
+    fp_conf c;
+    assert_int_equal(parse(NULL, &c, cap), 0);
+    assert_int_equal(parse("", &c, cap), 0);
+    assert_int_equal(parse(" \t\n ", &c, cap), 0);
+    assert_int_equal(c.set_mask, 0);
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse("foo:1,,", &c, NULL, NULL), 3);
+    free(cap);
+}
+
+/* ---- good values --------------------------------------------------------- */
+typedef struct good_mib {
+    const char *text;
+    size_t want;
+} good_mib;
+
+static size_t field_of(const fp_conf *c, int which)
+{
+    switch (which) {
+    case 0: return c->pool.max_split_size;
+    case 1: return c->pool.max_non_split_rounding;
+    default: return c->pool.max_reserved;
+    }
+}
+
+static void check_mibs(const good_mib *g, size_t n, int which)
+{
+    for (size_t i = 0; i < n; i++) {
+        capture cap0 = { 0 }, *cap = &cap0;
+        fp_conf c;
+        if (parse(g[i].text, &c, cap))
+            fail_msg("'%s': %s", g[i].text, cap->buf);
+        assert_int_equal(field_of(&c, which), g[i].want);
+    }
+}
+
+static void test_good_mib(void **state)
+{
+    (void)state;
+    static const good_mib split[] = {
+        { "max_split_size_mb:21", 21 * MIB },
+        { "max_split_size_mb:512", 512 * MIB },
+        { "max_split_size_mb:0000512", 512 * MIB },
+        { "max_split_size_mb:17592186044415", 17592186044415 * MIB },
+        { "max_split_size_mb:unlimited", SIZE_MAX },
+    };
+    static const good_mib rounding[] = {
+        { "max_non_split_rounding_mb:0", 0 },
+        { "max_non_split_rounding_mb:64", 64 * MIB },
+        { "max_non_split_rounding_mb:17592186044415", 17592186044415 * MIB },
+    };
+    static const good_mib reserved[] = {
+        { "max_reserved_mb:1", MIB },
+        { "max_reserved_mb:40960", 40960 * MIB },
+        { "max_reserved_mb:unlimited", 0 },
+    };
+    check_mibs(split, sizeof split / sizeof split[0], 0);
+    check_mibs(rounding, sizeof rounding / sizeof rounding[0], 1);
+    check_mibs(reserved, sizeof reserved / sizeof reserved[0], 2);
+}
+
+typedef struct good_real {
+    const char *text;
+    double gc, fraction;
+} good_real;
+
+static void test_good_real(void **state)
+{
+    (void)state;
+    static const good_real g[] = {
+        { "garbage_collection_threshold:0.6", 0.6, 0 },
+        { "garbage_collection_threshold:.5", 0.5, 0 },
+        { "garbage_collection_threshold:0.50000000000000000000", 0.5, 0 },
+        { "garbage_collection_threshold:0.000000000000001", 1e-15, 0 },
+        { "garbage_collection_threshold:0.999999999999999", 0.999999999999999, 0 },
+        { "garbage_collection_threshold:off", 0, 0 },
+        { "per_process_memory_fraction:1", 0, 1.0 },
+        { "per_process_memory_fraction:1.", 0, 1.0 },
+        { "per_process_memory_fraction:1.000", 0, 1.0 },
+        { "per_process_memory_fraction:0.25", 0, 0.25 },
+        { "per_process_memory_fraction:0.123456789012345", 0, 0.123456789012345 },
+        { "per_process_memory_fraction:unlimited", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        capture cap = { 0 };
+        fp_conf c;
+        if (parse(g[i].text, &c, &cap))
+            fail_msg("'%s': %s", g[i].text, cap.buf);
+        assert_true(c.pool.gc_threshold == g[i].gc);
+        assert_true(c.pool.memory_fraction == g[i].fraction);
+    }
+}
+
+/* The shim's keys: booleans, an enum and a destination. */
+static void test_good_shim_keys(void **state)
+{
+    (void)state;
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(c.meminfo_counts_cache, 1);
+    assert_string_equal(c.summary, "stderr");
+    assert_int_equal(fp_conf_parse("meminfo_counts_cache:0,debug_check:true,"
+                                   "summary:/tmp/fp-%p-%r.json,summary_format:json",
+                                   &c, NULL, NULL), 0);
+    assert_int_equal(c.meminfo_counts_cache, 0);
+    assert_int_equal(c.debug_check, 1);
+    assert_string_equal(c.summary, "/tmp/fp-%p-%r.json");
+    assert_int_equal(c.summary_format, FP_SUMMARY_JSON);
+    assert_int_equal(fp_conf_parse("summary:off", &c, NULL, NULL), 0);
+    assert_string_equal(c.summary, "off");
+}
+
+static void test_good_strict(void **state)
+{
+    (void)state;
+    static const char *const on[] = { "strict:1", "strict:true", "strict:True" };
+    static const char *const off[] = { "strict:0", "strict:false", "strict:False" };
+    for (size_t i = 0; i < 3; i++) {
+        capture cap = { 0 };
+        fp_conf c;
+        assert_int_equal(parse(on[i], &c, &cap), 0);
+        assert_int_equal(c.strict, 1);
+        c.strict = 1;
+        assert_int_equal(fp_conf_parse(off[i], &c, on_report, &cap), 0);
+        assert_int_equal(c.strict, 0);
+    }
+}
+
+static void test_divs_single(void **state)
+{
+    (void)state;
+    static const uint32_t ok[] = { 0, 1, 2, 4, 8, 64, 1024 };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char text[64];
+        capture cap = { 0 };
+        fp_conf c;
+        snprintf(text, sizeof text, "roundup_power2_divisions:%u", ok[i]);
+        assert_int_equal(parse(text, &c, &cap), 0);
+        expect_all_divs(&c, ok[i]);
+    }
+}
+
+typedef struct divs_case {
+    const char *list;
+    uint32_t want[FP_ROUNDUP_INTERVALS];
+} divs_case;
+
+static void test_divs_list(void **state)
+{
+    (void)state;
+    static const divs_case d[] = {
+        /* interval i covers [2^i MiB, 2^(i+1) MiB); 256 MiB is i = 8 */
+        { "[256:1,512:2,>:8]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8 } },
+        { "[1:4]", { 4 } },
+        { "[>:8]", { 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8 } },
+        { "[32768:4]", { 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4 } },
+        { "[2:2,64:4,1024:8]", { 2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 8 } },
+        { "[1:0,2:1,4:2,8:4,16:8,32:16,64:32,128:64,256:128,512:256,"
+          "1024:512,2048:1024,4096:0,8192:1,16384:2,32768:4]",
+          { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 0, 1, 2, 4 } },
+        { "[ 256 : 1 ,\t> : 8 ]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, 8, 8, 8 } },
+        { "[16384:2,>:16]", { 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 16 } },
+        { "[32768:2,>:16]", { 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2 } },
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        char text[256];
+        capture cap = { 0 };
+        fp_conf c;
+        snprintf(text, sizeof text, "roundup_power2_divisions:%s", d[i].list);
+        if (parse(text, &c, &cap))
+            fail_msg("'%s': %s", text, cap.buf);
+        expect_divs(&c, d[i].want);
+    }
+}
+
+static void test_whitespace_and_many(void **state)
+{
+    (void)state;
+    capture cap = { 0 };
+    fp_conf c;
+    const char *text =
+        "  max_split_size_mb : 512 ,\tgarbage_collection_threshold:0.6\n,"
+        " roundup_power2_divisions : [256:1, 512:2, >:8] , max_reserved_mb:"
+        "4096,per_process_memory_fraction:0.8,max_non_split_rounding_mb:0,"
+        "strict:True ";
+    assert_int_equal(parse(text, &c, &cap), 0);
+    assert_int_equal(c.pool.max_split_size, 512 * MIB);
+    assert_true(c.pool.gc_threshold == 0.6);
+    assert_int_equal(c.pool.roundup_divisions[8], 1);
+    assert_int_equal(c.pool.roundup_divisions[9], 2);
+    assert_int_equal(c.pool.roundup_divisions[15], 8);
+    assert_int_equal(c.pool.max_reserved, 4096 * MIB);
+    assert_true(c.pool.memory_fraction == 0.8);
+    assert_int_equal(c.pool.max_non_split_rounding, 0);
+    assert_int_equal(c.strict, 1);
+    assert_int_equal(c.set_mask, 0x7f);
+}
+
+static void test_bad_in_middle(void **state)
+{
+    (void)state;
+    capture cap = { 0 };
+    fp_conf c;
+    const char *text = "max_split_size_mb:512,garbage_collection_threshold:1.5,"
+                       "foo:1,roundup_power2_divisions:[256:1,512:2],strict:1";
+    assert_int_equal(parse(text, &c, &cap), 2);
+    assert_string_equal(cap.buf,
+        P "'garbage_collection_threshold:1.5': " GC "\n"
+        P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n");
+    assert_int_equal(c.pool.max_split_size, 512 * MIB);
+    assert_true(c.pool.gc_threshold == 0.0);
+    assert_int_equal(c.pool.roundup_divisions[9], 2);
+    assert_int_equal(c.pool.roundup_divisions[10], 0);
+    assert_int_equal(c.strict, 1);
+    /* bits: 0 max_split, 2 roundup, 6 strict; not 3 (rejected) */
+    assert_int_equal(c.set_mask, (1u << 0) | (1u << 2) | (1u << 6));
+}
+
+/* An unclosed '[' spoils only its own entry. */
+static void test_unclosed_bracket(void **state)
+{
+    (void)state;
+    capture cap = { 0 };
+    fp_conf c;
+    assert_int_equal(parse("roundup_power2_divisions:[256:1,"
+                           "max_split_size_mb:512", &c, &cap), 1);
+    assert_string_equal(cap.buf, P "'roundup_power2_divisions:[256:1': "
+                                 "no closing ']'; " RPD "\n");
+    assert_int_equal(c.pool.max_split_size, 512 * MIB);
+}
+
+static void test_duplicate(void **state)
+{
+    (void)state;
+    capture cap = { 0 };
+    fp_conf c;
+    assert_int_equal(parse("max_split_size_mb:512,max_split_size_mb:1024",
+                           &c, &cap), 1);
+    assert_string_equal(cap.buf,
+        "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:1024': duplicate key, "
+        "only the first max_split_size_mb counts; ignoring this entry "
+        "(max_split_size_mb stays 512), the rest still applies\n");
+    assert_int_equal(c.pool.max_split_size, 512 * MIB);
+
+    /* the first occurrence counts even when it is bad */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("max_split_size_mb:20,max_split_size_mb:1024",
+                           &c, &cap), 2);
+    assert_int_equal(c.pool.max_split_size, SIZE_MAX);
+
+    /* a second call is not a duplicate: later text overrides */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("strict:1", &c, &cap), 0);
+    assert_int_equal(fp_conf_parse("strict:0", &c, on_report, &cap), 0);
+    assert_int_equal(c.strict, 0);
+}
+
+/* ---- the table of bad inputs ------------------------------------------- */
+#define A16 "aaaaaaaaaaaaaaaa"
+#define A64 A16 A16 A16 A16
+
+typedef struct bad_case {
+    const char *text;
+    int problems;
+    const char *lines;   /* every line, each followed by '\n' */
+} bad_case;
+
+static const bad_case bad[] = {
+    { "meminfo_counts_cache:2", 1,
+      P "'meminfo_counts_cache:2': must be 0, 1, true, false, True or False"
+        KT("meminfo_counts_cache", "1") "\n" },
+    { "debug_check:yes", 1,
+      P "'debug_check:yes': must be 0, 1, true, false, True or False"
+        KT("debug_check", "0") "\n" },
+    { "summary_format:xml", 1,
+      P "'summary_format:xml': must be text or json"
+        KT("summary_format", "text") "\n" },
+    { "summary:a\tb", 1,
+      P "'summary:a\\x09b': control byte in path; must be off, stderr, or a "
+        "file path shorter than 256 bytes (%p pid, %r rank, %h host)"
+        KT("summary", "stderr") "\n" },
+    { "foo:1", 1, P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n" },
+    { "Max_split_size_mb:512", 1,
+      P "unknown key 'Max_split_size_mb' (in 'Max_split_size_mb:512'); "
+        KNOWN T "\n" },
+    { "max_split_size_mb", 1,
+      P "'max_split_size_mb': no ':' in entry; expected key:value" T "\n" },
+    { ":5", 1, P "':5': empty key; expected key:value" T "\n" },
+    { "max_split_size_mb:", 1,
+      P "'max_split_size_mb:': empty value; " MSS "\n" },
+    { "max_split_size_mb:  ", 1,
+      P "'max_split_size_mb:': empty value; " MSS "\n" },
+    { ",,", 3,
+      P "empty entry at byte 0 (stray ','); expected key:value" T "\n"
+      P "empty entry at byte 1 (stray ','); expected key:value" T "\n"
+      P "empty entry at byte 2 (stray ','); expected key:value" T "\n" },
+    { ",strict:1", 1,
+      P "empty entry at byte 0 (stray ','); expected key:value" T "\n" },
+    { "strict:1,", 1,
+      P "empty entry at byte 9 (stray ','); expected key:value" T "\n" },
+    { "strict:1, ,strict:0", 2,
+      P "empty entry at byte 9 (stray ','); expected key:value" T "\n"
+      P "'strict:0': duplicate key, only the first strict counts"
+        KT("strict", "1") "\n" },
+    { "max_split_size_mb:abc", 1, P "'max_split_size_mb:abc': " MSS "\n" },
+    { "max_split_size_mb:12x", 1, P "'max_split_size_mb:12x': " MSS "\n" },
+    { "max_split_size_mb:1e999", 1, P "'max_split_size_mb:1e999': " MSS "\n" },
+    { "max_split_size_mb:-5", 1, P "'max_split_size_mb:-5': " MSS "\n" },
+    { "max_split_size_mb:+512", 1, P "'max_split_size_mb:+512': " MSS "\n" },
+    { "max_split_size_mb:5 12", 1, P "'max_split_size_mb:5 12': " MSS "\n" },
+    { "max_split_size_mb:99999999999999999999999", 1,
+      P "'max_split_size_mb:99999999999999999999999': " MSS "\n" },
+    { "max_split_size_mb:17592186044416", 1,
+      P "'max_split_size_mb:17592186044416': " MSS "\n" },
+    { "max_split_size_mb:20", 1,
+      "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:20': must be an integer "
+      "number of MiB > 20 (up to 17592186044415), or unlimited; ignoring "
+      "this entry (max_split_size_mb stays unlimited), the rest still "
+      "applies\n" },
+    { "max_split_size_mb:Unlimited", 1,
+      P "'max_split_size_mb:Unlimited': " MSS "\n" },
+    { "max_non_split_rounding_mb:-1", 1,
+      P "'max_non_split_rounding_mb:-1': " NSR "\n" },
+    { "max_non_split_rounding_mb:unlimited", 1,
+      P "'max_non_split_rounding_mb:unlimited': " NSR "\n" },
+    { "max_reserved_mb:0", 1, P "'max_reserved_mb:0': " MR "\n" },
+    { "garbage_collection_threshold:1.5", 1,
+      P "'garbage_collection_threshold:1.5': " GC "\n" },
+    { "garbage_collection_threshold:0", 1,
+      P "'garbage_collection_threshold:0': " GC "\n" },
+    { "garbage_collection_threshold:1", 1,
+      P "'garbage_collection_threshold:1': " GC "\n" },
+    { "garbage_collection_threshold:1e999", 1,
+      P "'garbage_collection_threshold:1e999': " GC "\n" },
+    { "garbage_collection_threshold:6e-1", 1,
+      P "'garbage_collection_threshold:6e-1': " GC "\n" },
+    { "garbage_collection_threshold:-0.5", 1,
+      P "'garbage_collection_threshold:-0.5': " GC "\n" },
+    { "garbage_collection_threshold:.", 1,
+      P "'garbage_collection_threshold:.': " GC "\n" },
+    { "garbage_collection_threshold:0.1234567890123456", 1,
+      P "'garbage_collection_threshold:0.1234567890123456': " GC "\n" },
+    { "garbage_collection_threshold:0.6.1", 1,
+      P "'garbage_collection_threshold:0.6.1': " GC "\n" },
+    { "garbage_collection_threshold:nan", 1,
+      P "'garbage_collection_threshold:nan': " GC "\n" },
+    { "per_process_memory_fraction:0", 1,
+      P "'per_process_memory_fraction:0': " PPF "\n" },
+    { "per_process_memory_fraction:1.01", 1,
+      P "'per_process_memory_fraction:1.01': " PPF "\n" },
+    { "per_process_memory_fraction:1.000000000000001", 1,
+      P "'per_process_memory_fraction:1.000000000000001': " PPF "\n" },
+    { "strict:yes", 1, P "'strict:yes': " ST "\n" },
+    { "strict:2", 1, P "'strict:2': " ST "\n" },
+    { "strict:TRUE", 1, P "'strict:TRUE': " ST "\n" },
+    { "roundup_power2_divisions:3", 1,
+      P "'roundup_power2_divisions:3': " RPD "\n" },
+    { "roundup_power2_divisions:2048", 1,
+      P "'roundup_power2_divisions:2048': " RPD "\n" },
+    { "roundup_power2_divisions:[256:1", 1,
+      P "'roundup_power2_divisions:[256:1': no closing ']'; " RPD "\n" },
+    { "roundup_power2_divisions:[abc:1]", 1,
+      P "'roundup_power2_divisions:[abc:1]': item 'abc:1': size must be a "
+        "power of two in 1..32768; " RPD "\n" },
+    { "roundup_power2_divisions:[3:1]", 1,
+      P "'roundup_power2_divisions:[3:1]': item '3:1': size must be a "
+        "power of two in 1..32768; " RPD "\n" },
+    { "roundup_power2_divisions:[0:1]", 1,
+      P "'roundup_power2_divisions:[0:1]': item '0:1': size must be a "
+        "power of two in 1..32768; " RPD "\n" },
+    { "roundup_power2_divisions:[65536:1]", 1,
+      P "'roundup_power2_divisions:[65536:1]': item '65536:1': size must "
+        "be a power of two in 1..32768; " RPD "\n" },
+    { "roundup_power2_divisions:[512:2,256:1]", 1,
+      P "'roundup_power2_divisions:[512:2,256:1]': item '256:1': sizes "
+        "must increase; " RPD "\n" },
+    { "roundup_power2_divisions:[256:1,256:2]", 1,
+      P "'roundup_power2_divisions:[256:1,256:2]': item '256:2': sizes "
+        "must increase; " RPD "\n" },
+    { "roundup_power2_divisions:[>:8,256:1]", 1,
+      P "'roundup_power2_divisions:[>:8,256:1]': item '256:1' follows '>', "
+        "which must be last; " RPD "\n" },
+    { "roundup_power2_divisions:[256:3]", 1,
+      P "'roundup_power2_divisions:[256:3]': item '256:3': divisions must "
+        "be 0 or a power of two up to 1024; " RPD "\n" },
+    { "roundup_power2_divisions:[256:2048]", 1,
+      P "'roundup_power2_divisions:[256:2048]': item '256:2048': divisions "
+        "must be 0 or a power of two up to 1024; " RPD "\n" },
+    { "roundup_power2_divisions:[256]", 1,
+      P "'roundup_power2_divisions:[256]': item '256' is not "
+        "size:divisions; " RPD "\n" },
+    { "roundup_power2_divisions:[]", 1,
+      P "'roundup_power2_divisions:[]': empty list; " RPD "\n" },
+    { "roundup_power2_divisions:[256:1,]", 1,
+      P "'roundup_power2_divisions:[256:1,]': item 2 is empty; " RPD "\n" },
+    { "roundup_power2_divisions:[256:1]x", 1,
+      P "'roundup_power2_divisions:[256:1]x': text after ']'; " RPD "\n" },
+    { "roundup_power2_divisions:[[256:1]]", 1,
+      P "'roundup_power2_divisions:[[256:1]]': text after ']'; " RPD "\n" },
+    { "max_split_size_mb:512,max_split_size_mb:1024,max_split_size_mb:20", 2,
+      P "'max_split_size_mb:1024': duplicate key, only the first "
+        "max_split_size_mb counts" KT("max_split_size_mb", "512") "\n"
+      P "'max_split_size_mb:20': duplicate key, only the first "
+        "max_split_size_mb counts" KT("max_split_size_mb", "512") "\n" },
+    /* odd bytes are shown as \xNN, so a line stays one line */
+    { "strict:\x01y\x7f\xff", 1,
+      P "'strict:\\x01y\\x7f\\xff': " ST "\n" },
+    { "stri\nct:1", 1,
+      P "unknown key 'stri\\x0act' (in 'stri\\x0act:1'); " KNOWN T "\n" },
+    /* long keys and values are cut at 64 bytes */
+    { A64 "aaaa:1", 1,
+      P "unknown key '" A64 "...' (in '" A64 "...'); " KNOWN T "\n" },
+    { "max_reserved_mb:1234567890123456789012345678901234567890123456789012"
+      "345678901234567890", 1,
+      P "'max_reserved_mb:123456789012345678901234567890123456789012345678"
+        "...': " MR "\n" },
+};
+
+static void test_bad_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        capture cap = { 0 };
+        fp_conf c, d;
+        int n = parse(bad[i].text, &c, &cap);
+        if (n != bad[i].problems || strcmp(cap.buf, bad[i].lines) != 0)
+            fail_msg("case %zu '%s': %d problems, want %d\ngot:\n%s\nwant:\n%s",
+                     i, bad[i].text, n, bad[i].problems, cap.buf,
+                     bad[i].lines);
+        /* whatever was rejected left the defaults in place */
+        fp_conf_default(&d);
+        if (!c.set_mask)
+            assert_memory_equal(&c.pool, &d.pool, sizeof d.pool);
+    }
+}
+
+/* ---- hostile input ------------------------------------------------------- */
+static char *filled(size_t n, const char *pattern)
+{
+    size_t plen = strlen(pattern);
+    char *s = malloc(n + 1);
+    assert_non_null(s);
+    for (size_t i = 0; i < n; i++)
+        s[i] = pattern[i % plen];
+    s[n] = '\0';
+    return s;
+}
+
+static int parse_count(const char *text)
+{
+    capture *cap = cap_new();
+    fp_conf c;
+    int n = parse(text, &c, cap);
+    free(cap);
+    return n;
+}
+
+static void test_long_inputs(void **state)
+{
+    (void)state;
+    const size_t n = (size_t)1 << 20;
+    static const char *const patterns[] = {
+        ":", "[", "]", "[]", "][", ":[,]", "[:,", "a:[1:1,", "strict:1,",
+        "roundup_power2_divisions:[", "1:1,", ">:8,", " \t", "\x01\xff",
+    };
+    char *s = filled(n, ",");
+    assert_int_equal(parse_count(s), (int)n + 1);
+    free(s);
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
+        s = filled(n, patterns[i]);
+        assert_true(parse_count(s) >= 0);
+        free(s);
+    }
+    /* one huge list value */
+    s = filled(n, "1:1,");
+    memcpy(s, "roundup_power2_divisions:[", 26);
+    s[n - 1] = ']';
+    assert_int_equal(parse_count(s), 1);
+    free(s);
+}
+
+static void test_random_bytes(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "[]:,> 0123456789.ab_\t\x01\xff";
+    uint64_t x = 88172645463325252u;
+    char buf[512];
+    for (int round = 0; round < 20000; round++) {
+        size_t len = (size_t)(x % (sizeof buf - 1));
+        for (size_t i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;   /* xorshift64 */
+            buf[i] = (round & 1) ? alphabet[x % (sizeof alphabet - 1)]
+                                 : (char)(x % 255 + 1);
+        }
+        buf[len] = '\0';
+        assert_true(parse_count(buf) >= 0);
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    }
+}
+
+/* ---- format -> parse ----------------------------------------------------- */
+static void round_trip(const fp_conf *c)
+{
+    char buf[2048];
+    capture cap = { 0 };
+    fp_conf back;
+    assert_int_equal(fp_conf_format(c, buf, sizeof buf), 0);
+    fp_conf_default(&back);
+    if (fp_conf_parse(buf, &back, on_report, &cap))
+        fail_msg("'%s' does not parse back:\n%s", buf, cap.buf);
+    assert_memory_equal(&back.pool, &c->pool, sizeof c->pool);
+    assert_int_equal(back.strict, c->strict);
+    assert_int_equal(back.set_mask, (1u << fp_conf_noptions()) - 1);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        "",
+        "max_split_size_mb:21,max_non_split_rounding_mb:0,strict:1",
+        "garbage_collection_threshold:0.6,per_process_memory_fraction:1",
+        "garbage_collection_threshold:0.000000000000001,"
+        "per_process_memory_fraction:0.123456789012345",
+        "max_reserved_mb:17592186044415,max_split_size_mb:17592186044415",
+        "roundup_power2_divisions:4",
+        "roundup_power2_divisions:[256:1,512:2,>:8]",
+        "roundup_power2_divisions:[1:4]",
+        "roundup_power2_divisions:[16384:2,>:16]",
+        "roundup_power2_divisions:[2:2,64:4,1024:8]",
+        "roundup_power2_divisions:[2:2,64:4,1024:8,>:0]",
+        "roundup_power2_divisions:[1:0,2:1,4:2,8:4,16:8,32:16,64:32,128:64,"
+        "256:128,512:256,1024:512,2048:1024,4096:0,8192:1,16384:2,32768:4]",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        fp_conf c;
+        fp_conf_default(&c);
+        assert_int_equal(fp_conf_parse(texts[i], &c, NULL, NULL), 0);
+        round_trip(&c);
+    }
+}
+
+/* Every 16-interval vector made of a few values round-trips. */
+static void test_round_trip_divs(void **state)
+{
+    (void)state;
+    static const uint32_t vals[] = { 0, 1, 8 };
+    for (uint32_t code = 0; code < 43046721u; code += 4099) { /* 3^16 */
+        fp_conf c;
+        uint32_t k = code;
+        fp_conf_default(&c);
+        for (int i = 0; i < FP_ROUNDUP_INTERVALS; i++, k /= 3)
+            c.pool.roundup_divisions[i] = vals[k % 3];
+        round_trip(&c);
+    }
+}
+
+/* The list form the formatter picks for a few vectors. */
+static void test_format_divs(void **state)
+{
+    (void)state;
+    static const char *const io[][2] = {
+        { "[256:1,512:2,>:8]", "[256:1,512:2,1024:8,>:8]" },
+        { "[2:2,64:4,1024:8]", "[32:2,64:4,1024:8,2048:0]" },
+        { "[256:1]", "[256:1]" },
+        { "[256:1,>:0]", "[256:1]" },
+        { "[256:1,>:2]", "[256:1,>:2]" },
+        { "[1:0,256:1]", "[128:0,256:1,512:0]" },
+        { "[32768:8]", "8" },
+        { "[>:2]", "2" },
+    };
+    for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) {
+        char text[128], buf[1024], want[128];
+        fp_conf c;
+        fp_conf_default(&c);
+        snprintf(text, sizeof text, "roundup_power2_divisions:%s", io[i][0]);
+        assert_int_equal(fp_conf_parse(text, &c, NULL, NULL), 0);
+        assert_int_equal(fp_conf_format(&c, buf, sizeof buf), 0);
+        snprintf(want, sizeof want, ",roundup_power2_divisions:%s,",
+                 io[i][1]);
+        if (!strstr(buf, want))
+            fail_msg("'%s' formats as '%s', want '%s'", text, buf, want);
+    }
+}
+
+static void test_format_enospc(void **state)
+{
+    (void)state;
+    fp_conf c;
+    char buf[32];
+    fp_conf_default(&c);
+    memset(buf, 'x', sizeof buf);
+    assert_int_equal(fp_conf_format(&c, buf, sizeof buf), ENOSPC);
+    assert_int_equal(strlen(buf), sizeof buf - 1);
+    assert_memory_equal(buf, DEFAULTS, sizeof buf - 1);
+    assert_int_equal(fp_conf_format(&c, buf, 0), ENOSPC);
+    assert_int_equal(fp_conf_format(&c, buf, 1), ENOSPC);
+    assert_string_equal(buf, "");
+    char exact[sizeof DEFAULTS];
+    assert_int_equal(fp_conf_format(&c, exact, sizeof exact), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_empty_text),
+        cmocka_unit_test(test_good_mib),
+        cmocka_unit_test(test_good_real),
+        cmocka_unit_test(test_good_strict),
+        cmocka_unit_test(test_good_shim_keys),
+        cmocka_unit_test(test_divs_single),
+        cmocka_unit_test(test_divs_list),
+        cmocka_unit_test(test_whitespace_and_many),
+        cmocka_unit_test(test_bad_in_middle),
+        cmocka_unit_test(test_unclosed_bracket),
+        cmocka_unit_test(test_duplicate),
+        cmocka_unit_test(test_bad_table),
+        cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_random_bytes),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_round_trip_divs),
+        cmocka_unit_test(test_format_divs),
+        cmocka_unit_test(test_format_enospc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
