@@ -128,6 +128,21 @@ void fp_pool_destroy(fp_pool *p, int keep_segments);
 int  fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr);
 /* 0, or EINVAL when addr is not a live block of this pool. */
 int  fp_pool_free(fp_pool *p, uint64_t addr);
+
+/* Deferred reuse.  fp_pool_defer takes a live block from its user but
+ * keeps it out of reach (pending) while the device may still use it; its
+ * bytes leave "allocated" but stay "active".  fp_pool_reclaim makes a
+ * pending block free (and merges it); fp_pool_reuse hands a pending block
+ * straight back for a request the rules would serve with that whole block
+ * (same-stream reuse).  Each returns 0, or EINVAL when addr is not a block
+ * in the required state.  *size (may be NULL) gets the block's size. */
+int  fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size);
+int  fp_pool_reclaim(fp_pool *p, uint64_t addr);
+int  fp_pool_reuse(fp_pool *p, uint64_t addr, size_t size);
+
+/* Like fp_pool_alloc but never reserves a segment: EAGAIN when the cache
+ * holds no block for the request. */
+int  fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr);
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
 int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
@@ -148,7 +163,7 @@ typedef struct fp_block_info {
     uint64_t addr;
     size_t   size;
     size_t   requested;  /* 0 when free */
-    int      state;      /* 0 free, 1 allocated */
+    int      state;      /* 0 free, 1 allocated, 2 pending reuse */
     uint64_t seq;        /* allocation sequence number, when allocated */
 } fp_block_info;
 typedef void (*fp_segment_fn)(void *ud, uint64_t addr, size_t size, int small,

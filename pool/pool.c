@@ -152,8 +152,9 @@ static void unlink_segment(fp_pool *p, fp_segment *s)
         p->seg_tail = s->prev;
 }
 
-/* Reserves a segment and files its single free block in the index. */
-static int new_segment(fp_pool *p, size_t size, bool small)
+/* Reserves a segment and files its single free block in the index;
+ * *out gets that block. */
+static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
 {
     if (size > p->cap || reserved_now(p) > p->cap - size) {
         p->last_oom.over_cap = 1;
@@ -185,6 +186,7 @@ static int new_segment(fp_pool *p, size_t size, bool small)
     fp_index_insert(index_of(p, small), b);
     fp_account_segment(p, s, +1);
     p->st.num_reserve_calls++;
+    *out = b;
     return 0;
 }
 
@@ -292,20 +294,22 @@ static void collect_garbage(fp_pool *p)
     }
 }
 
-/* A new segment for the request, releasing cache and retrying on ENOMEM. */
-static int grow(fp_pool *p, size_t rounded, bool small)
+/* A new segment for the request, releasing cache and retrying on ENOMEM.
+ * The caller takes the new segment's block as it is: the max_split
+ * refusals apply to cached blocks, not to a segment made for the request. */
+static int grow(fp_pool *p, size_t rounded, bool small, fp_block **out)
 {
     size_t size = fp_segment_size(rounded);
     collect_garbage(p);
-    int err = new_segment(p, size, small);
+    int err = new_segment(p, size, small, out);
     if (err == ENOMEM && release_oversize(p, rounded, small))
-        err = new_segment(p, size, small);
+        err = new_segment(p, size, small, out);
     if (err == ENOMEM) {
         if (p->be.synchronize)
             p->be.synchronize(p->be.ctx);
         release_free_segments(p);
         p->st.num_alloc_retries++;
-        err = new_segment(p, size, small);
+        err = new_segment(p, size, small, out);
     }
     return err;
 }
@@ -380,7 +384,7 @@ static void note_oom(fp_pool *p, size_t size, size_t rounded)
     p->st.num_ooms++;
 }
 
-static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr)
+static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, bool may_grow)
 {
     size_t rounded = fp_round_size(&p->opts, size);
     if (size > FP_MAX_REQUEST) {
@@ -392,21 +396,23 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr)
     fp_block *b = find_free(p, rounded, small);
     if (b) {
         p->st.num_cache_hits++;
+    } else if (!may_grow) {
+        return EAGAIN;
     } else {
-        int err = grow(p, rounded, small);
+        int err = grow(p, rounded, small, &b);
         if (err) {
             if (err == ENOMEM)
                 note_oom(p, size, rounded);
             return err;
         }
-        b = find_free(p, rounded, small);
     }
     if (!b || fp_map_make_room(&p->live) || take_block(p, b, rounded, small))
         return ENOMEM;
     fp_map_put(&p->live, b);
     b->requested = size;
     b->stamp = p->clock;
-    fp_account_alloc(p, b, +1);
+    fp_account_used(p, b, +1);
+    fp_account_active(p, b, +1);
     fp_stat *a = &p->st.allocated_bytes[FP_ALL];
     if (a->current == a->peak)
         p->st.largest_free_at_peak = largest_free_locked(p);
@@ -418,7 +424,15 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr)
 int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr)
 {
     pthread_mutex_lock(&p->lock);
-    int err = alloc_locked(p, size, addr);
+    int err = alloc_locked(p, size, addr, true);
+    pthread_mutex_unlock(&p->lock);
+    return err;
+}
+
+int fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr)
+{
+    pthread_mutex_lock(&p->lock);
+    int err = alloc_locked(p, size, addr, false);
     pthread_mutex_unlock(&p->lock);
     return err;
 }
@@ -452,7 +466,9 @@ static void merge_next(fp_pool *p, fp_block *b)
 static void free_block(fp_pool *p, fp_block *b)
 {
     fp_index *ix = index_of(p, b->small);
-    fp_account_alloc(p, b, -1);
+    if (b->state == FP_BLOCK_USED)
+        fp_account_used(p, b, -1);
+    fp_account_active(p, b, -1);
     b->state = FP_BLOCK_FREE;
     b->requested = 0;
     b->stamp = p->clock;
@@ -470,11 +486,34 @@ static void free_block(fp_pool *p, fp_block *b)
     file(p, ix, b);
 }
 
+/* True when the rules would hand out all of block b for this request:
+ * same pool, big enough, allowed by max_split, and nothing to split off. */
+static bool takes_whole(const fp_pool *p, const fp_block *b, size_t rounded)
+{
+    bool small = fp_is_small(rounded);
+    if ((bool)b->small != small || rounded > b->size)
+        return false;
+    size_t mss = p->opts.max_split_size;
+    if (rounded < mss && b->size >= mss)
+        return false;
+    if (rounded >= mss && b->size - rounded >= p->opts.max_non_split_rounding)
+        return false;
+    return !should_split(p, small, rounded, b->size - rounded);
+}
+
+/* The live block at addr in the given state, or NULL. */
+static fp_block *live_block(fp_pool *p, uint64_t addr, int state)
+{
+    fp_block *b = fp_map_get(&p->live, addr);
+    return b && b->state == state ? b : NULL;
+}
+
 int fp_pool_free(fp_pool *p, uint64_t addr)
 {
     pthread_mutex_lock(&p->lock);
-    fp_block *b = fp_map_take(&p->live, addr);
+    fp_block *b = live_block(p, addr, FP_BLOCK_USED);
     if (b) {
+        fp_map_take(&p->live, addr);
         free_block(p, b);
         p->st.num_frees++;
     } else {
@@ -482,6 +521,55 @@ int fp_pool_free(fp_pool *p, uint64_t addr)
     }
     pthread_mutex_unlock(&p->lock);
     return b ? 0 : EINVAL;
+}
+
+int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_block *b = live_block(p, addr, FP_BLOCK_USED);
+    if (b) {
+        fp_account_used(p, b, -1);
+        b->state = FP_BLOCK_PENDING;
+        b->requested = 0;
+        if (size)
+            *size = b->size;
+        p->st.num_frees++;
+    } else {
+        p->st.num_invalid_frees++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return b ? 0 : EINVAL;
+}
+
+int fp_pool_reclaim(fp_pool *p, uint64_t addr)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_block *b = live_block(p, addr, FP_BLOCK_PENDING);
+    if (b) {
+        fp_map_take(&p->live, addr);
+        free_block(p, b);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return b ? 0 : EINVAL;
+}
+
+int fp_pool_reuse(fp_pool *p, uint64_t addr, size_t size)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_block *b = live_block(p, addr, FP_BLOCK_PENDING);
+    size_t rounded = fp_round_size(&p->opts, size);
+    bool fits = b && size <= FP_MAX_REQUEST && takes_whole(p, b, rounded);
+    if (fits) {
+        p->clock++;
+        b->state = FP_BLOCK_USED;
+        b->requested = size;
+        b->stamp = p->clock;
+        fp_account_used(p, b, +1);
+        p->st.num_allocs++;
+        p->st.num_cache_hits++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return fits ? 0 : EINVAL;
 }
 
 /* ---- lifetime and queries -------------------------------------------------- */
@@ -545,10 +633,13 @@ void fp_pool_forget_segments(fp_pool *p)
         n = s->next;
         for (fp_block *b = s->first, *bn; b; b = bn) {
             bn = b->next;
-            if (b->state == FP_BLOCK_USED) {
+            if (b->state != FP_BLOCK_FREE) {
                 fp_map_take(&p->live, b->addr);
-                fp_account_alloc(p, b, -1);
-                p->st.num_frees++;
+                if (b->state == FP_BLOCK_USED) {
+                    fp_account_used(p, b, -1);
+                    p->st.num_frees++;
+                }
+                fp_account_active(p, b, -1);
             } else {
                 unfile(p, index_of(p, s->small), b);
             }

@@ -11,11 +11,12 @@
 #include <stdlib.h>
 
 typedef struct tally {
+    int64_t active_bytes[FP_NKINDS], active[FP_NKINDS];
     int64_t reserved[FP_NKINDS], segments[FP_NKINDS];
     int64_t allocated[FP_NKINDS], requested[FP_NKINDS], allocations[FP_NKINDS];
     int64_t split_bytes[FP_NKINDS], split_count[FP_NKINDS];
     int64_t oversize_allocs, oversize_segs;
-    size_t free_small, free_large, used, nsegs;
+    size_t free_small, free_large, used, pending, nsegs;
 } tally;
 
 static int fail(char *msg, size_t len, const char *fmt, ...)
@@ -62,6 +63,14 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
     }
     if (fp_map_get(&p->live, b->addr) != b)
         return fail(msg, len, "live block %#llx missing from map", (unsigned long long)b->addr);
+    add3(t->active_bytes, s->small, (int64_t)b->size);
+    add3(t->active, s->small, 1);
+    if (b->state == FP_BLOCK_PENDING) {
+        if (b->requested)
+            return fail(msg, len, "pending block %#llx keeps a request", (unsigned long long)b->addr);
+        t->pending++;
+        return 0;
+    }
     if (b->requested > b->size)
         return fail(msg, len, "block %#llx: requested %zu > size %zu",
                     (unsigned long long)b->addr, b->requested, b->size);
@@ -147,8 +156,9 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
         p->free_small.count != t->free_small || p->free_large.count != t->free_large)
         return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu",
                     ns, nl, t->free_small, t->free_large);
-    if (p->live.count != t->used)
-        return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count, t->used);
+    if (p->live.count != t->used + t->pending)
+        return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count,
+                    t->used + t->pending);
     if (p->segs.n != t->nsegs)
         return fail(msg, len, "segment table holds %zu, walk found %zu", p->segs.n, t->nsegs);
     for (size_t i = 1; i < p->segs.n; i++)
@@ -177,10 +187,10 @@ static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
     int err = check_stat3(st->reserved_bytes, t->reserved, "reserved_bytes", msg, len);
     if (!err) err = check_stat3(st->segments, t->segments, "segments", msg, len);
     if (!err) err = check_stat3(st->allocated_bytes, t->allocated, "allocated_bytes", msg, len);
-    if (!err) err = check_stat3(st->active_bytes, t->allocated, "active_bytes", msg, len);
+    if (!err) err = check_stat3(st->active_bytes, t->active_bytes, "active_bytes", msg, len);
     if (!err) err = check_stat3(st->requested_bytes, t->requested, "requested_bytes", msg, len);
     if (!err) err = check_stat3(st->allocations, t->allocations, "allocations", msg, len);
-    if (!err) err = check_stat3(st->active, t->allocations, "active", msg, len);
+    if (!err) err = check_stat3(st->active, t->active, "active", msg, len);
     if (!err) err = check_stat3(st->inactive_split_bytes, t->split_bytes, "inactive_split_bytes", msg, len);
     if (!err) err = check_stat3(st->inactive_split, t->split_count, "inactive_split", msg, len);
     if (err)

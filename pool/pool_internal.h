@@ -9,7 +9,7 @@
  *    the first starts at the segment, the sizes sum to the segment size;
  *  - a free block has no free neighbour (free merges eagerly);
  *  - a block is in its pool's free index iff it is free;
- *  - a block is in the address map iff it is allocated.
+ *  - a block is in the address map iff it is allocated or pending.
  */
 #ifndef FP_POOL_INTERNAL_H
 #define FP_POOL_INTERNAL_H
@@ -21,7 +21,10 @@
 typedef struct fp_segment fp_segment;
 typedef struct fp_block fp_block;
 
-enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1 };
+/* A pending block was freed by its user but may still be in use by work
+ * queued on the device: it is neither handed out nor merged until the
+ * caller reclaims it (or reuses it where stream order makes that safe). */
+enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1, FP_BLOCK_PENDING = 2 };
 
 /* One cache line: the hot path touches a header once. */
 struct fp_block {
@@ -31,7 +34,7 @@ struct fp_block {
     fp_block *left, *right; /* free index links (treap)               */
     uint64_t stamp;         /* alloc sequence when used; free time when free */
     uint64_t requested : 48;/* caller's bytes while allocated         */
-    uint64_t state : 1;     /* FP_BLOCK_FREE or FP_BLOCK_USED         */
+    uint64_t state : 2;     /* FP_BLOCK_FREE, _USED or _PENDING       */
     uint64_t small : 1;     /* belongs to the small pool              */
 };
 
@@ -154,7 +157,8 @@ void        fp_segtab_remove(fp_segtab *t, fp_segment *s);
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr);
 
 /* Accounting that the checker mirrors (pool_stats.c). */
-void fp_account_alloc(fp_pool *p, fp_block *b, int64_t sign);
+void fp_account_used(fp_pool *p, fp_block *b, int64_t sign);
+void fp_account_active(fp_pool *p, fp_block *b, int64_t sign);
 void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign);
 void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign);
 bool fp_block_is_split(const fp_block *b);

@@ -12,18 +12,24 @@ bool fp_block_is_split(const fp_block *b)
     return b->prev || b->next;
 }
 
-/* A block handed out (sign +1) or given back (sign -1). */
-void fp_account_alloc(fp_pool *p, fp_block *b, int64_t sign)
+/* A block handed to its user (sign +1) or given back by them (-1). */
+void fp_account_used(fp_pool *p, fp_block *b, int64_t sign)
 {
     bool small = b->small;
     fp_pool_stats *st = &p->st;
     fp_stat_add3(st->requested_bytes, small, sign * (int64_t)b->requested);
     fp_stat_add3(st->allocated_bytes, small, sign * (int64_t)b->size);
-    fp_stat_add3(st->active_bytes, small, sign * (int64_t)b->size);
     fp_stat_add3(st->allocations, small, sign);
-    fp_stat_add3(st->active, small, sign);
     if (b->size >= p->opts.max_split_size)
         fp_stat_add(&st->oversize_allocations, sign);
+}
+
+/* A block leaving the free state (+1) or entering it (-1): active covers
+ * blocks in use and blocks pending reuse. */
+void fp_account_active(fp_pool *p, fp_block *b, int64_t sign)
+{
+    fp_stat_add3(p->st.active_bytes, b->small, sign * (int64_t)b->size);
+    fp_stat_add3(p->st.active, b->small, sign);
 }
 
 /* A segment reserved (+1) or released (-1). */

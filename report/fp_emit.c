@@ -249,6 +249,25 @@ size_t fp_text_width(const char *p, size_t n)
     return w;
 }
 
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 when invalid. */
+static size_t fp_utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (len <= 1)
+        return len;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) ||
+        (c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
+        return 0;                       /* overlong, surrogate, > U+10FFFF */
+    return len;
+}
+
 static void fp_put_escape(fp_sink *s, unsigned char c)
 {
     static const char hex[] = "0123456789abcdef";
@@ -263,14 +282,17 @@ static void fp_put_escape(fp_sink *s, unsigned char c)
 
 void fp_put_visible(fp_sink *s, const char *p, size_t n)
 {
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 0x20 && c != 0x7f)
+    const unsigned char *u = (const unsigned char *)p;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        size_t k = fp_utf8_len(u + i, n - i);
+        if (k && u[i] >= 0x20 && u[i] != 0x7f) {
+            i += k;
             continue;
+        }
         fp_put(s, p + run, i - run);
-        fp_put_escape(s, c);
-        run = i + 1;
+        fp_put_escape(s, u[i]);
+        run = ++i;
     }
     fp_put(s, p + run, n - run);
 }
@@ -284,7 +306,36 @@ void fp_tbl_rule(fp_sink *s, char c)
     fp_put(s, "|\n", 2);
 }
 
-void fp_tbl_text(fp_sink *s, const char *text, size_t n, size_t indent)
+/* Bytes of p[0..n) that fit in width columns: all of it, else up to the
+ * last space that fits, else as many whole characters as fit. */
+static size_t fp_wrap_take(const char *p, size_t n, size_t width)
+{
+    size_t cols = 0, space = 0, i = 0;
+    for (; i < n; i++) {
+        int lead = ((unsigned char)p[i] & 0xC0) != 0x80;
+        if (lead && cols == width)
+            break;
+        cols += (size_t)lead;
+        if (p[i] == ' ')
+            space = i;
+    }
+    if (i == n)
+        return n;
+    return space ? space : i;
+}
+
+/* The rest of p after a wrapped line: leading spaces dropped. */
+static void fp_wrap_skip(const char **p, size_t *n, size_t take)
+{
+    *p += take;
+    *n -= take;
+    while (*n && **p == ' ') {
+        (*p)++;
+        (*n)--;
+    }
+}
+
+static void fp_tbl_line(fp_sink *s, const char *text, size_t n, size_t indent)
 {
     size_t w = fp_text_width(text, n), left = 0, right = 0;
     if (w < FP_TBL_WIDTH) {
@@ -297,6 +348,15 @@ void fp_tbl_text(fp_sink *s, const char *text, size_t n, size_t indent)
     fp_put(s, text, n);
     fp_put_pad(s, ' ', right);
     fp_put(s, "|\n", 2);
+}
+
+void fp_tbl_text(fp_sink *s, const char *text, size_t n, size_t indent)
+{
+    do {
+        size_t take = fp_wrap_take(text, n, FP_TBL_WIDTH);
+        fp_tbl_line(s, text, take, indent);
+        fp_wrap_skip(&text, &n, take);
+    } while (n);
 }
 
 static void fp_put_label(fp_sink *s, const char *label)
@@ -322,25 +382,6 @@ void fp_tbl_row(fp_sink *s, const char *label, const char *const cells[4])
 /* Columns left for a value after "| label | " and before " |". */
 #define FP_KV_VALUE (FP_TBL_WIDTH - FP_TBL_LABEL - 5)
 
-/* Bytes of p[0..n) that fit in one line of the value column: all of it,
- * else up to the last space that fits, else as many whole characters as
- * fit. */
-static size_t fp_wrap_take(const char *p, size_t n)
-{
-    size_t cols = 0, space = 0, i = 0;
-    for (; i < n; i++) {
-        int lead = ((unsigned char)p[i] & 0xC0) != 0x80;
-        if (lead && cols == FP_KV_VALUE)
-            break;
-        cols += (size_t)lead;
-        if (p[i] == ' ')
-            space = i;
-    }
-    if (i == n)
-        return n;
-    return space ? space : i;
-}
-
 static void fp_kv_line(fp_sink *s, const char *label, const char *p, size_t n)
 {
     size_t w = fp_text_width(p, n);
@@ -355,38 +396,14 @@ static void fp_kv_line(fp_sink *s, const char *label, const char *p, size_t n)
 void fp_tbl_kv(fp_sink *s, const char *label, const char *value, size_t n)
 {
     do {
-        size_t take = fp_wrap_take(value, n);
+        size_t take = fp_wrap_take(value, n, FP_KV_VALUE);
         fp_kv_line(s, label, value, take);
         label = NULL;
-        value += take;
-        n -= take;
-        while (n && *value == ' ') {
-            value++;
-            n--;
-        }
+        fp_wrap_skip(&value, &n, take);
     } while (n);
 }
 
 /* ---- JSON --------------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 when invalid. */
-static size_t fp_utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (len <= 1)
-        return len;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) ||
-        (c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
-        return 0;                       /* overlong, surrogate, > U+10FFFF */
-    return len;
-}
 
 static void fp_json_escape(fp_sink *s, unsigned char c)
 {

@@ -560,12 +560,13 @@ static int fp_merge_file(const char *path, fp_mrows *rows, char *err,
 
 /* ---- merge: writing ------------------------------------------------------------------ */
 
-/* Right-align text[0..n) in width columns, then the column separator. */
+/* " text |" with text right-aligned in width columns. */
 static void fp_mcell(fp_sink *s, const char *text, size_t n, size_t width)
 {
+    fp_putc(s, ' ');
     fp_put_pad(s, ' ', n < width ? width - n : 0);
     fp_put(s, text, n);
-    fp_put(s, " | ", 3);
+    fp_put(s, " |", 2);
 }
 
 typedef struct fp_mcellbuf {
@@ -590,7 +591,7 @@ static void fp_mheader(fp_sink *s)
 {
     static const char *const head[8] = {"Rank", "PID", "Dev", "Peak allocated",
         "Peak reserved", "Fragmentation", "OOMs", "Retries"};
-    fp_put(s, "| ", 2);
+    fp_putc(s, '|');
     for (int i = 0; i < 8; i++)
         fp_mcell(s, head[i], strlen(head[i]), fp_mwidth[i]);
     fp_putc(s, '\n');
@@ -607,7 +608,7 @@ static void fp_mline(fp_sink *s, const fp_mrow *r, const char *label)
 {
     fp_mcellbuf c;
     int64_t id[3] = {r->rank, r->pid > 0 ? r->pid : -1, r->device};
-    fp_put(s, "| ", 2);
+    fp_putc(s, '|');
     for (int i = 0; i < 3; i++) {
         fp_sink *o = fp_mcell_begin(&c);
         if (label)

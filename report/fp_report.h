@@ -115,7 +115,8 @@ void fp_put_hex(fp_sink *s, uint64_t v);             /* "0x1f"              */
 void fp_put_fixed(fp_sink *s, uint64_t num, uint64_t den, unsigned decimals);
 /* 100*num/den with one decimal and a '%', or "n/a" when den is 0. */
 void fp_put_percent(fp_sink *s, uint64_t num, uint64_t den);
-/* Bytes as printable text: control characters become \n, \t, \xNN. */
+/* Bytes as printable text: control characters and bytes that are not
+ * valid UTF-8 become \n, \t, \r or \xNN. */
 void fp_put_visible(fp_sink *s, const char *p, size_t n);
 /* Display columns of UTF-8 text (continuation bytes take none). */
 size_t fp_text_width(const char *p, size_t n);
@@ -124,7 +125,8 @@ size_t fp_text_width(const char *p, size_t n);
 #define FP_TBL_WIDTH 75
 #define FP_TBL_LABEL 21
 void fp_tbl_rule(fp_sink *s, char c);                 /* |=====...=|        */
-/* One boxed line: indent spaces then text (indent SIZE_MAX: centred). */
+/* Boxed text: indent spaces then text (indent SIZE_MAX: centred); text
+ * wider than the box is word-wrapped onto further lines. */
 void fp_tbl_text(fp_sink *s, const char *text, size_t n, size_t indent);
 /* " label | c0 | c1 | c2 | c3 " with the label padded to 21 columns. */
 void fp_tbl_row(fp_sink *s, const char *label, const char *const cells[4]);

@@ -132,24 +132,31 @@ size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
 
 /* ---- config string ---------------------------------------------------------------- */
 
+static int fp_is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');   /* \t \n \v \f \r */
+}
+
 static void fp_trim(const char **p, size_t *n)
 {
-    while (*n && ((*p)[0] == ' ' || (*p)[0] == '\t')) {
+    while (*n && fp_is_space((*p)[0])) {
         (*p)++;
         (*n)--;
     }
-    while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+    while (*n && fp_is_space((*p)[*n - 1]))
         (*n)--;
 }
 
 /* End of the entry starting at i: the next ',' outside [ ]; *colon gets
- * the first ':' outside [ ] (SIZE_MAX when none). */
+ * the first ':' outside [ ] (SIZE_MAX when none).  As in config/, a '['
+ * opens a list only when a ']' follows somewhere, so an unclosed one
+ * spoils only its own entry. */
 static size_t fp_conf_entry_end(const char *c, size_t i, size_t *colon)
 {
     int depth = 0;
     *colon = SIZE_MAX;
     for (; c[i] && (c[i] != ',' || depth > 0); i++) {
-        if (c[i] == '[')
+        if (c[i] == '[' && (depth || strchr(c + i, ']')))
             depth++;
         else if (c[i] == ']' && depth > 0)
             depth--;
@@ -398,9 +405,9 @@ static void fp_text_time(fp_sink *s, const fp_dev_report *d)
     if (calls) {
         fp_puts(o, "; ");
         fp_put_duration(o, d->alloc_ns / calls);
-        fp_puts(o, " per call over ");
+        fp_puts(o, " per call (");
         fp_put_u64(o, calls);
-        fp_puts(o, " allocs and frees");
+        fp_puts(o, " allocs and frees)");
     }
     fp_val_end(&v, s, "Time in allocator");
 }

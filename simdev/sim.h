@@ -1,16 +1,17 @@
 /* simdev/sim.h: internal interfaces of the simulated CUDA driver.
  *
  * The simulated device is host memory plus one worker thread per stream.
- * Files: sim_core.c (setup, devices, contexts), sim_mem.c (allocations),
- * sim_copy.c (copies, memsets), sim_stream.c (streams, workers, ordering),
- * sim_event.c, sim_capture.c (stream capture, graphs), sim_proc.c
- * (cuGetProcAddress), sim_error.c, sim_control.c (fpsim_*).
+ * Files: sim_core.c (setup, devices, contexts), sim_registry.c (live
+ * allocations, capacity), sim_mem.c (memory API), sim_copy.c (copies,
+ * memsets), sim_stream.c (streams, workers, ordering), sim_event.c,
+ * sim_capture.c (stream capture, graphs), sim_proc.c (cuGetProcAddress),
+ * sim_error.c, sim_control.c (fpsim_*).
  *
  * Locks (take in this order, never the reverse):
  *   1. g_sim.lock  - contexts, streams, their queues, events, captures,
  *                    graphs, per-device stream counters.  Workers drop it
  *                    while they run an operation.
- *   2. mem lock    - private to sim_mem.c: the allocation registry,
+ *   2. mem lock    - private to sim_registry.c: the allocation registry,
  *                    capacity accounting and memory counters.  A leaf.
  * g_sim.progress is broadcast (under g_sim.lock) whenever any stream
  * completes an operation; every wait for completion waits on it.
@@ -92,7 +93,7 @@ CUresult sim_ctx_current_locked(sim_ctx **out);
 int sim_attr_value(CUdevice_attribute attr, int dev, int *out);
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- memory (sim_mem.c) ------------------------------------------------- */
+/* ---- memory (sim_registry.c) ------------------------------------------ */
 typedef enum sim_mem_kind {
   SIM_MEM_DEVICE,   /* cuMemAlloc, cuMemAllocPitch */
   SIM_MEM_ASYNC,    /* cuMemAllocAsync outside capture */
@@ -216,7 +217,6 @@ void sim_stream_fork_child(void);              /* child side of fork */
 struct sim_event {
   unsigned flags;             /* CU_EVENT_* */
   int refs;                   /* live list + pending record ops */
-  bool destroyed;
   bool recorded;              /* recorded at least once (outside capture) */
   sim_stream *rec_stream;     /* last record: stream (ref) and ticket */
   unsigned long long rec_ticket;

@@ -117,7 +117,6 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     rc = CUDA_ERROR_INVALID_HANDLE;
   } else {
     *pp = e->next;
-    e->destroyed = true;
     sim_event_unref(e);
   }
   sim_unlock();

@@ -115,6 +115,11 @@ static void set32(void *dst, unsigned value, size_t count)
 /* The body of an operation; runs without g_sim.lock. */
 static void run_op(const sim_op *op)
 {
+  bool empty = (op->kind == SIM_OP_COPY && op->u.copy.n == 0) ||
+               ((op->kind == SIM_OP_SET8 || op->kind == SIM_OP_SET32) &&
+                op->u.set.count == 0);
+  if (empty)
+    return;                   /* pointers may be NULL for 0 bytes */
   switch (op->kind) {
   case SIM_OP_COPY:
     memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
@@ -342,7 +347,7 @@ void sim_stream_retire(sim_stream *s)
     pthread_join(t, NULL);
     sim_lock();
   }
-  sim_stream_unref(s);                          /* the device list's */
+  s->refs--;                    /* the device list's; ours keeps s alive */
   sim_stream_unref(s);                          /* ours */
 }
 

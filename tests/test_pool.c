@@ -1355,6 +1355,28 @@ static void test_gc_order(void **state)
     EQ(s.num_alloc_retries, 0);
     EQ(s.reserved_bytes[FP_ALL].current, 102 * MiB);
     fx_close(&f);
+
+    /* age counts from the free, not the allocation: b, allocated first but
+     * freed last, is the one that stays */
+    fx_open(&f, &o, SIZE_MAX);
+    g = A(f.p, 2 * MiB);
+    b = A(f.p, 20 * MiB);
+    a = A(f.p, 20 * MiB);
+    A(f.p, 20 * MiB);
+    A(f.p, 20 * MiB);
+    F(f.p, a);
+    nap();
+    EQ(A(f.p, 2 * MiB), g + 2 * MiB);
+    nap();
+    F(f.p, b);
+    nap();
+    x = A(f.p, 22 * MiB);
+    EQ(owns(f.p, a), 0);
+    EQ(owns(f.p, b), 1);
+    s = S(f.p);
+    EQ(s.num_gc_releases, 1);
+    EQ(s.reserved_bytes[FP_ALL].current, 102 * MiB);
+    fx_close(&f);
 }
 
 static void test_gc_threshold(void **state)

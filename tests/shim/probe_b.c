@@ -3,3 +3,8 @@ __attribute__((visibility("default"))) int fp_probe(void)
 {
     return 2;
 }
+
+__attribute__((visibility("default"))) int fp_probe_b_loaded(void)
+{
+    return 1;
+}

@@ -1,0 +1,20 @@
+/* cmd_merge.c - `fragpool merge SUMMARY.json...`: one table of the JSON
+ * summaries that several ranks wrote, one row per rank and a total. */
+#include "cli.h"
+#include "fp_report.h"
+#include <stdio.h>
+
+int fp_cmd_merge(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: fragpool merge SUMMARY.json...\n");
+        return 2;
+    }
+    char err[512];
+    fp_sink s = fp_sink_fd(1);
+    if (fp_merge_json((const char *const *)argv + 1, (size_t)argc - 1, &s, err, sizeof err)) {
+        fprintf(stderr, "fragpool merge: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
