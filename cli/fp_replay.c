@@ -113,6 +113,29 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
 int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
               fp_replay_result *r, fp_pool **keep)
 {
+    return fp_replay_ex(t, opts, budget, NULL, r, keep);
+}
+
+/* Stops at the hook's request or, with stop_at_oom, at the first refusal. */
+static void replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_hook *h,
+                       fp_replay_result *r)
+{
+    size_t i = 0;
+    while (i < t->n) {
+        size_t ooms = r->ooms;
+        replay_event(p, m, &t->ev[i], i, r);
+        i++;
+        if (h && h->stop_at_oom && r->ooms != ooms)
+            break;
+        if (h && h->after_event && h->after_event(h->ud, p, i - 1, r->ooms != ooms))
+            break;
+    }
+    r->events = i;
+}
+
+int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
+                 const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
+{
     sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget};
     fp_backend be = {.ctx = &dev, .reserve = sim_reserve, .release = sim_release};
     fp_pool_opts o = *opts;
@@ -130,9 +153,7 @@ int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     }
     memset(r, 0, sizeof *r);
     r->first_oom_event = t->n;
-    for (size_t i = 0; i < t->n; i++)
-        replay_event(p, &m, &t->ev[i], i, r);
-    r->events = t->n;
+    replay_all(p, &m, t, h, r);
     fp_pool_get_stats(p, &r->stats);
     idmap_fini(&m);
     if (keep)
@@ -140,4 +161,31 @@ int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     else
         fp_pool_destroy(p, 1);
     return 0;
+}
+
+/* One pass with the id table holding rounded sizes instead of addresses. */
+size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
+{
+    idmap m;
+    if (idmap_init(&m, t->n)) {
+        idmap_fini(&m);
+        return 0;
+    }
+    size_t live = 0, peak = 0;
+    for (size_t k = 0; k < t->n; k++) {
+        const fp_trace_event *e = &t->ev[k];
+        size_t i = slot_of(&m, e->id + 1);
+        if (e->op == 'a' && !m.key[i]) {
+            m.key[i] = e->id + 1;
+            m.val[i] = fp_round_size(opts, (size_t)e->size);
+            m.count++;
+            live += (size_t)m.val[i];
+            peak = live > peak ? live : peak;
+        } else if (e->op == 'f' && m.key[i]) {
+            live -= (size_t)m.val[i];
+            idmap_erase(&m, i);
+        }
+    }
+    idmap_fini(&m);
+    return peak;
 }

@@ -44,4 +44,24 @@ typedef struct fp_replay_result {
 int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
               fp_replay_result *r, fp_pool **keep);
 
+/* Optional per-event control of a replay (fragpool tune, fragpool report). */
+typedef struct fp_replay_hook {
+    /* Called after event i with the pool; refused is 1 when the event was an
+     * allocation the pool refused.  Nonzero stops the replay there.  May be
+     * NULL. */
+    int (*after_event)(void *ud, fp_pool *p, size_t i, int refused);
+    void *ud;
+    int stop_at_oom;   /* 1: stop right after the first refused allocation */
+} fp_replay_hook;
+
+/* fp_replay with a hook (may be NULL).  r->events counts the events
+ * replayed, fewer than t->n when the hook stopped the replay. */
+int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
+                 const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep);
+
+/* The most bytes ever live at once, each request rounded by opts
+ * (fp_round_size): a lower bound on reserved memory under any budget.
+ * 0 when out of memory. */
+size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts);
+
 #endif

@@ -661,6 +661,17 @@ static const fp_option fp_options[] = {
         .parse = parse_bool, .format = format_bool,
     },
     {
+        .name = "free_policy", .type = "word", .deflt = "deferred",
+        .range = "deferred, sync",
+        .help = "deferred: a free returns at once and the block is reused "
+                "after the work queued before it has finished; sync: every "
+                "free synchronizes the device, exactly as cuMemFree",
+        .accept = "deferred or sync",
+        .offset = offsetof(fp_conf, free_policy),
+        .words = (const char *const[]){"deferred", "sync", NULL},
+        .parse = parse_word, .format = format_word,
+    },
+    {
         .name = "summary", .type = "destination", .deflt = "stderr",
         .range = "off, stderr, PATH (%p pid, %r rank, %h host)",
         .help = "where the memory summary goes at exit",

@@ -25,12 +25,14 @@
 #define FP_CONF_PATH_MAX 256
 
 enum { FP_SUMMARY_TEXT = 0, FP_SUMMARY_JSON = 1 };
+enum { FP_FREE_DEFERRED = 0, FP_FREE_SYNC = 1 };
 
 typedef struct fp_conf {
     fp_pool_opts pool;   /* tunables handed to the pool                   */
     int strict;          /* 1: any config problem is fatal (shim exits 2) */
     int meminfo_counts_cache; /* cuMemGetInfo's free includes idle cache  */
     int debug_check;     /* run the pool checker after every operation    */
+    int free_policy;     /* FP_FREE_DEFERRED or FP_FREE_SYNC              */
     char summary[FP_CONF_PATH_MAX]; /* "off", "stderr" or a path pattern  */
     int summary_format;  /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
     uint64_t set_mask;   /* bit i: option i was given and accepted        */

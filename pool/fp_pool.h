@@ -131,14 +131,16 @@ int  fp_pool_free(fp_pool *p, uint64_t addr);
 
 /* Deferred reuse.  fp_pool_defer takes a live block from its user but
  * keeps it out of reach (pending) while the device may still use it; its
- * bytes leave "allocated" but stay "active".  fp_pool_reclaim makes a
- * pending block free (and merges it); fp_pool_reuse hands a pending block
- * straight back for a request the rules would serve with that whole block
- * (same-stream reuse).  Each returns 0, or EINVAL when addr is not a block
- * in the required state.  *size (may be NULL) gets the block's size. */
-int  fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size);
-int  fp_pool_reclaim(fp_pool *p, uint64_t addr);
-int  fp_pool_reuse(fp_pool *p, uint64_t addr, size_t size);
+ * bytes leave "allocated" but stay "active".  *size gets the block's size
+ * and *ticket a number unique to this deferral (either may be NULL).
+ * fp_pool_reclaim makes the pending block free (and merges it);
+ * fp_pool_reuse hands it straight back for a request the rules would serve
+ * with that whole block (same-stream reuse).  Both act only when the block
+ * is still pending under that ticket, so a stale ticket can never touch a
+ * block that was reused and freed again.  0, or EINVAL. */
+int  fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket);
+int  fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket);
+int  fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size);
 
 /* Like fp_pool_alloc but never reserves a segment: EAGAIN when the cache
  * holds no block for the request. */

@@ -523,7 +523,7 @@ int fp_pool_free(fp_pool *p, uint64_t addr)
     return b ? 0 : EINVAL;
 }
 
-int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size)
+int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket)
 {
     pthread_mutex_lock(&p->lock);
     fp_block *b = live_block(p, addr, FP_BLOCK_USED);
@@ -531,8 +531,11 @@ int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size)
         fp_account_used(p, b, -1);
         b->state = FP_BLOCK_PENDING;
         b->requested = 0;
+        b->stamp = ++p->clock;
         if (size)
             *size = b->size;
+        if (ticket)
+            *ticket = b->stamp;
         p->st.num_frees++;
     } else {
         p->st.num_invalid_frees++;
@@ -541,10 +544,17 @@ int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size)
     return b ? 0 : EINVAL;
 }
 
-int fp_pool_reclaim(fp_pool *p, uint64_t addr)
+/* The pending block at addr deferred with this ticket, or NULL. */
+static fp_block *pending_block(fp_pool *p, uint64_t addr, uint64_t ticket)
+{
+    fp_block *b = live_block(p, addr, FP_BLOCK_PENDING);
+    return b && b->stamp == ticket ? b : NULL;
+}
+
+int fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket)
 {
     pthread_mutex_lock(&p->lock);
-    fp_block *b = live_block(p, addr, FP_BLOCK_PENDING);
+    fp_block *b = pending_block(p, addr, ticket);
     if (b) {
         fp_map_take(&p->live, addr);
         free_block(p, b);
@@ -553,10 +563,10 @@ int fp_pool_reclaim(fp_pool *p, uint64_t addr)
     return b ? 0 : EINVAL;
 }
 
-int fp_pool_reuse(fp_pool *p, uint64_t addr, size_t size)
+int fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size)
 {
     pthread_mutex_lock(&p->lock);
-    fp_block *b = live_block(p, addr, FP_BLOCK_PENDING);
+    fp_block *b = pending_block(p, addr, ticket);
     size_t rounded = fp_round_size(&p->opts, size);
     bool fits = b && size <= FP_MAX_REQUEST && takes_whole(p, b, rounded);
     if (fits) {

@@ -18,6 +18,8 @@
 #include "fp_cuda.h"
 #include "fp_pool.h"
 #include "fp_report.h"
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -34,7 +36,13 @@
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
     X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxReset_v2)                        \
-    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)           \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)   \
+    X(cuEventDestroy_v2) X(cuStreamCreate) X(cuStreamCreateWithPriority)     \
+    X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture)         \
+    X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2)                  \
+    X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture)                    \
+    X(cuStreamEndCapture_ptsz)
 
 typedef struct fp_real_table {
 #define FP_REAL_FIELD(name) fp_PFN_##name name;
@@ -71,6 +79,41 @@ bool fp_shim_init(void);
 /* One line on stderr, prefixed "fragpool: ", built without malloc. */
 void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* shim_defer.c: deferred reuse (see there). */
+#define FP_FENCE_EVENTS 32   /* events per fence: legacy + non-blocking streams */
+#define FP_MAX_FENCES 64     /* fences in flight per context                    */
+#define FP_SPARE_EVENTS 256  /* recycled events kept per context                */
+#define FP_RECENT 64         /* async frees remembered for same-stream reuse    */
+
+typedef struct fp_pending {
+    uint64_t addr, ticket;   /* block and its deferral ticket              */
+    size_t size;             /* block bytes                                */
+    CUstream stream;         /* stream of an async free                    */
+    bool async;              /* freed by cuMemFreeAsync                    */
+} fp_pending;
+
+typedef struct fp_fence {
+    CUevent ev[FP_FENCE_EVENTS];
+    int nev;
+    uint64_t end;            /* queue position this fence covers up to     */
+} fp_fence;
+
+typedef struct fp_defer {
+    pthread_mutex_t lock;
+    fp_pending *q;           /* ring of pending entries, in free order     */
+    size_t qcap;             /* a power of two                             */
+    uint64_t head, tail;     /* q positions (monotonic)                    */
+    fp_fence fences[FP_MAX_FENCES];
+    int nfences;             /* sealed, oldest first                       */
+    CUevent spare[FP_SPARE_EVENTS];
+    int nspare;
+    size_t pending_bytes;    /* bytes in q                                 */
+    size_t open_bytes, open_count; /* not sealed yet                       */
+    uint64_t last_seal_ns;
+    fp_pending recent[FP_RECENT]; /* last async frees, for same-stream use */
+    size_t nrecent;
+} fp_defer;
+
 /* shim_pools.c */
 typedef struct fp_ctx_pool {
     CUcontext ctx;                /* the context its segments live in   */
@@ -79,7 +122,19 @@ typedef struct fp_ctx_pool {
     size_t total;                 /* device memory, bytes               */
     char name[64];                /* device name, for the summary       */
     atomic_bool retired;          /* context destroyed: pool forgotten  */
+    fp_defer defer;               /* blocks freed, not yet reusable     */
+    uint64_t nfences_sealed, nfence_waits, nsyncs, nstream_reuses;
 } fp_ctx_pool;
+
+int  fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async);
+int  fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr);
+void fp_defer_synchronized(fp_ctx_pool *d);
+void fp_defer_forget(fp_ctx_pool *d);
+
+/* shim_streams.c */
+bool   fp_streams_capturing(void);
+size_t fp_streams_of(CUcontext ctx, CUstream *out, size_t max);
+size_t fp_streams_count(CUcontext ctx);
 
 /* Calls passed to the driver, by kind (FP_PT_* of fp_report.h). */
 typedef int fp_pt_kind;
@@ -89,6 +144,8 @@ extern atomic_ullong fp_alloc_ns;
 /* The pool of the calling thread's current context, created on first use;
  * NULL when there is no current context (the caller forwards the call). */
 fp_ctx_pool *fp_pools_current(void);
+/* The pool of the current context if it has one already, or NULL. */
+fp_ctx_pool *fp_pools_current_existing(void);
 /* The pool whose segments hold addr, or NULL. */
 fp_ctx_pool *fp_pools_owner(uint64_t addr);
 /* Forgets every pool of ctx (or of dev's primary context when ctx NULL). */

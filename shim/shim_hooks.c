@@ -31,7 +31,12 @@ static fp_hook hooks[] = {
     HOOK(cuMemFreeAsync), HOOK(cuMemFreeAsync_ptsz), HOOK(cuMemGetInfo_v2),
     HOOK(cuMemAllocManaged), HOOK(cuMemAllocHost_v2), HOOK(cuMemHostAlloc),
     HOOK(cuCtxDestroy_v2), HOOK(cuDevicePrimaryCtxReset_v2),
-    HOOK(cuDevicePrimaryCtxRelease_v2),
+    HOOK(cuDevicePrimaryCtxRelease_v2), HOOK(cuCtxSynchronize),
+    HOOK(cuStreamCreate), HOOK(cuStreamCreateWithPriority),
+    HOOK(cuStreamDestroy), HOOK(cuStreamDestroy_v2),
+    HOOK(cuStreamBeginCapture), HOOK(cuStreamBeginCapture_ptsz),
+    HOOK(cuStreamBeginCapture_v2), HOOK(cuStreamBeginCapture_v2_ptsz),
+    HOOK(cuStreamEndCapture), HOOK(cuStreamEndCapture_ptsz),
 };
 #undef HOOK
 #define NHOOKS (sizeof hooks / sizeof *hooks)

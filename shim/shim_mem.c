@@ -47,10 +47,18 @@ static void debug_check(fp_ctx_pool *d)
     }
 }
 
-static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size)
+static bool deferred(void)
+{
+    return fp_shim.conf.free_policy == FP_FREE_DEFERRED;
+}
+
+/* s and async: the stream of cuMemAllocAsync, for same-stream reuse. */
+static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s,
+                           bool async)
 {
     uint64_t t0 = now_ns(), addr = 0;
-    int err = fp_pool_alloc(d->pool, size, &addr);
+    int err = deferred() ? fp_defer_alloc(d, size, s, async, &addr)
+                         : fp_pool_alloc(d->pool, size, &addr);
     atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
     atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
     debug_check(d);
@@ -71,14 +79,17 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (!d || !dptr || bytesize == 0)
         return fp_real.cuMemAlloc_v2 ? fp_real.cuMemAlloc_v2(dptr, bytesize)
                                      : CUDA_ERROR_NOT_INITIALIZED;
-    return pool_alloc(d, dptr, bytesize);
+    return pool_alloc(d, dptr, bytesize, NULL, false);
 }
 
-/* Frees a block of d; the caller has made sure the GPU is done with it. */
-static CUresult pool_free(fp_ctx_pool *d, CUdeviceptr p, const char *who)
+/* Frees a block of d.  Deferred: it stays pending until the work queued
+ * before this free has finished (shim_defer.c).  Sync: the caller has
+ * synchronized already, as cuMemFree does. */
+static CUresult pool_free(fp_ctx_pool *d, CUdeviceptr p, CUstream s, bool async,
+                          const char *who)
 {
     uint64_t t0 = now_ns();
-    int err = fp_pool_free(d->pool, p);
+    int err = deferred() ? fp_defer_free(d, p, s, async) : fp_pool_free(d->pool, p);
     atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
     debug_check(d);
     if (!err)
@@ -96,9 +107,9 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
             count(FP_PT_OTHER);
         return fp_real.cuMemFree_v2 ? fp_real.cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED;
     }
-    if (fp_pools_sync(d))
+    if (!deferred() && fp_pools_sync(d))
         return fp_pools_last_error() ? fp_pools_last_error() : CUDA_ERROR_UNKNOWN;
-    return pool_free(d, dptr, "cuMemFree");
+    return pool_free(d, dptr, NULL, false, "cuMemFree");
 }
 
 /* The driver's pitch rule: rows padded to the pitch alignment. */
@@ -117,7 +128,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
         return fp_real.cuMemAllocPitch_v2
                    ? fp_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
                    : CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = pool_alloc(d, dptr, pitch * Height);
+    CUresult r = pool_alloc(d, dptr, pitch * Height, NULL, false);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;
     return r;
@@ -143,7 +154,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
     }
     if (!d || !dptr || size == 0)
         return real ? real(dptr, size, s) : CUDA_ERROR_NOT_SUPPORTED;
-    return pool_alloc(d, dptr, size);
+    return pool_alloc(d, dptr, size, s, true);
 }
 
 static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real,
@@ -163,12 +174,12 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     /* Work queued on s before the free may still use the block. */
-    if (!atomic_load(&fp_shim.exiting)) {
+    if (!deferred() && !atomic_load(&fp_shim.exiting)) {
         CUresult r = sync(s);
         if (r != CUDA_SUCCESS)
             return r;
     }
-    return pool_free(d, p, "cuMemFreeAsync");
+    return pool_free(d, p, s, true, "cuMemFreeAsync");
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -240,6 +251,21 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     fp_shim_init();
     return fp_real.cuMemHostAlloc ? fp_real.cuMemHostAlloc(pp, bytesize, Flags)
                                   : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- synchronization makes everything pending safe -------------------------- */
+
+CUresult cuCtxSynchronize(void)
+{
+    if (!fp_shim_init() || !fp_real.cuCtxSynchronize)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fp_real.cuCtxSynchronize();
+    if (r == CUDA_SUCCESS && !atomic_load(&fp_shim.exiting)) {
+        fp_ctx_pool *d = fp_pools_current_existing();
+        if (d)
+            fp_defer_synchronized(d);
+    }
+    return r;
 }
 
 /* ---- contexts going away take their memory with them ----------------------- */

@@ -103,6 +103,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->dev = dev;
     d->total = total;
     atomic_store(&d->retired, false);
+    pthread_mutex_init(&d->defer.lock, NULL);
     return fp_pool_create(&o, &be, &d->pool);
 }
 
@@ -131,6 +132,14 @@ fp_ctx_pool *fp_pools_current(void)
     return d ? d : add_pool(ctx);
 }
 
+fp_ctx_pool *fp_pools_current_existing(void)
+{
+    CUcontext ctx = NULL;
+    if (fp_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return NULL;
+    return find_ctx(ctx);
+}
+
 fp_ctx_pool *fp_pools_owner(uint64_t addr)
 {
     int n = atomic_load_explicit(&npools, memory_order_acquire);
@@ -146,8 +155,10 @@ void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device)
     for (int i = 0; i < n; i++) {
         fp_ctx_pool *d = &pools[i];
         bool hit = by_device ? d->dev == dev : d->ctx == ctx;
-        if (hit && !atomic_exchange(&d->retired, true))
+        if (hit && !atomic_exchange(&d->retired, true)) {
+            fp_defer_forget(d);
             fp_pool_forget_segments(d->pool);
+        }
     }
 }
 

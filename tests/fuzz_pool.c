@@ -16,7 +16,8 @@
  *     4-5  free; 1 byte: index into the live blocks
  *     6    empty_cache
  *     7    misc; 1 byte: invalid free inside a live block, double free,
- *          refuse the next reserve (ENOMEM or EIO), owns probe, stats
+ *          refuse the next reserve (ENOMEM or EIO), owns probe, stats,
+ *          defer a live block, reclaim or reuse a deferred one
  */
 #include <errno.h>
 #include <stdint.h>
@@ -38,7 +39,8 @@ typedef struct fmock {
     size_t size[MAX_SEGS];
     size_t n;
     int fail_next, fail_err;
-    unsigned eio_used; /* injected EIOs handed out */
+    unsigned eio_used;  /* injected EIOs handed out      */
+    unsigned injected;  /* injected refusals handed out */
 } fmock;
 
 static fmock M;
@@ -55,6 +57,7 @@ static int m_reserve(void *ctx, size_t size, uint64_t *addr)
     fmock *m = ctx;
     if (m->fail_next > 0) {
         m->fail_next--;
+        m->injected++;
         if (m->fail_err == EIO)
             m->eio_used++;
         return m->fail_err;
@@ -111,6 +114,9 @@ typedef struct blk {
 
 static blk L[MAX_LIVE];
 static size_t NL;
+static blk P[MAX_LIVE];    /* deferred blocks */
+static uint64_t T[MAX_LIVE]; /* their tickets  */
+static size_t NP;
 static uint64_t last_freed;
 
 static void opts_from(uint8_t b, fp_pool_opts *o)
@@ -155,7 +161,8 @@ static void seg_cb(void *ud, uint64_t addr, size_t size, int small,
 /* An ENOMEM must be real: release-and-retry left no wholly free segment,
  * and the segment the request needs does not fit under the cap or in the
  * backend. */
-static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size)
+static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size,
+                        int injected)
 {
     int whole_free = 0;
     fp_pool_walk(p, seg_cb, &whole_free);
@@ -164,18 +171,21 @@ static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size)
         die("ENOMEM, but a wholly free segment is still cached", NULL);
     size_t cap = fp_pool_opts_cap(o), lim = M.capacity < cap ? M.capacity : cap;
     size_t seg = fp_segment_size(fp_round_size(o, size));
-    if (M.n < MAX_SEGS && M.live_bytes <= lim && seg <= lim - M.live_bytes)
+    /* (an injected refusal may have met the last retry: the cap refused
+     * the first try before the backend saw it) */
+    if (!injected && M.n < MAX_SEGS && M.live_bytes <= lim &&
+        seg <= lim - M.live_bytes)
         die("ENOMEM, but the segment fits", NULL);
 }
 
 static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size)
 {
-    unsigned eio0 = M.eio_used;
+    unsigned eio0 = M.eio_used, inj0 = M.injected;
     uint64_t a = 0;
     int rc = fp_pool_alloc(p, size, &a);
     check(p);
     if (rc == ENOMEM) {
-        oom_is_real(p, o, size);
+        oom_is_real(p, o, size, M.injected != inj0);
         return;
     }
     if (rc == EIO && M.eio_used > eio0)
@@ -186,6 +196,9 @@ static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size)
     for (size_t i = 0; i < NL; i++)
         if (a < L[i].addr + L[i].len && L[i].addr < a + len)
             die("two live blocks overlap", NULL);
+    for (size_t i = 0; i < NP; i++)
+        if (a < P[i].addr + P[i].len && P[i].addr < a + len)
+            die("a block overlaps a deferred one", NULL);
     size_t got = 0;
     if (fp_pool_owns(p, a, &got) != 1 || got != size)
         die("owns of a fresh block", NULL);
@@ -213,14 +226,75 @@ static void expect_invalid(fp_pool *p, uint64_t a)
     for (size_t i = 0; i < NL; i++)
         if (L[i].addr == a)
             return; /* live: not invalid */
+    for (size_t i = 0; i < NP; i++)
+        if (P[i].addr == a)
+            break; /* deferred: invalid to free */
     if (fp_pool_free(p, a) != EINVAL)
         die("invalid free accepted", NULL);
     check(p);
 }
 
+static void do_deferred(fp_pool *p, uint8_t b)
+{
+    if (!(b & 0x80)) { /* defer */
+        if (NL == 0 || NP == MAX_LIVE)
+            return;
+        size_t i = b % NL, sz = 0;
+        uint64_t t = 0;
+        if (fp_pool_defer(p, L[i].addr, &sz, &t) != 0)
+            die("defer of a live block", NULL);
+        check(p);
+        if (sz < L[i].len)
+            die("defer: block smaller than the request", NULL);
+        for (size_t k = 0; k < NP; k++)
+            if (T[k] == t)
+                die("defer: ticket reused", NULL);
+        P[NP] = L[i];
+        P[NP].len = sz;
+        T[NP++] = t;
+        L[i] = L[--NL];
+        return;
+    }
+    if (NP == 0)
+        return;
+    size_t i = b % NP;
+    if (fp_pool_reclaim(p, P[i].addr, T[i] + 1) != EINVAL)
+        die("reclaim with a wrong ticket", NULL);
+    check(p);
+    if (b & 0x40) { /* reuse for the same request, when the rules allow */
+        size_t sz = P[i].req;
+        if (fp_pool_reuse(p, P[i].addr, T[i], sz) == 0) {
+            check(p);
+            if (NL < MAX_LIVE) {
+                L[NL++] = P[i]; /* len: the whole block, from defer */
+                P[i] = P[NP - 1];
+                T[i] = T[NP - 1];
+                NP--;
+                return;
+            }
+            uint64_t t;
+            if (fp_pool_defer(p, P[i].addr, NULL, &t) != 0)
+                die("defer after reuse", NULL);
+            T[i] = t;
+        }
+        check(p);
+        return;
+    }
+    if (fp_pool_reclaim(p, P[i].addr, T[i]) != 0)
+        die("reclaim of a deferred block", NULL);
+    check(p);
+    if (fp_pool_reclaim(p, P[i].addr, T[i]) != EINVAL)
+        die("reclaim twice", NULL);
+    check(p);
+    last_freed = P[i].addr;
+    P[i] = P[NP - 1];
+    T[i] = T[NP - 1];
+    NP--;
+}
+
 static void do_misc(fp_pool *p, uint8_t b)
 {
-    switch (b % 6) {
+    switch (b % 8) {
     case 0:
         if (NL > 0 && L[b % NL].len > 512)
             expect_invalid(p, L[b % NL].addr + 512);
@@ -255,8 +329,11 @@ static void do_misc(fp_pool *p, uint8_t b)
             die("reserved over the cap", NULL);
         break;
     }
-    default:
+    case 5:
         expect_invalid(p, UINT64_MAX - b);
+        break;
+    default:
+        do_deferred(p, b);
         break;
     }
 }
@@ -275,6 +352,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     M.next = 0x7f0000000000ull;
     M.capacity = caps[data[1] & 7];
     NL = 0;
+    NP = 0;
     last_freed = 0;
     fp_backend be = {&M, m_reserve, m_release, m_sync};
     fp_pool *p = NULL;
@@ -317,6 +395,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     M.fail_next = 0;
     while (NL > 0)
         do_free(p, NL - 1);
+    while (NP > 0) {
+        NP--;
+        if (fp_pool_reclaim(p, P[NP].addr, T[NP]) != 0)
+            die("final reclaim", NULL);
+        check(p);
+    }
     if (fp_pool_empty_cache(p) != 0)
         die("empty_cache", NULL);
     check(p);

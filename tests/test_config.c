@@ -25,7 +25,8 @@
 #define KNOWN "known keys: max_split_size_mb, max_non_split_rounding_mb, " \
               "roundup_power2_divisions, garbage_collection_threshold, " \
               "per_process_memory_fraction, max_reserved_mb, strict, " \
-              "meminfo_counts_cache, debug_check, summary, summary_format"
+              "meminfo_counts_cache, debug_check, free_policy, summary, " \
+              "summary_format"
 #define MSS "must be an integer number of MiB > 20 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 0 (up to 17592186044415)" \
@@ -106,7 +107,8 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "garbage_collection_threshold:off," \
                  "per_process_memory_fraction:unlimited," \
                  "max_reserved_mb:unlimited,strict:0," \
-                 "meminfo_counts_cache:1,debug_check:0,summary:stderr," \
+                 "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
+                 "summary:stderr," \
                  "summary_format:text"
 
 static void test_defaults(void **state)
@@ -134,7 +136,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 11);
+    assert_int_equal(fp_conf_noptions(), 12);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -264,6 +266,9 @@ static void test_good_shim_keys(void **state)
     assert_string_equal(c.summary, "/tmp/fp-%p-%r.json");
     assert_int_equal(c.summary_format, FP_SUMMARY_JSON);
     assert_int_equal(fp_conf_parse("summary:off", &c, NULL, NULL), 0);
+    assert_int_equal(c.free_policy, FP_FREE_DEFERRED);
+    assert_int_equal(fp_conf_parse("free_policy:sync", &c, NULL, NULL), 0);
+    assert_int_equal(c.free_policy, FP_FREE_SYNC);
     assert_string_equal(c.summary, "off");
 }
 
@@ -429,6 +434,9 @@ static const bad_case bad[] = {
     { "debug_check:yes", 1,
       P "'debug_check:yes': must be 0, 1, true, false, True or False"
         KT("debug_check", "0") "\n" },
+    { "free_policy:lazy", 1,
+      P "'free_policy:lazy': must be deferred or sync"
+        KT("free_policy", "deferred") "\n" },
     { "summary_format:xml", 1,
       P "'summary_format:xml': must be text or json"
         KT("summary_format", "text") "\n" },

@@ -98,6 +98,7 @@ typedef struct mock {
     size_t nlive, caplive;
     int fail_next;       /* refuse this many reserves ...               */
     int fail_err;        /* ... with this errno                          */
+    uint64_t injected;   /* refusals handed out through fail_next        */
     uint64_t reserve_calls, reserve_ok, release_calls, sync_calls;
     uint64_t reserved_total, released_total;
     uint64_t bad_reserve, bad_release; /* pool errors seen */
@@ -124,6 +125,7 @@ static int mock_reserve(void *ctx, size_t size, uint64_t *addr)
     m->reserve_calls++;
     if (m->fail_next > 0) {
         m->fail_next--;
+        m->injected++;
         rc = m->fail_err;
     } else if (size == 0 || size % SEG_ALIGN != 0) {
         m->bad_reserve++;
@@ -375,10 +377,10 @@ static void wd_take(fp_pool *p, wdump *w)
             const fp_block_info *b = &w->blk[g->first + k];
             EQ(b->addr, at);
             TRUE(b->size >= FP_MIN_BLOCK && b->size % FP_MIN_BLOCK == 0);
-            TRUE(b->state == 0 || b->state == 1);
+            TRUE(b->state == 0 || b->state == 1 || b->state == 2);
             if (b->state == 0)
                 EQ(b->requested, 0);
-            else
+            else if (b->state == 1)
                 TRUE(b->requested > 0 && b->requested <= b->size);
             at += b->size;
         }
@@ -1855,6 +1857,175 @@ static void test_huge(void **state)
 }
 
 /* ======================================================================= */
+/* deferred reuse and cache-only allocation                                */
+/* ======================================================================= */
+
+static int block_state(fp_pool *p, uint64_t addr)
+{
+    wdump w = {0};
+    wd_take(p, &w);
+    const fp_block_info *b = wd_block_at(&w, addr, NULL);
+    int st = b ? b->state : -1;
+    wd_free(&w);
+    return st;
+}
+
+static void test_deferred(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL, SIZE_MAX);
+    uint64_t a = A(f.p, 1000);
+    size_t sz = 0;
+    uint64_t t1 = 0, t2 = 0, t3 = 0, t4 = 0;
+    EQ(fp_pool_defer(f.p, a, &sz, &t1), 0);
+    check(f.p);
+    EQ(sz, 1024);
+    EQ(block_state(f.p, a), 2);
+    fp_pool_stats s = S(f.p);
+    EQ(s.allocated_bytes[FP_SMALL].current, 0); /* leaves "allocated" */
+    EQ(s.allocations[FP_SMALL].current, 0);
+    EQ(s.active_bytes[FP_SMALL].current, 1024); /* stays "active" */
+    EQ(s.active[FP_SMALL].current, 1);
+    EQ(fp_pool_free(f.p, a), EINVAL); /* the user gave it away */
+    check(f.p);
+    EQ(fp_pool_defer(f.p, a, NULL, NULL), EINVAL);
+    check(f.p);
+    uint64_t b = A(f.p, 1000); /* pending: out of reach */
+    EQ(b, a + 1024);
+    E(f.p); /* a segment with a pending block is not free */
+    EQ(f.m.release_calls, 0);
+    EQ(fp_pool_reuse(f.p, a, t1 + 1, 1000), EINVAL); /* wrong ticket */
+    check(f.p);
+    EQ(fp_pool_reclaim(f.p, a, t1 + 1), EINVAL);
+    check(f.p);
+    EQ(block_state(f.p, a), 2);
+    EQ(fp_pool_reuse(f.p, a, t1, 1000), 0); /* same size: whole block */
+    check(f.p);
+    EQ(block_state(f.p, a), 1);
+    s = S(f.p);
+    EQ(s.allocated_bytes[FP_SMALL].current, 2048);
+    EQ(s.active_bytes[FP_SMALL].current, 2048);
+    EQ(s.allocations[FP_SMALL].current, 2);
+    EQ(fp_pool_reuse(f.p, a, t1, 1000), EINVAL); /* not pending */
+    check(f.p);
+
+    EQ(fp_pool_defer(f.p, a, NULL, &t2), 0);
+    check(f.p);
+    TRUE(t2 != t1); /* unique per deferral */
+    EQ(fp_pool_reclaim(f.p, a, t1), EINVAL); /* stale ticket */
+    check(f.p);
+    EQ(fp_pool_reuse(f.p, a, t1, 1000), EINVAL);
+    check(f.p);
+    EQ(block_state(f.p, a), 2);
+    wdump w0 = {0}, w1 = {0};
+    wd_take(f.p, &w0);
+    TRUE(fp_pool_reuse(f.p, a, t2, 2000) != 0); /* too big */
+    check(f.p);
+    TRUE(fp_pool_reuse(f.p, a, t2, 100) != 0); /* 512 of 1024: would split */
+    check(f.p);
+    TRUE(fp_pool_reuse(f.p, a, t2, 2 * MiB) != 0); /* the other pool */
+    check(f.p);
+    wd_take(f.p, &w1);
+    TRUE(wd_same(&w0, &w1));
+    EQ(fp_pool_reuse(f.p, a, t2, 600), 0); /* 600 rounds to 1024: whole */
+    check(f.p);
+    EQ(fp_pool_defer(f.p, a, NULL, &t3), 0);
+    check(f.p);
+    TRUE(t3 != t2 && t3 != t1);
+    EQ(fp_pool_reclaim(f.p, a, t3), 0); /* free, reusable */
+    check(f.p);
+    EQ(block_state(f.p, a), 0);
+    s = S(f.p);
+    EQ(s.active_bytes[FP_SMALL].current, 1024);
+    EQ(s.active[FP_SMALL].current, 1);
+    EQ(fp_pool_reclaim(f.p, a, t3), EINVAL);
+    check(f.p);
+    EQ(fp_pool_reuse(f.p, a, t3, 1000), EINVAL);
+    check(f.p);
+    EQ(A(f.p, 1000), a);
+    /* reallocated and deferred again: the old ticket stays dead */
+    EQ(fp_pool_defer(f.p, a, NULL, &t4), 0);
+    check(f.p);
+    TRUE(t4 != t3);
+    EQ(fp_pool_reclaim(f.p, a, t3), EINVAL);
+    check(f.p);
+    EQ(fp_pool_reclaim(f.p, a, t4), 0);
+    check(f.p);
+
+    /* large pool: 19M took a whole 20M block; reuse needs no split */
+    uint64_t l = A(f.p, 19 * MiB);
+    EQ(fp_pool_defer(f.p, l, &sz, &t1), 0);
+    check(f.p);
+    EQ(sz, 20 * MiB);
+    TRUE(fp_pool_reuse(f.p, l, t1, 19 * MiB - 512) != 0); /* rem 1M+512 */
+    check(f.p);
+    EQ(fp_pool_reuse(f.p, l, t1, 19 * MiB + 1), 0);
+    check(f.p);
+    EQ(fp_pool_defer(f.p, l, NULL, &t2), 0);
+    check(f.p);
+
+    /* a pending block survives release-and-retry and keeps its segment */
+    f.m.fail_next = 1;
+    A(f.p, 30 * MiB);
+    EQ(S(f.p).num_alloc_retries, 1);
+    EQ(owns(f.p, l), 1);
+    EQ(block_state(f.p, l), 2);
+    EQ(fp_pool_reclaim(f.p, l, t2), 0);
+    check(f.p);
+    const xb w20[] = {{20 * MiB, 0}};
+    expect_seg(f.p, l, 20 * MiB, 0, w20, 1);
+    wd_free(&w0);
+    wd_free(&w1);
+    fx_close(&f);
+
+    /* max_split: an oversize pending block is reused only under the rules */
+    fp_pool_opts o = opts_ms(32 * MiB);
+    fx_open(&f, &o, SIZE_MAX);
+    uint64_t big = A(f.p, 40 * MiB);
+    EQ(fp_pool_defer(f.p, big, NULL, &t1), 0);
+    check(f.p);
+    TRUE(fp_pool_reuse(f.p, big, t1, 30 * MiB) != 0); /* < max_split */
+    check(f.p);
+    TRUE(fp_pool_reuse(f.p, big, t1, 20 * MiB) != 0);
+    check(f.p);
+    EQ(fp_pool_reuse(f.p, big, t1, 33 * MiB), 0); /* 40 < 53, no split */
+    check(f.p);
+    EQ(S(f.p).oversize_allocations.current, 1);
+    fx_close(&f);
+}
+
+static void test_alloc_cached(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL, SIZE_MAX);
+    uint64_t x = 0;
+    EQ(fp_pool_alloc_cached(f.p, 1000, &x), EAGAIN);
+    check(f.p);
+    EQ(f.m.reserve_calls, 0);
+    uint64_t a = A(f.p, 1000);
+    EQ(fp_pool_alloc_cached(f.p, 1000, &x), 0); /* same rules as alloc */
+    check(f.p);
+    EQ(x, a + 1024);
+    EQ(fp_pool_alloc_cached(f.p, 2 * MiB, &x), EAGAIN); /* no large cache */
+    check(f.p);
+    uint64_t l = A(f.p, 2 * MiB);
+    EQ(fp_pool_alloc_cached(f.p, 3 * MiB, &x), 0);
+    check(f.p);
+    EQ(x, l + 2 * MiB);
+    EQ(fp_pool_alloc_cached(f.p, 16 * MiB, &x), EAGAIN); /* 15M left */
+    check(f.p);
+    EQ(f.m.reserve_calls, 2);
+    fp_pool_stats s = S(f.p);
+    EQ(s.num_ooms, 0);
+    EQ(s.num_alloc_retries, 0);
+    EQ(s.num_allocs, 4);
+    EQ(s.num_cache_hits, 2);
+    fx_close(&f);
+}
+
+/* ======================================================================= */
 /* threads                                                                 */
 /* ======================================================================= */
 
@@ -2050,6 +2221,8 @@ typedef struct mlive {
     uint64_t addr;
     size_t req, rounded, bsize;
     int small;
+    int pending; /* deferred: out of the user's hands, not yet reusable */
+    uint64_t ticket; /* of the deferral, when pending */
 } mlive;
 
 typedef struct kst { /* a model fp_stat */
@@ -2094,8 +2267,9 @@ typedef struct rctx {
     mlive *live;
     size_t n, capn;
     wdump last; /* the walk after the previous operation */
-    uint64_t allocs, frees, ooms, hits, invalid;
+    uint64_t allocs, frees, ooms, hits, invalid, defers, reuses;
     kst req[3], alc[3], cnt[3], res[3], seg[3], over;
+    kst actb[3], act[3]; /* active: in use or pending */
     uint64_t last_freed;
     long n_new, n_split, n_oom, n_gc, n_empty;
 } rctx;
@@ -2242,9 +2416,11 @@ static void xcheck(rctx *c)
             const mlive *l = &c->live[k++];
             EQ(b->addr, l->addr);
             EQ(b->size, l->bsize);
-            EQ(b->requested, l->req);
+            EQ(b->state, l->pending ? 2 : 1);
+            if (!l->pending)
+                EQ(b->requested, l->req);
             EQ(g->small, l->small);
-            if (b->size >= c->f.o.max_split_size)
+            if (b->size >= c->f.o.max_split_size && !l->pending)
                 over++;
         }
     }
@@ -2255,9 +2431,9 @@ static void xcheck(rctx *c)
     for (int i = 0; i < FP_NKINDS; i++) {
         x_stat(&st.requested_bytes[i], &c->req[i], "requested_bytes", i);
         x_stat(&st.allocated_bytes[i], &c->alc[i], "allocated_bytes", i);
-        x_stat(&st.active_bytes[i], &c->alc[i], "active_bytes", i);
+        x_stat(&st.active_bytes[i], &c->actb[i], "active_bytes", i);
         x_stat(&st.allocations[i], &c->cnt[i], "allocations", i);
-        x_stat(&st.active[i], &c->cnt[i], "active", i);
+        x_stat(&st.active[i], &c->act[i], "active", i);
         x_stat(&st.reserved_bytes[i], &c->res[i], "reserved_bytes", i);
         x_stat(&st.segments[i], &c->seg[i], "segments", i);
         x_sane(&st.inactive_split_bytes[i], kn[i]);
@@ -2270,10 +2446,12 @@ static void xcheck(rctx *c)
     x_sane(&st.oversize_segments, "oversize_segments");
     TRUE(st.oversize_segments.current <= st.segments[FP_LARGE].current);
     EQ(st.reserved_bytes[FP_ALL].current, m->live_bytes);
-    EQ(st.num_allocs, c->allocs);
-    EQ(st.num_frees, c->frees);
+    /* a reuse may count as an allocation, a defer as a free */
+    TRUE(st.num_allocs >= c->allocs && st.num_allocs <= c->allocs + c->reuses);
+    TRUE(st.num_frees >= c->frees && st.num_frees <= c->frees + c->defers);
+    TRUE(st.num_cache_hits >= c->hits &&
+         st.num_cache_hits <= c->hits + c->reuses);
     EQ(st.num_ooms, c->ooms);
-    EQ(st.num_cache_hits, c->hits);
     EQ(st.num_invalid_frees, c->invalid);
     EQ(st.num_reserve_calls, m->reserve_ok);
     EQ(st.num_release_calls, m->release_calls);
@@ -2325,6 +2503,7 @@ static void r_alloc(rctx *c)
     if (hit)
         cand = *best;
     uint64_t ok0 = c->f.m.reserve_ok, rel0 = c->f.m.release_calls;
+    uint64_t inj0 = c->f.m.injected;
     snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
              " alloc %zu (rounded %zu)", req, r);
     uint64_t addr = 0;
@@ -2362,11 +2541,13 @@ static void r_alloc(rctx *c)
         EQ(fp_pool_owns(p, addr, &sz), 1);
         check(p);
         EQ(sz, req);
-        m_insert(c, (mlive){addr, req, r, bsize, small});
+        m_insert(c, (mlive){addr, req, r, bsize, small, 0, 0});
         c->allocs++;
         ks_add2(c->req, small, (int64_t)req);
         ks_add2(c->alc, small, (int64_t)bsize);
         ks_add2(c->cnt, small, 1);
+        ks_add2(c->actb, small, (int64_t)bsize);
+        ks_add2(c->act, small, 1);
         if (bsize >= o->max_split_size)
             ks_add(&c->over, 1);
     } else if (rc == ENOMEM) {
@@ -2378,10 +2559,13 @@ static void r_alloc(rctx *c)
             if (whole_free(&post, &post.seg[s]))
                 fail_msg("%s: ENOMEM but a wholly free segment is kept",
                          g_where);
-        /* and it really did not fit */
+        /* and it really did not fit (unless an injected refusal met the
+         * last retry: the cap may have refused the first try before the
+         * backend saw it) */
         size_t resv = c->f.m.live_bytes;
         TRUE(resv <= c->cap);
-        TRUE(m_segsize(r) > c->cap - resv);
+        if (c->f.m.injected == inj0)
+            TRUE(m_segsize(r) > c->cap - resv);
         c->ooms++;
         c->n_oom++;
     } else {
@@ -2391,9 +2575,25 @@ static void r_alloc(rctx *c)
     r_walk(c);
 }
 
+/* A random live block in the given pending state, or c->n. */
+static size_t r_pick(rctx *c, int pending)
+{
+    for (int t = 0; t < 16 && c->n > 0; t++) {
+        size_t i = (size_t)(rnd(c) % c->n);
+        if (c->live[i].pending == pending)
+            return i;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        if (c->live[i].pending == pending)
+            return i;
+    return c->n;
+}
+
 static void r_free(rctx *c)
 {
-    size_t i = (size_t)(rnd(c) % c->n);
+    size_t i = r_pick(c, 0);
+    if (i == c->n)
+        return;
     mlive l = c->live[i];
     snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
              " free 0x%llx (%zu)", (unsigned long long)l.addr, l.req);
@@ -2406,6 +2606,8 @@ static void r_free(rctx *c)
     ks_add2(c->req, l.small, -(int64_t)l.req);
     ks_add2(c->alc, l.small, -(int64_t)l.bsize);
     ks_add2(c->cnt, l.small, -1);
+    ks_add2(c->actb, l.small, -(int64_t)l.bsize);
+    ks_add2(c->act, l.small, -1);
     if (l.bsize >= c->f.o.max_split_size)
         ks_add(&c->over, -1);
     r_walk(c);
@@ -2423,6 +2625,102 @@ static void r_free(rctx *c)
     }
     TRUE(b != NULL);
     EQ(b->state, 0);
+}
+
+static void r_defer(rctx *c)
+{
+    size_t i = r_pick(c, 0);
+    if (i == c->n)
+        return;
+    mlive *l = &c->live[i];
+    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
+             " defer 0x%llx", (unsigned long long)l->addr);
+    size_t sz = 0;
+    uint64_t t = 0;
+    EQ(fp_pool_defer(c->f.p, l->addr, &sz, &t), 0);
+    check(c->f.p);
+    EQ(sz, l->bsize);
+    for (size_t k = 0; k < c->n; k++) /* tickets are unique */
+        if (c->live[k].pending)
+            TRUE(c->live[k].ticket != t);
+    l->pending = 1;
+    l->ticket = t;
+    c->defers++;
+    ks_add2(c->req, l->small, -(int64_t)l->req);
+    ks_add2(c->alc, l->small, -(int64_t)l->bsize);
+    ks_add2(c->cnt, l->small, -1);
+    if (l->bsize >= c->f.o.max_split_size)
+        ks_add(&c->over, -1);
+    uint64_t a = l->addr;
+    r_walk(c);
+    EQ(fp_pool_free(c->f.p, a), EINVAL); /* not the user's any more */
+    check(c->f.p);
+    c->invalid++;
+    xcheck(c);
+}
+
+static void r_reclaim(rctx *c)
+{
+    size_t i = r_pick(c, 1);
+    if (i == c->n)
+        return;
+    mlive l = c->live[i];
+    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
+             " reclaim 0x%llx", (unsigned long long)l.addr);
+    uint64_t rel0 = c->f.m.release_calls;
+    EQ(fp_pool_reclaim(c->f.p, l.addr, l.ticket + 1 + rnd(c) % 3), EINVAL);
+    check(c->f.p);
+    EQ(fp_pool_reclaim(c->f.p, l.addr, l.ticket), 0);
+    check(c->f.p);
+    memmove(&c->live[i], &c->live[i + 1], (c->n - i - 1) * sizeof *c->live);
+    c->n--;
+    c->last_freed = l.addr;
+    ks_add2(c->actb, l.small, -(int64_t)l.bsize);
+    ks_add2(c->act, l.small, -1);
+    r_walk(c);
+    EQ(c->f.m.release_calls, rel0);
+    EQ(fp_pool_reclaim(c->f.p, l.addr, l.ticket), EINVAL); /* stale */
+    check(c->f.p);
+    xcheck(c);
+}
+
+static void r_reuse(rctx *c)
+{
+    size_t i = r_pick(c, 1);
+    if (i == c->n)
+        return;
+    mlive *l = &c->live[i];
+    const fp_pool_opts *o = &c->f.o;
+    size_t req = rnd(c) % 2 ? l->req : r_size(c);
+    size_t r = m_round(o, req);
+    int small = r <= FP_SMALL_SIZE;
+    int whole = small == l->small && r <= l->bsize &&
+                !m_refuses(o, r, l->bsize) && !m_split(o, small, l->bsize, r);
+    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
+             " reuse 0x%llx (%zu) for %zu", (unsigned long long)l->addr,
+             l->bsize, req);
+    uint64_t ok0 = c->f.m.reserve_ok;
+    int rc = fp_pool_reuse(c->f.p, l->addr, l->ticket, req);
+    check(c->f.p);
+    EQ(c->f.m.reserve_ok, ok0);
+    if (!whole) {
+        TRUE(rc != 0);
+        r_walk(c); /* nothing changed */
+        return;
+    }
+    EQ(rc, 0);
+    l->pending = 0;
+    EQ(fp_pool_reuse(c->f.p, l->addr, l->ticket, req), EINVAL); /* used up */
+    check(c->f.p);
+    l->req = req;
+    l->rounded = r;
+    c->reuses++;
+    ks_add2(c->req, l->small, (int64_t)req);
+    ks_add2(c->alc, l->small, (int64_t)l->bsize);
+    ks_add2(c->cnt, l->small, 1);
+    if (l->bsize >= o->max_split_size)
+        ks_add(&c->over, 1);
+    r_walk(c);
 }
 
 static void r_empty(rctx *c)
@@ -2496,7 +2794,8 @@ static void r_owns(rctx *c)
     if (c->n > 0) {
         const mlive *l = &c->live[x % c->n];
         EQ(OWNS(c->f.p, l->addr, &sz), 1);
-        EQ(sz, l->req);
+        if (!l->pending)
+            EQ(sz, l->req);
         if (l->bsize > 512) {
             EQ(OWNS(c->f.p, l->addr + 512, &sz), 1);
             EQ(sz, 0);
@@ -2542,6 +2841,12 @@ static void run_phase(const rphase *ph)
             c.f.m.fail_next = 1; /* one transient refusal */
         else if (r < 12)
             r_owns(&c);
+        else if (r < 20)
+            r_defer(&c);
+        else if (r < 26)
+            r_reclaim(&c);
+        else if (r < 30)
+            r_reuse(&c);
         else if (c.n == 0 || (c.n < ph->maxlive && r < 560))
             r_alloc(&c);
         else
@@ -2551,16 +2856,20 @@ static void run_phase(const rphase *ph)
     fp_pool_stats st = S(c.f.p);
     print_message("%-10s %d ops: %ju allocs (%ju hits, %ld new segments, %ld "
                   "split), %ju OOMs, %ju retries, %ju GC releases, %ld "
-                  "empty_cache, peak reserved %jd MiB\n",
+                  "empty_cache, %ju defers, %ju reuses, peak reserved %jd MiB\n",
                   ph->name, ph->ops, (uintmax_t)c.allocs, (uintmax_t)c.hits,
                   c.n_new, c.n_split, (uintmax_t)c.ooms,
                   (uintmax_t)st.num_alloc_retries, (uintmax_t)st.num_gc_releases,
-                  c.n_empty, (intmax_t)(st.reserved_bytes[FP_ALL].peak / (int64_t)MiB));
+                  c.n_empty, (uintmax_t)c.defers, (uintmax_t)c.reuses,
+                  (intmax_t)(st.reserved_bytes[FP_ALL].peak / (int64_t)MiB));
     TRUE(c.ooms > 0);   /* the OOM path ran */
     TRUE(c.hits > 0);
     while (c.n > 0) {
         snprintf(g_where, sizeof g_where, "[%s drain %zu]", ph->name, c.n);
-        r_free(&c);
+        if (r_pick(&c, 1) < c.n)
+            r_reclaim(&c);
+        else
+            r_free(&c);
     }
     r_empty(&c);
     EQ(c.last.nseg, 0);
@@ -2618,6 +2927,8 @@ int main(void)
         cmocka_unit_test(test_walk),
         cmocka_unit_test(test_destroy),
         cmocka_unit_test(test_huge),
+        cmocka_unit_test(test_deferred),
+        cmocka_unit_test(test_alloc_cached),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_random),
     };

@@ -1027,6 +1027,61 @@ static void test_threads(void **state)
   OK(cuDevicePrimaryCtxRelease_v2(1));
 }
 
+/* ---- fork ----------------------------------------------------------------------------- */
+
+/* ThreadSanitizer (gcc's by default) refuses to start threads in the child
+ * of a multi-threaded fork, which is exactly what this test does. */
+#if defined(__SANITIZE_THREAD__)
+#define FP_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FP_UNDER_TSAN 1
+#endif
+#endif
+
+/* The child of a fork has no worker threads; the sim starts new ones. */
+static int fork_child_work(void)
+{
+  CUstream s = NULL;
+  CUdeviceptr d = 0;
+  int out = 0;
+  atomic_int flag = 0;
+  if (cuStreamCreate(&s, 0) != CUDA_SUCCESS ||
+      cuLaunchHostFunc(s, set_flag_fn, &flag) != CUDA_SUCCESS ||
+      cuMemAlloc_v2(&d, sizeof out) != CUDA_SUCCESS ||
+      cuMemsetD32_v2(d, 5, 1) != CUDA_SUCCESS ||        /* legacy stream */
+      cuMemcpyDtoH_v2(&out, d, sizeof out) != CUDA_SUCCESS || out != 5)
+    return 1;
+  if (atomic_load(&flag) != 1)        /* legacy work waited for s */
+    return 2;
+  if (cuMemFree_v2(d) != CUDA_SUCCESS || cuStreamDestroy_v2(s) != CUDA_SUCCESS)
+    return 3;
+  return 0;
+}
+
+static void test_fork_child(void **state)
+{
+  (void)state;
+#ifdef FP_UNDER_TSAN
+  skip();
+#endif
+  CUstream s = NULL;
+  atomic_int flag = 0;
+  OK(cuStreamCreate(&s, 0));
+  OK(cuLaunchHostFunc(s, set_flag_fn, &flag));
+  OK(cuStreamSynchronize(s));          /* s and legacy have live workers */
+  OK(cuMemsetD8_v2(0, 0, 0));
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(fork_child_work());
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  OK(cuStreamDestroy_v2(s));
+}
+
 /* ---- configuration from the environment (read once, so in a child) ------------------ */
 
 /* Child side: "env-check DEVICES CAPACITY_MB FAIL_NTH" are the expected
@@ -1159,6 +1214,7 @@ int main(int argc, char **argv)
     cmocka_unit_test(test_contexts_two_devices),
     cmocka_unit_test(test_no_context),
     cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_fork_child),
     cmocka_unit_test(test_env_config),
   };
   int failed = cmocka_run_group_tests_name("simdev before cuInit", pre, NULL, NULL);

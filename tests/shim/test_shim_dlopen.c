@@ -61,10 +61,14 @@ static void memory_functions_are_wrapped(void **state)
 static void others_pass_through(void **state)
 {
     (void)state;
-    void *sync = get("cuCtxSynchronize", 2000, 0);
-    assert_non_null(sync);
-    assert_false(in_fragpool(sync));
-    assert_ptr_equal(sync, dlsym(lib, "cuCtxSynchronize"));
+    void *cur = get("cuCtxGetCurrent", 4000, 0);
+    assert_non_null(cur);
+    assert_false(in_fragpool(cur));
+    assert_ptr_equal(cur, dlsym(lib, "cuCtxGetCurrent"));
+    /* Stream tracking wraps creation, and cuCtxSynchronize is watched. */
+    assert_true(in_fragpool(get("cuStreamCreate", 2000, 0)));
+    assert_true(in_fragpool(get("cuCtxSynchronize", 2000, 0)));
+    assert_false(in_fragpool(get("cuStreamQuery", 2000, 0)));
     /* An older signature of cuMemAlloc is never swapped for the _v2 wrapper. */
     void *v1 = get("cuMemAlloc", 2000, 0);
     assert_false(in_fragpool(v1));

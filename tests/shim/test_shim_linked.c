@@ -35,7 +35,7 @@ static void preloaded(void **state)
     (void)state;
     assert_true(in_fragpool((void *)cuMemAlloc_v2));
     assert_true(in_fragpool((void *)cuMemFree_v2));
-    assert_false(in_fragpool((void *)cuCtxSynchronize));
+    assert_false(in_fragpool((void *)cuCtxGetCurrent));
 }
 
 static unsigned long long device_allocs(void)

@@ -1,0 +1,332 @@
+/* fp_tune.c - settings search for `fragpool tune` (design in fp_tune.h and
+ * docs/replay.md).
+ *
+ * Stage 1 crosses the max_split_size_mb values derived from the trace with
+ * a fixed set of roundup_power2_divisions values.  Stage 2 adds
+ * garbage_collection_threshold variants (0.6, 0.8) of the defaults and of
+ * the gc_top settings with the smallest budgets: GC acts only under a cap,
+ * so a GC variant differs from its base only in the budget search, where
+ * the budget is also the cap (per_process_memory_fraction:1 of a device of
+ * exactly the budget).  Each stage runs its settings on a small pool of
+ * threads; each setting is evaluated on one thread, start to finish, so
+ * the results do not depend on scheduling.
+ */
+#include "fp_tune.h"
+#include "fp_conf.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TUNE_MAX_SPLITS 12
+#define TUNE_MAX_THREADS 64
+
+static const char *const roundups[] = {NULL, "2", "4", "8", "16", "[256:1,512:2,1024:4,>:8]"};
+#define TUNE_NROUNDUPS (sizeof roundups / sizeof *roundups)
+
+static const char *const gc_thresholds[] = {"0.6", "0.8"};
+#define TUNE_NGC (sizeof gc_thresholds / sizeof *gc_thresholds)
+
+int fp_tune_setting_init(fp_tune_setting *s, const char *conf)
+{
+    memset(s, 0, sizeof *s);
+    size_t n = strlen(conf);
+    if (n >= sizeof s->conf)
+        return EINVAL;
+    memcpy(s->conf, conf, n + 1);
+    fp_conf c;
+    fp_conf_default(&c);
+    if (fp_conf_parse(conf, &c, NULL, NULL))
+        return EINVAL;
+    s->opts = c.pool;
+    s->gc = c.pool.gc_threshold > 0;
+    return 0;
+}
+
+/* ---- candidate values ----------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+static size_t add_unique(size_t *v, size_t n, size_t cap, size_t x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return n;
+    if (n < cap)
+        v[n++] = x;
+    return n;
+}
+
+size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
+{
+    uint64_t largest = 0;
+    size_t nbig = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].op == 'a') {
+            largest = t->ev[i].size > largest ? t->ev[i].size : largest;
+            nbig += t->ev[i].size > 20 * FP_MIB;
+        }
+    size_t n = 0;
+    for (size_t p = 32; p * FP_MIB <= largest; p *= 2)
+        n = add_unique(mb, n, cap, p);
+    uint64_t *big = nbig ? malloc(nbig * sizeof *big) : NULL;
+    if (big) {
+        size_t k = 0;
+        for (size_t i = 0; i < t->n; i++)
+            if (t->ev[i].op == 'a' && t->ev[i].size > 20 * FP_MIB)
+                big[k++] = t->ev[i].size;
+        qsort(big, k, sizeof *big, cmp_u64);
+        n = add_unique(mb, n, cap, (size_t)((big[(k - 1) / 2] + FP_MIB - 1) / FP_MIB));
+        n = add_unique(mb, n, cap, (size_t)((big[(k - 1) * 9 / 10] + FP_MIB - 1) / FP_MIB));
+        free(big);
+    }
+    qsort(mb, n, sizeof *mb, cmp_size);
+    return n;
+}
+
+/* ---- one setting -------------------------------------------------------------- */
+
+static int runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget, int *clean)
+{
+    fp_replay_hook h = {.stop_at_oom = 1};
+    fp_replay_result r;
+    int err = fp_replay_ex(t, &s->opts, budget, &h, &r, NULL);
+    *clean = !err && r.ooms == 0;
+    return err;
+}
+
+int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower,
+                       size_t upper, size_t g, size_t *out, size_t *replays)
+{
+    size_t lo = lower ? (lower - 1) / g : 0;   /* lo * g < lower: fails  */
+    size_t hi = (upper + g - 1) / g, n = 0;    /* hi * g >= upper        */
+    int clean = !s->gc, err = 0;               /* without GC, hi is safe */
+    *out = 0;
+    if (hi <= lo)
+        hi = lo + 1;
+    while (!clean) {   /* with the budget as the cap, hi must be tried */
+        if ((err = runs_clean(t, s, hi * g, &clean)))
+            return err;
+        n++;
+        if (!clean) {
+            lo = hi;
+            hi += hi / 8 ? hi / 8 : 1;
+            if (hi * g > 4 * upper + g)
+                goto done;
+        }
+    }
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((err = runs_clean(t, s, mid * g, &clean)))
+            return err;
+        n++;
+        *(clean ? &hi : &lo) = mid;
+    }
+    *out = hi * g;
+done:
+    if (replays)
+        *replays += n;
+    return 0;
+}
+
+int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, fp_tune_row *row)
+{
+    memset(row, 0, sizeof *row);
+    row->set = *s;
+    row->is_default = s->conf[0] == '\0';
+    fp_replay_result r;
+    int err = fp_replay_ex(t, &s->opts, 0, NULL, &r, NULL);
+    if (err)
+        return err;
+    row->replays = 1;
+    row->peak_reserved = (size_t)r.stats.reserved_bytes[FP_ALL].peak;
+    row->peak_allocated = (size_t)r.stats.allocated_bytes[FP_ALL].peak;
+    if (r.ooms)   /* a request no device could hold */
+        return 0;
+    size_t lower = fp_trace_peak_live(t, &s->opts);
+    return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget,
+                              &row->replays);
+}
+
+/* ---- many settings on a few threads -------------------------------------- */
+
+typedef struct tune_jobs {
+    const fp_trace *t;
+    fp_tune_row *rows;          /* rows[i].set is the input of job i  */
+    size_t n, next, g;
+    int err;                    /* first error                        */
+    pthread_mutex_t lock;
+} tune_jobs;
+
+static void *tune_worker(void *arg)
+{
+    tune_jobs *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        size_t i = j->next < j->n && !j->err ? j->next++ : j->n;
+        pthread_mutex_unlock(&j->lock);
+        if (i == j->n)
+            return NULL;
+        fp_tune_setting s = j->rows[i].set;
+        int err = fp_tune_eval(j->t, &s, j->g, &j->rows[i]);
+        if (err) {
+            pthread_mutex_lock(&j->lock);
+            j->err = j->err ? j->err : err;
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+}
+
+static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, size_t g, unsigned threads)
+{
+    tune_jobs j = {.t = t, .rows = rows, .n = n, .g = g};
+    pthread_t tid[TUNE_MAX_THREADS];
+    unsigned started = 0;
+    if (pthread_mutex_init(&j.lock, NULL))
+        return ENOMEM;
+    for (unsigned k = 1; k < threads && k < n; k++)
+        if (!pthread_create(&tid[started], NULL, tune_worker, &j))
+            started++;
+    tune_worker(&j);   /* this thread works too */
+    for (unsigned k = 0; k < started; k++)
+        pthread_join(tid[k], NULL);
+    pthread_mutex_destroy(&j.lock);
+    return j.err;
+}
+
+/* ---- the settings ----------------------------------------------------------------- */
+
+static int add_setting(fp_tune_row *rows, size_t *n, const char *conf)
+{
+    int err = fp_tune_setting_init(&rows[*n].set, conf);
+    if (!err)
+        rows[*n].set.order = *n, (*n)++;
+    return err;
+}
+
+static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n)
+{
+    size_t mb[TUNE_MAX_SPLITS + 1];
+    size_t nmb = fp_tune_split_values(t, mb + 1, TUNE_MAX_SPLITS);
+    mb[0] = 0;   /* unset */
+    for (size_t i = 0; i <= nmb; i++)
+        for (size_t k = 0; k < TUNE_NROUNDUPS; k++) {
+            char conf[FP_TUNE_CONF_MAX];
+            int m = 0;
+            if (mb[i])
+                m = snprintf(conf, sizeof conf, "max_split_size_mb:%zu", mb[i]);
+            if (roundups[k])
+                snprintf(conf + m, sizeof conf - (size_t)m, "%sroundup_power2_divisions:%s",
+                         m ? "," : "", roundups[k]);
+            else
+                conf[m] = '\0';
+            int err = add_setting(rows, n, conf);
+            if (err)
+                return err;
+        }
+    return 0;
+}
+
+/* Smallest budget first (none last), then peak reserved, then order. */
+static int by_budget(const void *a, const void *b)
+{
+    const fp_tune_row *x = *(fp_tune_row *const *)a, *y = *(fp_tune_row *const *)b;
+    size_t bx = x->min_budget ? x->min_budget : SIZE_MAX;
+    size_t by = y->min_budget ? y->min_budget : SIZE_MAX;
+    if (bx != by)
+        return bx < by ? -1 : 1;
+    if (x->peak_reserved != y->peak_reserved)
+        return x->peak_reserved < y->peak_reserved ? -1 : 1;
+    return (x->set.order > y->set.order) - (x->set.order < y->set.order);
+}
+
+static int gc_settings(fp_tune_row *rows, size_t nbase, size_t *n, unsigned top, int full)
+{
+    fp_tune_row **best = malloc(nbase * sizeof *best);
+    if (!best)
+        return ENOMEM;
+    for (size_t i = 0; i < nbase; i++)
+        best[i] = &rows[i];
+    qsort(best, nbase, sizeof *best, by_budget);
+    int err = 0;
+    for (size_t i = 0; i < nbase && !err; i++) {
+        const char *base = best[i]->set.conf;
+        if (!full && i >= top && !best[i]->is_default)
+            continue;
+        for (size_t k = 0; k < TUNE_NGC && !err; k++) {
+            char conf[FP_TUNE_CONF_MAX];
+            snprintf(conf, sizeof conf,
+                     "%s%sgarbage_collection_threshold:%s,per_process_memory_fraction:1", base,
+                     *base ? "," : "", gc_thresholds[k]);
+            err = add_setting(rows, n, conf);
+        }
+    }
+    free(best);
+    return err;
+}
+
+static unsigned thread_count(unsigned want)
+{
+    if (!want) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        want = c > 0 ? (unsigned)c : 1;
+    }
+    return want > TUNE_MAX_THREADS ? TUNE_MAX_THREADS : want;
+}
+
+int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **out, size_t *nout)
+{
+    size_t g = params->granularity ? params->granularity : 2 * FP_MIB;
+    unsigned threads = thread_count(params->threads);
+    unsigned top = params->gc_top ? params->gc_top : 3;
+    size_t nbase_max = (TUNE_MAX_SPLITS + 1) * TUNE_NROUNDUPS;
+    fp_tune_row *rows = calloc(nbase_max * (1 + TUNE_NGC), sizeof *rows);
+    if (!rows)
+        return ENOMEM;
+    size_t nbase = 0, n;
+    int err = base_settings(t, rows, &nbase);
+    if (!err)
+        err = eval_all(t, rows, nbase, g, threads);
+    n = nbase;
+    if (!err)
+        err = gc_settings(rows, nbase, &n, top, params->full);
+    if (!err)
+        err = eval_all(t, rows + nbase, n - nbase, g, threads);
+    if (err) {
+        free(rows);
+        return err;
+    }
+    fp_tune_rank(rows, n);
+    *out = rows;
+    *nout = n;
+    return 0;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const fp_tune_row *x = a, *y = b;
+    if (x->peak_reserved != y->peak_reserved)
+        return x->peak_reserved < y->peak_reserved ? -1 : 1;
+    size_t bx = x->min_budget ? x->min_budget : SIZE_MAX;
+    size_t by = y->min_budget ? y->min_budget : SIZE_MAX;
+    if (bx != by)
+        return bx < by ? -1 : 1;
+    return (x->set.order > y->set.order) - (x->set.order < y->set.order);
+}
+
+void fp_tune_rank(fp_tune_row *rows, size_t n)
+{
+    qsort(rows, n, sizeof *rows, by_rank);
+}

@@ -1,0 +1,293 @@
+/* shim_defer.c - free without synchronizing: stream-ordered deferred reuse.
+ *
+ * cuMemFree synchronizes the device, and programs rely on that.  Here a
+ * free makes no driver call at all: the block becomes pending (the pool
+ * keeps it out of reach) and joins the open batch.  Now and then the
+ * open batch is sealed by a fence: one event on the legacy default stream
+ * (which orders every blocking stream and every per-thread default stream)
+ * and one on each live non-blocking stream of the context.  A pending
+ * block is reclaimed only when every event of a fence sealed after its
+ * free has completed, that is when all work queued before the free has
+ * finished.  Allocations poll fences with cuEventQuery; when one cannot be
+ * served from the cache, it waits for fences, oldest first, and finally
+ * synchronizes the context, before the pool may grow.
+ *
+ * cuMemFreeAsync(p, s) also remembers the stream: cuMemAllocAsync on the
+ * same stream may take such a block back at once, since stream order puts
+ * the new work after the old.
+ *
+ * Invariants: q holds pending entries in free order; fences[i].end is the
+ * q position sealed by fence i, increasing; entries before fences[0].end
+ * belong to the oldest fence, those from the last fence's end on are open.
+ * A reclaim or reuse presents the ticket from the deferral, so an entry
+ * made stale by reuse can never release a block that is live again.
+ */
+#include "shim.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FP_SEAL_BLOCKS 256             /* seal after this many frees ...   */
+#define FP_SEAL_BYTES (64u << 20)      /* ... or this many bytes ...       */
+#define FP_SEAL_NS 50000u              /* ... or this long since the last  */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the pending queue -------------------------------------------------- */
+
+static int q_push(fp_defer *f, const fp_pending *e)
+{
+    if (f->tail - f->head == f->qcap) {
+        size_t ncap = f->qcap ? f->qcap * 2 : 1024;
+        fp_pending *nq = malloc(ncap * sizeof *nq);
+        if (!nq)
+            return -1;
+        for (uint64_t i = f->head; i < f->tail; i++)
+            nq[i & (ncap - 1)] = f->q[i & (f->qcap - 1)];
+        free(f->q);
+        f->q = nq;
+        f->qcap = ncap;
+    }
+    f->q[f->tail & (f->qcap - 1)] = *e;
+    f->tail++;
+    f->pending_bytes += e->size;
+    return 0;
+}
+
+/* Reclaims every entry before q position end. */
+static void reclaim_until(fp_ctx_pool *d, uint64_t end)
+{
+    fp_defer *f = &d->defer;
+    for (; f->head < end; f->head++) {
+        fp_pending *e = &f->q[f->head & (f->qcap - 1)];
+        f->pending_bytes -= e->size;
+        fp_pool_reclaim(d->pool, e->addr, e->ticket); /* stale tickets: no-op */
+    }
+}
+
+/* ---- events and fences ---------------------------------------------------- */
+
+static CUevent event_get(fp_defer *f)
+{
+    if (f->nspare)
+        return f->spare[--f->nspare];
+    CUevent ev = NULL;
+    if (fp_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+static void event_put(fp_defer *f, CUevent ev)
+{
+    if (f->nspare < FP_SPARE_EVENTS)
+        f->spare[f->nspare++] = ev;
+    else
+        fp_real.cuEventDestroy_v2(ev);
+}
+
+static void fence_drop_events(fp_defer *f, fp_fence *fc)
+{
+    for (int i = 0; i < fc->nev; i++)
+        event_put(f, fc->ev[i]);
+    fc->nev = 0;
+}
+
+/* Records one event on s into fc; false when the driver refuses. */
+static bool fence_add(fp_defer *f, fp_fence *fc, CUstream s)
+{
+    CUevent ev = fc->nev < FP_FENCE_EVENTS ? event_get(f) : NULL;
+    if (!ev)
+        return false;
+    if (fp_real.cuEventRecord(ev, s) != CUDA_SUCCESS) {
+        event_put(f, ev);
+        return false;
+    }
+    fc->ev[fc->nev++] = ev;
+    return true;
+}
+
+/* Seals the open entries with a fence.  False when it could not. */
+static bool seal(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    uint64_t open_from = f->nfences ? f->fences[f->nfences - 1].end : f->head;
+    if (open_from == f->tail || f->nfences == FP_MAX_FENCES || fp_streams_capturing())
+        return false;
+    fp_fence *fc = &f->fences[f->nfences];
+    CUstream streams[FP_FENCE_EVENTS - 1];
+    size_t n = fp_streams_of(d->ctx, streams, FP_FENCE_EVENTS - 1);
+    bool ok = fp_streams_count(d->ctx) == n && fence_add(f, fc, CU_STREAM_LEGACY);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = fence_add(f, fc, streams[i]);
+    if (!ok) {
+        fence_drop_events(f, fc);
+        return false;
+    }
+    fc->end = f->tail;
+    f->nfences++;
+    f->open_bytes = 0;
+    f->open_count = 0;
+    f->last_seal_ns = now_ns();
+    d->nfences_sealed++;
+    return true;
+}
+
+static bool fence_done(const fp_fence *fc)
+{
+    for (int i = 0; i < fc->nev; i++)
+        if (fp_real.cuEventQuery(fc->ev[i]) == CUDA_ERROR_NOT_READY)
+            return false;
+    return true;
+}
+
+static void fence_wait(const fp_fence *fc)
+{
+    for (int i = 0; i < fc->nev; i++)
+        fp_real.cuEventSynchronize(fc->ev[i]);
+}
+
+/* Retires the oldest fence, reclaiming its entries. */
+static void pop_fence(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    reclaim_until(d, f->fences[0].end);
+    fence_drop_events(f, &f->fences[0]);
+    memmove(f->fences, f->fences + 1, (size_t)(f->nfences - 1) * sizeof *f->fences);
+    f->nfences--;
+}
+
+static void poll(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    while (f->nfences && fence_done(&f->fences[0]))
+        pop_fence(d);
+}
+
+static void maybe_seal(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    if (f->open_count && (f->open_count >= FP_SEAL_BLOCKS || f->open_bytes >= FP_SEAL_BYTES ||
+                          now_ns() - f->last_seal_ns >= FP_SEAL_NS))
+        seal(d);
+}
+
+/* ---- the shim's entry points --------------------------------------------- */
+
+int fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async)
+{
+    fp_pending e = {.addr = addr, .stream = s, .async = async};
+    if (fp_pool_defer(d->pool, addr, &e.size, &e.ticket))
+        return EINVAL;
+    pthread_mutex_lock(&d->defer.lock);
+    if (q_push(&d->defer, &e) == 0) {
+        d->defer.open_bytes += e.size;
+        d->defer.open_count++;
+        if (async) {
+            d->defer.recent[d->defer.nrecent % FP_RECENT] = e;
+            d->defer.nrecent++;
+        }
+    } else {
+        /* No room to remember it: make it safe the slow way. */
+        fp_pools_sync(d);
+        fp_pool_reclaim(d->pool, e.addr, e.ticket);
+    }
+    pthread_mutex_unlock(&d->defer.lock);
+    return 0;
+}
+
+/* cuMemAllocAsync on stream s: a block freed on s may serve at once. */
+static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *addr)
+{
+    fp_defer *f = &d->defer;
+    size_t n = f->nrecent < FP_RECENT ? f->nrecent : FP_RECENT;
+    for (size_t i = 0; i < n; i++) {
+        fp_pending *e = &f->recent[(f->nrecent - 1 - i) % FP_RECENT];
+        if (e->addr && e->stream == s && fp_pool_reuse(d->pool, e->addr, e->ticket, size) == 0) {
+            *addr = e->addr;
+            e->addr = 0;
+            d->nstream_reuses++;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Makes pending memory reusable before the pool grows: wait for fences,
+ * oldest first, then synchronize for what no fence covers yet.  Returns
+ * true when anything was reclaimed. */
+static bool drain_some(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    if (fp_streams_capturing() || f->head == f->tail)
+        return false;
+    if (f->nfences) {
+        fence_wait(&f->fences[0]);
+        pop_fence(d);
+        d->nfence_waits++;
+        return true;
+    }
+    if (fp_pools_sync(d) == 0) {
+        reclaim_until(d, f->tail);
+        f->open_bytes = 0;
+        f->open_count = 0;
+        d->nsyncs++;
+        return true;
+    }
+    return false;
+}
+
+int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr)
+{
+    fp_defer *f = &d->defer;
+    pthread_mutex_lock(&f->lock);
+    bool hit = async && reuse_on_stream(d, size, s, addr);
+    if (!hit) {
+        poll(d);
+        maybe_seal(d);
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (hit)
+        return 0;
+    int err;
+    while ((err = fp_pool_alloc_cached(d->pool, size, addr)) == EAGAIN) {
+        pthread_mutex_lock(&f->lock);
+        bool more = drain_some(d);
+        pthread_mutex_unlock(&f->lock);
+        if (!more)
+            return fp_pool_alloc(d->pool, size, addr);
+    }
+    return err;
+}
+
+/* The context has just been synchronized: everything pending is safe. */
+void fp_defer_synchronized(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    pthread_mutex_lock(&f->lock);
+    reclaim_until(d, f->tail);
+    for (int i = 0; i < f->nfences; i++)
+        fence_drop_events(f, &f->fences[i]);
+    f->nfences = 0;
+    f->open_bytes = 0;
+    f->open_count = 0;
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* The context is gone: forget the queue (its events went with it). */
+void fp_defer_forget(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    pthread_mutex_lock(&f->lock);
+    f->head = f->tail;
+    f->nfences = 0;
+    f->nspare = 0;
+    f->pending_bytes = f->open_bytes = 0;
+    f->open_count = 0;
+    f->nrecent = 0;
+    pthread_mutex_unlock(&f->lock);
+}

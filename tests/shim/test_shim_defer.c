@@ -1,0 +1,152 @@
+/* test_shim_defer.c - stream safety of deferred reuse, on the simulated
+ * device (whose streams run on worker threads, so work really is still
+ * in flight after the host moves on).
+ *
+ * The race: slow work on a non-blocking stream still reads block A; A is
+ * freed; B is allocated and written on another stream.  B must not
+ * overlap A until that work has finished, and the work must see A's
+ * contents intact.  Also: same-stream reuse after cuMemFreeAsync, and
+ * reclaim after cuCtxSynchronize.  Run with free_policy:deferred (the
+ * default) and again with free_policy:sync.
+ */
+#include "shim_test.h"
+#include "fpsim.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static CUcontext ctx;
+static int sync_policy;
+
+typedef struct slow_read {
+    const unsigned char *a; /* the simulated device's memory is host memory */
+    size_t n;
+    unsigned char want;
+    atomic_int done, intact;
+} slow_read;
+
+static void slow_reader(void *arg)
+{
+    slow_read *r = arg;
+    usleep(20000);
+    int ok = 1;
+    for (size_t i = 0; i < r->n; i += 61)
+        ok &= r->a[i] == r->want;
+    atomic_store(&r->intact, ok);
+    atomic_store(&r->done, 1);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *conf = getenv("FRAGPOOL_CONF");
+    sync_policy = conf && strstr(conf, "free_policy:sync") != NULL;
+    CUdevice dev;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return -1;
+    return 0;
+}
+
+static int overlaps(CUdeviceptr a, size_t na, CUdeviceptr b, size_t nb)
+{
+    return a < b + nb && b < a + na;
+}
+
+static void one_trial(CUstream slow, CUstream other, size_t n, unsigned char x)
+{
+    CUdeviceptr a, b;
+    CU(cuMemAlloc_v2(&a, n));
+    CU(cuMemsetD8_v2(a, x, n));
+    slow_read r = {.a = (const unsigned char *)(uintptr_t)a, .n = n, .want = x};
+    CU(cuLaunchHostFunc(slow, slow_reader, &r));
+    CU(cuMemFree_v2(a));
+    if (!sync_policy) /* the free did not wait for the device */
+        assert_int_equal(cuStreamQuery(slow), CUDA_ERROR_NOT_READY);
+    CU(cuMemAlloc_v2(&b, n));
+    int early = !atomic_load(&r.done);
+    if (early)
+        assert_false(overlaps(a, n, b, n));
+    CU(cuMemsetD8Async(b, (unsigned char)~x, n, other));
+    CU(cuStreamSynchronize(other));
+    CU(cuStreamSynchronize(slow));
+    assert_true(atomic_load(&r.intact));
+    CU(cuMemFree_v2(b));
+}
+
+static void race_nonblocking(void **state)
+{
+    (void)state;
+    CUstream slow, other;
+    CU(cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING));
+    CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    for (int t = 0; t < 40; t++)
+        one_trial(slow, other, (size_t)(4096u << (t % 12)), (unsigned char)(t + 1));
+    CU(cuStreamDestroy_v2(slow));
+    CU(cuStreamDestroy_v2(other));
+}
+
+static void race_blocking_and_legacy(void **state)
+{
+    (void)state;
+    CUstream slow;
+    CU(cuStreamCreate(&slow, CU_STREAM_DEFAULT));
+    for (int t = 0; t < 20; t++)
+        one_trial(slow, CU_STREAM_LEGACY, (size_t)(8192u << (t % 10)), (unsigned char)(t + 7));
+    for (int t = 0; t < 10; t++)
+        one_trial(CU_STREAM_LEGACY, slow, 65536, (unsigned char)(t + 3));
+    CU(cuStreamDestroy_v2(slow));
+}
+
+static void same_stream_reuse(void **state)
+{
+    (void)state;
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr a, b;
+    CU(cuMemAllocAsync(&a, 3 << 20, s));
+    CU(cuMemFreeAsync(a, s));
+    CU(cuMemAllocAsync(&b, 3 << 20, s));
+    if (!sync_policy)
+        assert_int_equal(b, a); /* stream order makes this safe at once */
+    CU(cuMemFreeAsync(b, s));
+    CU(cuStreamSynchronize(s));
+    CU(cuStreamDestroy_v2(s));
+}
+
+static void synchronize_reclaims(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b;
+    fpsim_counts before, after;
+    CU(cuMemAlloc_v2(&a, 300u << 20)); /* a size no other block has */
+    CU(cuMemFree_v2(a));
+    CU(cuCtxSynchronize());
+    assert_int_equal(fpsim_stats(0, &before), 0);
+    CU(cuMemAlloc_v2(&b, 300u << 20));
+    assert_int_equal(fpsim_stats(0, &after), 0);
+    assert_int_equal(b, a); /* the freed block came back, no new segment */
+    assert_int_equal(after.alloc_calls, before.alloc_calls);
+    CU(cuMemFree_v2(b));
+}
+
+static void double_free_of_pending(void **state)
+{
+    (void)state;
+    CUdeviceptr a;
+    CU(cuMemAlloc_v2(&a, 1 << 20));
+    CU(cuMemFree_v2(a));
+    assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(race_nonblocking),
+        cmocka_unit_test(race_blocking_and_legacy),
+        cmocka_unit_test(same_stream_reuse),
+        cmocka_unit_test(synchronize_reclaims),
+        cmocka_unit_test(double_free_of_pending),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
