@@ -1,10 +1,191 @@
-/* cmd_tune.c - `fragpool tune`: placeholder until the tuner lands. */
+/* cmd_tune.c - `fragpool tune TRACE [--budget SIZE] [--json] [--threads N]
+ * [--full]`: ranks pool settings by the peak reserved memory they give on
+ * the trace, each with the smallest device budget it runs in without an
+ * OOM (the search is fp_tune.c; docs/replay.md explains the output).
+ *
+ * stdout is deterministic (the same trace gives the same bytes); the time
+ * taken goes to stderr.
+ */
 #include "cli.h"
+#include "fp_report.h"
+#include "fp_tune.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct tune_args {
+    const char *trace;
+    size_t budget;       /* 0 = none given */
+    int json, full;
+    unsigned threads;
+} tune_args;
+
+static const char tune_usage[] =
+    "usage: fragpool tune TRACE [--budget SIZE] [--json] [--threads N] [--full]\n";
+
+static int parse_args(int argc, char **argv, tune_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
+            if (fp_parse_size(argv[++i], &a->budget) || !a->budget) {
+                fprintf(stderr, "fragpool tune: bad --budget '%s' (want e.g. 8GiB)\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end || end == argv[i] || v > 64) {
+                fprintf(stderr, "fragpool tune: bad --threads '%s' (want 0..64)\n", argv[i]);
+                return 2;
+            }
+            a->threads = (unsigned)v;
+        } else if (!strcmp(argv[i], "--json")) {
+            a->json = 1;
+        } else if (!strcmp(argv[i], "--full")) {
+            a->full = 1;
+        } else if (argv[i][0] != '-' && !a->trace) {
+            a->trace = argv[i];
+        } else {
+            fprintf(stderr, "fragpool tune: unexpected argument '%s'\n%s", argv[i], tune_usage);
+            return 2;
+        }
+    }
+    if (!a->trace)
+        fputs(tune_usage, stderr);
+    return a->trace ? 0 : 2;
+}
+
+static const char *label(const fp_tune_row *r)
+{
+    return r->is_default ? "(defaults)" : r->set.conf;
+}
+
+/* 1 - allocated/reserved, in tenths of a percent. */
+static unsigned frag_permille(const fp_tune_row *r)
+{
+    if (!r->peak_reserved)
+        return 0;
+    return (unsigned)(1000 - (r->peak_allocated * 1000 + r->peak_reserved / 2) / r->peak_reserved);
+}
+
+static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n)
+{
+    printf("fragpool tune: %s, %zu events, %zu settings, budget step 2 MiB\n\n", a->trace, t->n, n);
+    printf("rank  peak reserved  peak allocated   frag  min budget%s  setting\n",
+           a->budget ? "  fits" : "");
+    size_t nfit = 0;
+    const fp_tune_row *best_fit = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const fp_tune_row *r = &rows[i];
+        unsigned f = frag_permille(r);
+        char mb[32] = "none";
+        if (r->min_budget)
+            snprintf(mb, sizeof mb, "%zu MiB", r->min_budget / FP_MIB);
+        int fits = r->min_budget && r->min_budget <= a->budget;
+        nfit += fits;
+        if (fits && !best_fit)
+            best_fit = r;
+        printf("%4zu %c %9zu MiB  %10.1f MiB  %3u.%u%%  %10s%s  %s\n", i + 1,
+               r->is_default ? '*' : ' ', r->peak_reserved / FP_MIB,
+               (double)r->peak_allocated / (double)FP_MIB, f / 10, f % 10, mb,
+               a->budget ? (fits ? "   yes" : "    no") : "", label(r));
+    }
+    printf("\n* PyTorch's defaults.  min budget: the smallest device size (a multiple of\n"
+           "  2 MiB) found to replay the trace without an OOM; 2 MiB less OOMs.\n"
+           "  garbage_collection_threshold acts only under a cap: its rows use the budget\n"
+           "  as the cap (in PyTorch: torch.cuda.set_per_process_memory_fraction).\n");
+    if (a->budget) {
+        char b[32];
+        fp_format_size(a->budget, b);
+        printf("\nbudget %s: %zu of %zu settings run without an OOM", b, nfit, n);
+        if (best_fit)
+            printf("; the lowest peak reserved among them: %s", label(best_fit));
+        printf("\n");
+    }
+}
+
+static void print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n)
+{
+    fp_sink s = fp_sink_fd(1);
+    fp_json j;
+    fp_json_init(&j, &s);
+    fp_json_obj(&j, NULL);
+    fp_json_str(&j, "trace", a->trace);
+    fp_json_u64(&j, "events", t->n);
+    fp_json_u64(&j, "granularity", 2 * FP_MIB);
+    if (a->budget)
+        fp_json_u64(&j, "budget", a->budget);
+    else
+        fp_json_null(&j, "budget");
+    fp_json_arr(&j, "settings");
+    for (size_t i = 0; i < n; i++) {
+        const fp_tune_row *r = &rows[i];
+        fp_json_obj(&j, NULL);
+        fp_json_u64(&j, "rank", i + 1);
+        fp_json_str(&j, "conf", r->set.conf);
+        fp_json_u64(&j, "default", (uint64_t)r->is_default);
+        fp_json_u64(&j, "gc", (uint64_t)r->set.gc);
+        fp_json_u64(&j, "peak_reserved", r->peak_reserved);
+        fp_json_u64(&j, "peak_allocated", r->peak_allocated);
+        fp_json_fixed(&j, "fragmentation", r->peak_reserved - r->peak_allocated,
+                      r->peak_reserved, 4);
+        if (r->min_budget)
+            fp_json_u64(&j, "min_budget", r->min_budget);
+        else
+            fp_json_null(&j, "min_budget");
+        if (a->budget)
+            fp_json_u64(&j, "fits", r->min_budget && r->min_budget <= a->budget);
+        fp_json_u64(&j, "replays", r->replays);
+        fp_json_end_obj(&j);
+    }
+    fp_json_end_arr(&j);
+    fp_json_end_obj(&j);
+    fp_putc(&s, '\n');
+    fp_sink_flush(&s);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int fp_cmd_tune(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "fragpool tune: not built yet\n");
-    return 1;
+    tune_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    fp_trace t;
+    char err[512];
+    if (fp_trace_load(a.trace, &t, err, sizeof err)) {
+        fprintf(stderr, "fragpool tune: %s\n", err);
+        return 1;
+    }
+    double t0 = now_s();
+    fp_tune_params p = {.threads = a.threads, .full = a.full};
+    fp_tune_row *rows;
+    size_t n;
+    if (fp_tune_run(&t, &p, &rows, &n)) {
+        fprintf(stderr, "fragpool tune: out of host memory\n");
+        fp_trace_free(&t);
+        return 1;
+    }
+    double secs = now_s() - t0;
+    size_t replays = 0;
+    for (size_t i = 0; i < n; i++)
+        replays += rows[i].replays;
+    if (a.json)
+        print_json(&a, &t, rows, n);
+    else
+        print_text(&a, &t, rows, n);
+    fflush(stdout);
+    fprintf(stderr, "fragpool tune: %zu settings, %zu replays of %zu events in %.2f s\n", n,
+            replays, t.n, secs);
+    free(rows);
+    fp_trace_free(&t);
+    return 0;
 }

@@ -45,9 +45,14 @@ static int parse_line(const char *s, char *op, uint64_t *id, uint64_t *size, uin
     return 0;
 }
 
+/* Blank lines, comments, the header, and the segment rows (s, r) that
+ * the shim's recorder writes: replay makes its own segments. */
 static bool skip_line(const char *s, size_t lineno)
 {
     if (s[0] == '\n' || s[0] == '\r' || s[0] == '#' || s[0] == '\0')
+        return true;
+    const char *comma = strchr(s, ',');
+    if (comma && (comma[1] == 's' || comma[1] == 'r') && comma[2] == ',')
         return true;
     return lineno == 1 && strncmp(s, "seq,", 4) == 0;
 }

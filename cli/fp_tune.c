@@ -23,7 +23,8 @@
 #define TUNE_MAX_SPLITS 12
 #define TUNE_MAX_THREADS 64
 
-static const char *const roundups[] = {NULL, "2", "4", "8", "16", "[256:1,512:2,1024:4,>:8]"};
+static const char *const roundups[] = {NULL, "2", "4", "8", "16", "[32:1,>:4]",
+                                        "[256:1,512:2,1024:4,>:8]"};
 #define TUNE_NROUNDUPS (sizeof roundups / sizeof *roundups)
 
 static const char *const gc_thresholds[] = {"0.6", "0.8"};
@@ -267,10 +268,10 @@ static int gc_settings(fp_tune_row *rows, size_t nbase, size_t *n, unsigned top,
             continue;
         for (size_t k = 0; k < TUNE_NGC && !err; k++) {
             char conf[FP_TUNE_CONF_MAX];
-            snprintf(conf, sizeof conf,
-                     "%s%sgarbage_collection_threshold:%s,per_process_memory_fraction:1", base,
-                     *base ? "," : "", gc_thresholds[k]);
-            err = add_setting(rows, n, conf);
+            int m = snprintf(conf, sizeof conf,
+                             "%s%sgarbage_collection_threshold:%s,per_process_memory_fraction:1",
+                             base, *base ? "," : "", gc_thresholds[k]);
+            err = m < 0 || (size_t)m >= sizeof conf ? EINVAL : add_setting(rows, n, conf);
         }
     }
     free(best);

@@ -690,6 +690,25 @@ static const fp_option fp_options[] = {
         .words = (const char *const[]){"text", "json", NULL},
         .parse = parse_word, .format = format_word,
     },
+    {
+        .name = "dump_on_sigusr1", .type = "bool", .deflt = "0",
+        .range = "0, 1, true, false, True, False",
+        .help = "1: SIGUSR1 writes the current summary (to stderr, or to "
+                "PATH.N with a summary path) and the program runs on",
+        .accept = "0, 1, true, false, True or False",
+        .offset = offsetof(fp_conf, dump_on_sigusr1),
+        .parse = parse_bool, .format = format_bool,
+    },
+    {
+        .name = "trace", .type = "destination", .deflt = "off",
+        .range = "off, PATH (%p pid, %r rank, %h host)",
+        .help = "record every allocation, free and segment event to this "
+                "CSV file, for fragpool replay and tune",
+        .accept = "off, or a file path shorter than 256 bytes (%p pid, "
+                  "%r rank, %h host)",
+        .offset = offsetof(fp_conf, trace),
+        .parse = parse_dest, .format = format_dest,
+    },
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
@@ -716,6 +735,7 @@ void fp_conf_default(fp_conf *c)
     fp_pool_opts_default(&c->pool);
     c->meminfo_counts_cache = 1;
     memcpy(c->summary, "stderr", sizeof "stderr");
+    memcpy(c->trace, "off", sizeof "off");
 }
 
 int fp_conf_format(const fp_conf *c, char *buf, size_t len)

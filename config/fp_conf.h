@@ -35,6 +35,8 @@ typedef struct fp_conf {
     int free_policy;     /* FP_FREE_DEFERRED or FP_FREE_SYNC              */
     char summary[FP_CONF_PATH_MAX]; /* "off", "stderr" or a path pattern  */
     int summary_format;  /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
+    int dump_on_sigusr1; /* SIGUSR1 writes the summary, the program runs on */
+    char trace[FP_CONF_PATH_MAX]; /* "off" or where to record the trace   */
     uint64_t set_mask;   /* bit i: option i was given and accepted        */
 } fp_conf;
 

@@ -148,6 +148,9 @@ int  fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr);
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
 int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
+/* The live block at addr: its requested size and allocation sequence
+ * number (unique within the pool).  0, or EINVAL when none is live. */
+int  fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq);
 /* Drop every segment without the backend: their memory is already gone
  * (the context that held it was destroyed).  Live blocks count as freed. */
 void fp_pool_forget_segments(fp_pool *p);

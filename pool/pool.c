@@ -623,6 +623,17 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
     free(p);
 }
 
+int fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_block *b = fp_map_get(&p->live, addr);
+    bool used = b && b->state == FP_BLOCK_USED;
+    *size = used ? b->requested : 0;
+    *seq = used ? b->stamp : 0;
+    pthread_mutex_unlock(&p->lock);
+    return used ? 0 : EINVAL;
+}
+
 int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size)
 {
     pthread_mutex_lock(&p->lock);

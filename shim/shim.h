@@ -162,5 +162,16 @@ CUresult fp_pools_last_error(void);
  * summary of every pool, where the summary key says. */
 void fp_pools_report_oom(fp_ctx_pool *d);
 void fp_shim_write_summary(const char *mode);
+void fp_shim_dump_summary(unsigned n);   /* the n-th SIGUSR1 dump */
+/* A path pattern with %p (pid), %r (rank), %h (host) filled in. */
+void fp_expand_path(const char *pat, char *out, size_t len);
+
+/* shim_trace.c: the trace:PATH recorder. */
+void fp_trace_open(void);
+bool fp_trace_on(void);
+void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s);
+void fp_trace_flush(void);
+/* A trace id for a block of d with the pool's allocation number seq. */
+uint64_t fp_pools_trace_id(const fp_ctx_pool *d, uint64_t seq);
 
 #endif

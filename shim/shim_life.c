@@ -9,7 +9,10 @@
  * frees that arrive after ours are still forwarded safely.
  */
 #include "shim.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +70,7 @@ static void on_exit_handler(void)
 {
     if (atomic_exchange(&fp_shim.exiting, true))
         return;
+    fp_trace_flush();
     if (atomic_load(&fp_shim.used))
         fp_shim_write_summary("shim");
 }
@@ -78,6 +82,46 @@ static void on_fork_child(void)
     atomic_store(&fp_shim.used, false);
 }
 
+/* ---- dump_on_sigusr1: the handler only writes a byte to a pipe; a thread
+ * of ours reads it and writes the summary outside signal context. ------- */
+
+static int dump_pipe[2] = {-1, -1};
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    char c = 1;
+    ssize_t w = write(dump_pipe[1], &c, 1);
+    (void)w;
+    errno = saved;
+}
+
+static void *dump_thread(void *arg)
+{
+    (void)arg;
+    unsigned n = 0;
+    char c;
+    while (read(dump_pipe[0], &c, 1) > 0 || errno == EINTR)
+        if (!atomic_load(&fp_shim.exiting))
+            fp_shim_dump_summary(++n);
+    return NULL;
+}
+
+static void arm_sigusr1(void)
+{
+    pthread_t t;
+    if (pipe2(dump_pipe, O_CLOEXEC) != 0)
+        return;
+    fcntl(dump_pipe[1], F_SETFL, O_NONBLOCK);
+    if (pthread_create(&t, NULL, dump_thread, NULL) != 0)
+        return;
+    pthread_detach(t);
+    struct sigaction sa = {.sa_handler = on_sigusr1, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void setup(void)
@@ -85,6 +129,9 @@ static void setup(void)
     if (fp_real_resolve() != 0)
         return;
     fp_hooks_resolve();
+    fp_trace_open();
+    if (fp_shim.conf.dump_on_sigusr1)
+        arm_sigusr1();
     atexit(on_exit_handler);
     pthread_atfork(NULL, NULL, on_fork_child);
     fp_shim.ready = true;

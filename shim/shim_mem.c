@@ -47,6 +47,15 @@ static void debug_check(fp_ctx_pool *d)
     }
 }
 
+/* trace:PATH - one row for a live block of d (before a free: while live). */
+static void trace_block(fp_ctx_pool *d, char op, uint64_t addr, CUstream s)
+{
+    size_t size;
+    uint64_t seq;
+    if (fp_trace_on() && fp_pool_lookup(d->pool, addr, &size, &seq) == 0)
+        fp_trace_event(op, fp_pools_trace_id(d, seq), size, s);
+}
+
 static bool deferred(void)
 {
     return fp_shim.conf.free_policy == FP_FREE_DEFERRED;
@@ -64,6 +73,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
     debug_check(d);
     if (!err) {
         *dptr = addr;
+        trace_block(d, 'a', addr, s);
         return CUDA_SUCCESS;
     }
     if (err == ENOMEM) {
@@ -89,6 +99,7 @@ static CUresult pool_free(fp_ctx_pool *d, CUdeviceptr p, CUstream s, bool async,
                           const char *who)
 {
     uint64_t t0 = now_ns();
+    trace_block(d, 'f', p, s);
     int err = deferred() ? fp_defer_free(d, p, s, async) : fp_pool_free(d->pool, p);
     atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
     debug_check(d);

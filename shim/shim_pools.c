@@ -40,6 +40,7 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
     CUresult r = fp_real.cuMemAlloc_v2(&p, size);
     if (r == CUDA_SUCCESS) {
         *addr = p;
+        fp_trace_event('s', p, size, NULL);
         return 0;
     }
     last_error = r;
@@ -48,7 +49,8 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
 
 static int be_release(void *ud, uint64_t addr, size_t size)
 {
-    (void)ud, (void)size;
+    (void)ud;
+    fp_trace_event('r', addr, size, NULL);
     if (atomic_load(&fp_shim.exiting))
         return 0; /* the driver frees everything at teardown */
     return fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
@@ -130,6 +132,11 @@ fp_ctx_pool *fp_pools_current(void)
         return NULL;
     fp_ctx_pool *d = find_ctx(ctx);
     return d ? d : add_pool(ctx);
+}
+
+uint64_t fp_pools_trace_id(const fp_ctx_pool *d, uint64_t seq)
+{
+    return ((uint64_t)(d - pools) << 40) | (seq & ((1ull << 40) - 1));
 }
 
 fp_ctx_pool *fp_pools_current_existing(void)

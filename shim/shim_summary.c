@@ -63,7 +63,7 @@ static int rank_from_env(void)
     return -1;
 }
 
-/* Expands %p, %r, %h and %% of the summary path. */
+/* Expands %p, %r, %h and %% of a path pattern. */
 static void expand_path(const char *pat, int rank, const char *host, char *out, size_t len)
 {
     size_t o = 0;
@@ -89,15 +89,26 @@ static void expand_path(const char *pat, int rank, const char *host, char *out, 
     out[o] = '\0';
 }
 
-static int open_destination(int rank, const char *host)
+void fp_expand_path(const char *pat, char *out, size_t len)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    expand_path(pat, rank_from_env(), host, out, len);
+}
+
+/* dump 0: the exit summary; n > 0: the n-th SIGUSR1 dump, which goes to
+ * PATH.n when the summary goes to a file. */
+static int open_destination(int rank, const char *host, unsigned dump)
 {
     const char *dest = fp_shim.conf.summary;
-    if (strcmp(dest, "off") == 0)
+    if (strcmp(dest, "off") == 0 && !dump)
         return -1;
-    if (strcmp(dest, "stderr") == 0)
+    if (strcmp(dest, "stderr") == 0 || strcmp(dest, "off") == 0)
         return 2;
-    char path[FP_CONF_PATH_MAX + 128];
-    expand_path(dest, rank, host, path, sizeof path);
+    char path[FP_CONF_PATH_MAX + 160];
+    expand_path(dest, rank, host, path, sizeof path - 16);
+    if (dump)
+        snprintf(path + strlen(path), 16, ".%u", dump);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         fp_say("cannot write the summary to '%s'; writing it on stderr instead", path);
@@ -120,7 +131,7 @@ static size_t error_lines(const char **lines, size_t max)
     return n;
 }
 
-void fp_shim_write_summary(const char *mode)
+static void write_summary(const char *mode, unsigned dump)
 {
     static char host[256], conf[2048];
     const char *errs[32];
@@ -133,7 +144,7 @@ void fp_shim_write_summary(const char *mode)
                        .config = conf, .config_errors = errs,
                        .nconfig_errors = error_lines(errs, 32), .mode = mode,
                        .devs = c->devs, .ndevs = c->n};
-    int fd = open_destination(r.rank, host);
+    int fd = open_destination(r.rank, host, dump);
     if (fd < 0)
         return;
     fp_sink s = fp_sink_fd(fd);
@@ -143,6 +154,23 @@ void fp_shim_write_summary(const char *mode)
         fp_summary_text(&r, &s);
     if (fd != 2)
         close(fd);
+}
+
+/* summary_data is shared by the exit summary and the SIGUSR1 dumps. */
+static pthread_mutex_t summary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void fp_shim_write_summary(const char *mode)
+{
+    pthread_mutex_lock(&summary_lock);
+    write_summary(mode, 0);
+    pthread_mutex_unlock(&summary_lock);
+}
+
+void fp_shim_dump_summary(unsigned n)
+{
+    pthread_mutex_lock(&summary_lock);
+    write_summary("shim, SIGUSR1 dump", n);
+    pthread_mutex_unlock(&summary_lock);
 }
 
 void fp_pools_report_oom(fp_ctx_pool *d)

@@ -1,0 +1,96 @@
+/* shim_trace.c - trace:PATH records every allocation and free the shim
+ * sees, and the pool's segment events, in the CSV that `fragpool replay`
+ * reads (seq,op,id,size,stream; docs/replay.md).
+ *
+ * Rows go into one in-memory buffer under a mutex and reach the file in
+ * large writes, so recording costs no system call per event.  The buffer
+ * is flushed when full and at exit.  Ops: a (allocate), f (free), and for
+ * the pool's segments s (reserved from the driver) and r (released), which
+ * replay skips.  Ids: (pool number << 40) | the pool's allocation number,
+ * unique for the life of one allocation.  stream: 0 for cuMemAlloc, else a
+ * small number per distinct stream, in order of first use.
+ */
+#include "shim.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FP_TRACE_BUF (1u << 20)
+#define FP_TRACE_STREAMS 64
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char buf[FP_TRACE_BUF];
+static size_t used;
+static int fd = -1;
+static uint64_t seq;
+static CUstream streams[FP_TRACE_STREAMS];
+static unsigned nstreams;
+
+bool fp_trace_on(void)
+{
+    return fd >= 0;
+}
+
+void fp_trace_open(void)
+{
+    const char *path = fp_shim.conf.trace;
+    if (!path[0] || strcmp(path, "off") == 0)
+        return;
+    char name[FP_CONF_PATH_MAX + 32];
+    fp_expand_path(path, name, sizeof name);
+    fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fp_say("trace: cannot open '%s'; recording nothing", name);
+        return;
+    }
+    static const char header[] = "seq,op,id,size,stream\n";
+    memcpy(buf, header, sizeof header - 1);
+    used = sizeof header - 1;
+}
+
+static void flush_locked(void)
+{
+    for (size_t off = 0; off < used;) {
+        ssize_t w = write(fd, buf + off, used - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    used = 0;
+}
+
+void fp_trace_flush(void)
+{
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&lock);
+    flush_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+static unsigned stream_number(CUstream s)
+{
+    if (!s)
+        return 0;
+    for (unsigned i = 0; i < nstreams; i++)
+        if (streams[i] == s)
+            return i + 1;
+    if (nstreams < FP_TRACE_STREAMS)
+        streams[nstreams++] = s;
+    return nstreams;
+}
+
+void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s)
+{
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&lock);
+    if (FP_TRACE_BUF - used < 96)
+        flush_locked();
+    int n = snprintf(buf + used, FP_TRACE_BUF - used, "%llu,%c,%llu,%llu,%u\n",
+                     (unsigned long long)seq++, op, (unsigned long long)id,
+                     (unsigned long long)size, stream_number(s));
+    used += n > 0 ? (size_t)n : 0;
+    pthread_mutex_unlock(&lock);
+}
