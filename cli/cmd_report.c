@@ -1,10 +1,440 @@
-/* cmd_report.c - `fragpool report`: placeholder until the HTML report lands. */
+/* cmd_report.c - `fragpool report TRACE|SUMMARY.json -o OUT.html [--conf
+ * K:V,...] [--budget SIZE] [--at reserved|allocated|end|N]`: one
+ * self-contained HTML page (report_html.c) of a replayed trace or of a
+ * JSON summary written by the shim.
+ *
+ * A trace is replayed twice through the pool.  The first pass samples
+ * allocated and reserved after every event into at most FP_REPORT_POINTS
+ * points (each the highest value of its events, so no peak falls between
+ * samples) and finds the moments of peak reserved and peak allocated.  The
+ * second pass stops right after the chosen event and walks the pool: that
+ * is the segment map.  Default: peak reserved.  Reserved often stays at its
+ * peak for a long time, so of those events the one with the most allocated
+ * is taken: the fullest picture of the memory the run could not do without.
+ */
 #include "cli.h"
+#include "fp_report.h"
+#include "fp_trace.h"
+#include "report_html.h"
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define FP_REPORT_POINTS 2000
+
+typedef struct report_args {
+    const char *input, *out, *conf, *at;
+    size_t budget;
+} report_args;
+
+static const char report_usage[] =
+    "usage: fragpool report TRACE|SUMMARY.json -o OUT.html [--conf K:V,...] [--budget SIZE]\n"
+    "                       [--at reserved|allocated|end|EVENT]\n";
+
+static int parse_args(int argc, char **argv, report_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->at = "reserved";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+            a->out = argv[++i];
+        } else if (!strcmp(argv[i], "--conf") && i + 1 < argc) {
+            a->conf = argv[++i];
+        } else if (!strcmp(argv[i], "--at") && i + 1 < argc) {
+            a->at = argv[++i];
+        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
+            if (fp_parse_size(argv[++i], &a->budget)) {
+                fprintf(stderr, "fragpool report: bad --budget '%s' (want e.g. 8GiB)\n", argv[i]);
+                return 2;
+            }
+        } else if (argv[i][0] != '-' && !a->input) {
+            a->input = argv[i];
+        } else {
+            fprintf(stderr, "fragpool report: unexpected argument '%s'\n%s", argv[i], report_usage);
+            return 2;
+        }
+    }
+    if (!a->input || !a->out) {
+        fputs(report_usage, stderr);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- reading the input ------------------------------------------------------ */
+
+/* The whole file (gzip or plain) in a NUL-terminated malloc'd buffer. */
+static int slurp(const char *path, char **out, size_t *len)
+{
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return errno ? errno : ENOENT;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int got;
+    while (buf && (got = gzread(f, buf + n, (unsigned)(cap - n - 1))) > 0) {
+        n += (size_t)got;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    gzclose(f);
+    if (!buf)
+        return ENOMEM;
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* 1 when the file's first non-blank byte is '{' (a JSON summary). */
+static int looks_like_json(const char *path)
+{
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return 0;
+    int c;
+    while ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\r' || c == '\n')
+        ;
+    gzclose(f);
+    return c == '{';
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* ---- the summaries, rendered into buffers ------------------------------------ */
+
+typedef int (*summary_fn)(const fp_run_report *, fp_sink *);
+
+static int render(summary_fn fn, const fp_run_report *run, char **out, size_t *len)
+{
+    size_t cap = 1 << 14;
+    for (;;) {
+        char *buf = malloc(cap);
+        if (!buf)
+            return ENOMEM;
+        fp_sink s = fp_sink_buffer(buf, cap);
+        int err = fn(run, &s);
+        if (!err) {
+            *out = buf;
+            *len = fp_sink_length(&s);
+            return 0;
+        }
+        free(buf);
+        if (err != ENOSPC)
+            return err;
+        cap = fp_sink_total(&s) + 1;
+    }
+}
+
+typedef struct summaries {
+    char *json, *text;
+    size_t json_len, text_len;
+} summaries;
+
+/* The same summary `fragpool replay` prints, as JSON and as text. */
+static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
+                          size_t budget, summaries *out)
+{
+    fp_leak leaks[FP_REPORT_TOP_LEAKS];
+    fp_dev_report dev = {.device = 0, .device_name = "replay (simulated device)",
+                         .total_capacity = budget, .device_free = (size_t)-1,
+                         .stats = r->stats, .leaks = leaks};
+    dev.idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
+                            r->stats.allocated_bytes[FP_ALL].current);
+    dev.nleaks = fp_report_collect_leaks(p, leaks, FP_REPORT_TOP_LEAKS, &dev.leak_count,
+                                         &dev.leak_bytes);
+    char conf[2048];
+    fp_conf_format(c, conf, sizeof conf);
+    fp_run_report run = {.pid = 0, .rank = -1, .config = conf, .mode = "replay",
+                         .devs = &dev, .ndevs = 1};
+    memset(out, 0, sizeof *out);
+    int err = render(fp_summary_json, &run, &out->json, &out->json_len);
+    if (!err)
+        err = render(fp_summary_text, &run, &out->text, &out->text_len);
+    return err;
+}
+
+/* ---- pass 1: timeline and peaks ---------------------------------------------- */
+
+typedef struct timeline {
+    size_t step, npoints;
+    uint64_t *amax, *rmax;       /* per point: highest allocated / reserved   */
+    int64_t peak_r, peak_a;      /* highest seen so far                        */
+    int64_t a_at_r;              /* most allocated while reserved was at peak_r */
+    size_t at_r, at_a;           /* events replayed at those two moments        */
+} timeline;
+
+static int on_event(void *ud, fp_pool *p, size_t i, int refused)
+{
+    timeline *t = ud;
+    fp_pool_stats st;
+    (void)refused;
+    fp_pool_get_stats(p, &st);
+    int64_t a = st.allocated_bytes[FP_ALL].current, r = st.reserved_bytes[FP_ALL].current;
+    size_t k = i / t->step;
+    if ((uint64_t)a > t->amax[k])
+        t->amax[k] = (uint64_t)a;
+    if ((uint64_t)r > t->rmax[k])
+        t->rmax[k] = (uint64_t)r;
+    if (r > t->peak_r || (r == t->peak_r && a > t->a_at_r))
+        t->peak_r = r, t->a_at_r = a, t->at_r = i + 1;
+    if (a > t->peak_a)
+        t->peak_a = a, t->at_a = i + 1;
+    return 0;
+}
+
+static int timeline_init(timeline *t, size_t n)
+{
+    memset(t, 0, sizeof *t);
+    t->step = n / FP_REPORT_POINTS + (n % FP_REPORT_POINTS != 0);
+    t->step = t->step ? t->step : 1;
+    t->npoints = (n + t->step - 1) / t->step;
+    t->amax = calloc(t->npoints + 1, sizeof *t->amax);
+    t->rmax = calloc(t->npoints + 1, sizeof *t->rmax);
+    return t->amax && t->rmax ? 0 : ENOMEM;
+}
+
+/* ---- pass 2: the segment map ------------------------------------------------- */
+
+typedef struct segmap {
+    fp_html_segment *segs;
+    fp_html_block *blocks;
+    size_t nsegs, capsegs, nblocks, capblocks;
+    int err;
+} segmap;
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 256;
+    while (ncap < need)
+        ncap *= 2;
+    void *nv = realloc(*v, ncap * elem);
+    if (!nv)
+        return ENOMEM;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+static void on_segment(void *ud, uint64_t addr, size_t size, int small,
+                       const fp_block_info *b, size_t n)
+{
+    segmap *m = ud;
+    if (m->err || (m->err = grow((void **)&m->segs, &m->capsegs, m->nsegs + 1, sizeof *m->segs)) ||
+        (m->err = grow((void **)&m->blocks, &m->capblocks, m->nblocks + n, sizeof *m->blocks)))
+        return;
+    m->segs[m->nsegs++] = (fp_html_segment){addr, size, small, m->nblocks, n};
+    for (size_t i = 0; i < n; i++)
+        m->blocks[m->nblocks++] = (fp_html_block){b[i].size, b[i].requested, b[i].state};
+}
+
+static int stop_at(void *ud, fp_pool *p, size_t i, int refused)
+{
+    (void)p, (void)refused;
+    return i + 1 >= *(const size_t *)ud;
+}
+
+static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t events,
+                    segmap *m)
+{
+    fp_replay_hook h = {.after_event = stop_at, .ud = &events};
+    fp_replay_result r;
+    fp_pool *p;
+    memset(m, 0, sizeof *m);
+    int err = fp_replay_ex(t, &c->pool, budget, &h, &r, &p);
+    if (err)
+        return err;
+    fp_pool_walk(p, on_segment, m);
+    fp_pool_destroy(p, 1);
+    return m->err;
+}
+
+/* "reserved", "allocated", "end" or an event count -> events to replay. */
+static int pick_event(const char *at, const timeline *tl, size_t n, size_t *ev,
+                      const char **what)
+{
+    char *end;
+    if (!strcmp(at, "reserved"))
+        *ev = tl->at_r, *what = "peak reserved";
+    else if (!strcmp(at, "allocated"))
+        *ev = tl->at_a, *what = "peak allocated";
+    else if (!strcmp(at, "end"))
+        *ev = n, *what = "the end";
+    else if ((*ev = strtoull(at, &end, 10), *end == '\0' && end != at && *ev <= n))
+        *what = "the chosen event";
+    else
+        return EINVAL;
+    return 0;
+}
+
+static void histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
+{
+    memset(count, 0, FP_HIST_BINS * sizeof *count);
+    memset(bytes, 0, FP_HIST_BINS * sizeof *bytes);
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->ev[i].op != 'a')
+            continue;
+        uint64_t s = t->ev[i].size;
+        unsigned k = s ? 63u - (unsigned)__builtin_clzll(s) : 0;
+        count[k]++;
+        bytes[k] += s;
+    }
+}
+
+/* ---- the two kinds of input ---------------------------------------------------- */
+
+static int write_page(const char *out, const fp_html_page *pg)
+{
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        fprintf(stderr, "fragpool report: cannot write '%s': %s\n", out, strerror(errno));
+        return 1;
+    }
+    int err = fp_html_write(f, pg);
+    if (fclose(f) && !err)
+        err = errno;
+    if (err)
+        fprintf(stderr, "fragpool report: writing '%s': %s\n", out, strerror(err));
+    return err ? 1 : 0;
+}
+
+typedef struct trace_report {
+    timeline tl;
+    segmap map;
+    summaries sum;
+    uint64_t count[FP_HIST_BINS], bytes[FP_HIST_BINS];
+    char subtitle[512];
+} trace_report;
+
+static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, trace_report *rp,
+                   fp_html_page *pg)
+{
+    int err = timeline_init(&rp->tl, t->n);
+    fp_replay_hook h = {.after_event = on_event, .ud = &rp->tl};
+    fp_replay_result r;
+    fp_pool *p;
+    if (err || (err = fp_replay_ex(t, &c->pool, a->budget, &h, &r, &p)))
+        return err;
+    err = make_summaries(p, &r, c, a->budget, &rp->sum);
+    fp_pool_destroy(p, 1);
+    size_t ev;
+    const char *what;
+    if (pick_event(a->at, &rp->tl, t->n, &ev, &what)) {
+        fprintf(stderr, "fragpool report: bad --at '%s' (want reserved, allocated, end or an "
+                "event count up to %zu)\n", a->at, t->n);
+        return EINVAL;
+    }
+    if (!err)
+        err = snapshot(t, c, a->budget, ev, &rp->map);
+    histogram(t, rp->count, rp->bytes);
+    char budget[32] = "unlimited";
+    if (a->budget)
+        fp_format_size(a->budget, budget);
+    snprintf(rp->subtitle, sizeof rp->subtitle,
+             "%zu events replayed through PyTorch's rules on a simulated device; config: %s; "
+             "device budget: %s; %zu OOM%s", t->n,
+             a->conf && *a->conf ? a->conf : "PyTorch's defaults", budget, r.ooms,
+             r.ooms == 1 ? "" : "s");
+    *pg = (fp_html_page){
+        .title = base_name(a->input), .subtitle = rp->subtitle, .events = t->n,
+        .budget = a->budget, .step = rp->tl.step, .npoints = rp->tl.npoints,
+        .allocated_max = rp->tl.amax, .reserved_max = rp->tl.rmax, .snapshot_what = what,
+        .snapshot_event = ev, .segs = rp->map.segs, .nsegs = rp->map.nsegs,
+        .blocks = rp->map.blocks, .hist_count = rp->count, .hist_bytes = rp->bytes,
+        .summary_json = rp->sum.json, .summary_json_len = rp->sum.json_len,
+        .summary_text = rp->sum.text, .summary_text_len = rp->sum.text_len};
+    return err;
+}
+
+static void trace_report_free(trace_report *rp)
+{
+    free(rp->tl.amax);
+    free(rp->tl.rmax);
+    free(rp->map.segs);
+    free(rp->map.blocks);
+    free(rp->sum.json);
+    free(rp->sum.text);
+}
+
+static int report_trace(const report_args *a)
+{
+    fp_conf c;
+    fp_cli_conf(a->conf, &c);
+    fp_trace t;
+    char err[512];
+    if (fp_trace_load(a->input, &t, err, sizeof err)) {
+        fprintf(stderr, "fragpool report: %s\n", err);
+        return 1;
+    }
+    trace_report *rp = calloc(1, sizeof *rp);
+    fp_html_page pg;
+    int rc = !rp ? ENOMEM : collect(a, &t, &c, rp, &pg);
+    if (rc && rc != EINVAL)
+        fprintf(stderr, "fragpool report: out of host memory\n");
+    if (!rc && !(rc = write_page(a->out, &pg)))
+        printf("fragpool report: wrote %s: %zu timeline points, %zu segments at %s (after "
+               "event %zu of %zu)\n", a->out, pg.npoints, pg.nsegs, pg.snapshot_what,
+               pg.snapshot_event, t.n);
+    if (rp)
+        trace_report_free(rp);
+    free(rp);
+    fp_trace_free(&t);
+    return rc ? 1 : 0;
+}
+
+/* A JSON summary: checked to be one (docs/summary.md), then embedded. */
+static int report_summary(const report_args *a)
+{
+    char *text;
+    size_t len, errpos = 0;
+    int err = slurp(a->input, &text, &len);
+    if (err) {
+        fprintf(stderr, "fragpool report: cannot read '%s': %s\n", a->input, strerror(err));
+        return 1;
+    }
+    size_t cap = len / 2 + 16;
+    fp_jtok *tok = malloc(cap * sizeof *tok);
+    fp_jdoc d;
+    err = tok ? fp_jdoc_parse(&d, text, len, tok, cap, &errpos) : ENOMEM;
+    if (!err && (d.tok[0].type != FP_JOBJ || fp_jdoc_path(&d, "devices.0.reserved.peak") < 0))
+        err = EPROTO;
+    if (err)
+        fprintf(stderr, "fragpool report: %s: %s\n", a->input,
+                err == EINVAL ? "invalid JSON" : err == EPROTO ? "not a fragpool JSON summary"
+                                                               : "out of memory");
+    int rc = err ? 1 : 0;
+    if (!err) {
+        fp_html_page pg = {.title = base_name(a->input),
+                           .subtitle = "a JSON summary (docs/summary.md); replay a trace for "
+                                       "the timeline and the segment map",
+                           .summary_json = text, .summary_json_len = len};
+        rc = write_page(a->out, &pg);
+        if (!rc)
+            printf("fragpool report: wrote %s from the summary %s\n", a->out, a->input);
+    }
+    free(tok);
+    free(text);
+    return rc;
+}
 
 int fp_cmd_report(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "fragpool report: not built yet\n");
-    return 1;
+    report_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    return looks_like_json(a.input) ? report_summary(&a) : report_trace(&a);
 }

@@ -99,7 +99,7 @@ typedef struct fp_pool_stats {
     uint64_t num_gc_releases;            /* segments released by the GC        */
     uint64_t num_invalid_frees;          /* frees of pointers not live here    */
     size_t largest_free;                 /* largest free block now             */
-    size_t largest_free_at_peak;         /* largest free block at peak reserved*/
+    size_t largest_free_at_peak;         /* largest free block at peak allocated*/
 } fp_pool_stats;
 
 /* ---- the pool ------------------------------------------------------------ */

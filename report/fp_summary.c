@@ -359,7 +359,7 @@ static void fp_text_free(fp_sink *s, const fp_dev_report *d)
     fp_put_size(o, d->stats.largest_free);
     fp_puts(o, " now; ");
     fp_put_size(o, d->stats.largest_free_at_peak);
-    fp_puts(o, " at peak reserved");
+    fp_puts(o, " at peak allocated");
     fp_val_end(&v, s, "Largest free block");
     o = fp_val_begin(&v);
     fp_put_size(o, d->idle_now);

@@ -278,7 +278,7 @@ static void text_extras(void **state)
     make_run(3);
     const char *t = text_summary();
     has(t, "| Fragmentation at peak | 25.0% (1 - peak allocated 3.00 GiB / peak");
-    has(t, "| Largest free block    | 512.00 MiB now; 1024.00 MiB at peak reserved");
+    has(t, "| Largest free block    | 512.00 MiB now; 1024.00 MiB at peak allocated");
     has(t, "| Idle in cached blocks | 1024.00 MiB reserved but not allocated, now");
     has(t, "| Free on the device    | 100.00 GiB of 140.00 GiB");
     has(t, "| Served from cache     | 990 of 1000 allocations (99.0%)");

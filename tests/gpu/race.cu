@@ -8,16 +8,27 @@
 //     A while the kernel ran), and
 //   - B must hold exactly B's pattern (the kernel's write-back never landed
 //     in B).
-// Four variants, round-robin over the trials:
-//   0 sync_free+stream : cudaFree(A); cudaMalloc(B); cudaMemsetAsync(B) on a 2nd non-blocking stream
-//   1 sync_free+legacy : cudaFree(A); cudaMalloc(B); kernel writes B on the legacy default stream
-//   2 async_free+stream: cudaFreeAsync(A,s1); cudaMallocAsync(B,s2); cudaMemsetAsync(B,s2)
-//   3 async_free+legacy: cudaFreeAsync(A,s1); cudaMalloc(B); kernel writes B on the legacy default stream
+// Eight variants, round-robin over the trials (the slow kernel runs on s1, a
+// non-blocking stream, unless the variant says otherwise):
+//   0 sync_free+stream     cudaFree(A); cudaMalloc(B); cudaMemsetAsync(B) on s2 (non-blocking)
+//   1 sync_free+legacy     cudaFree(A); cudaMalloc(B); kernel writes B on the legacy default stream
+//   2 async_free+stream    cudaFreeAsync(A,s1); cudaMallocAsync(B,s2); cudaMemsetAsync(B,s2)
+//   3 async_free+legacy    cudaFreeAsync(A,s1); cudaMalloc(B); kernel writes B on the legacy stream
+//   4 destroyed_stream     slow kernel on a fresh non-blocking stream that is destroyed
+//                          (legal, work pending) before cudaFree(A); B as in 0
+//   5 per_thread_stream    slow kernel on cudaStreamPerThread; B as in 0
+//   6 priority_stream      slow kernel on a non-blocking stream of the highest priority; B as in 0
+//   7 blocking_stream      slow kernel on a blocking stream (cudaStreamCreate); B as in 0
+// Every 4th round of variants uses 512 KiB instead of the large size, so the
+// small pool is exercised too.  A correct allocator may hand out A's memory
+// as B only once the slow kernel is done (cudaFree synchronizes the device;
+// cudaFreeAsync is stream-ordered), so no trial may see the other's data.
 // A sensitivity control (no free: A itself is written on s2 while the slow
 // kernel runs) shows that the detector sees a real overlap; if it never
 // does, the test proves nothing and says so.
 //
 // Usage: race [trials=1000] [spin_us=1500] [MiB=64]
+// (The program makes no fragpool-specific call: run it plain as the control.)
 // Prints "CHECK race OK <ok>/<trials>" (exit 0), "CHECK race FAIL ..." (exit 1)
 // or "CHECK race INCONCLUSIVE ..." when the detector is insensitive (exit 2).
 #include <cuda_runtime.h>
@@ -83,8 +94,10 @@ __global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t v, unsigned 
         atomicAdd(bad, local);
 }
 
-static const char *const variant_name[4] = {"sync_free+stream", "sync_free+legacy",
-                                            "async_free+stream", "async_free+legacy"};
+enum { NVAR = 8 };
+static const char *const variant_name[NVAR] = {
+    "sync_free+stream",  "sync_free+legacy",  "async_free+stream", "async_free+legacy",
+    "destroyed_stream",  "per_thread_stream", "priority_stream",   "blocking_stream"};
 
 int main(int argc, char **argv)
 {
@@ -98,7 +111,7 @@ int main(int argc, char **argv)
     if (mib == 0)
         mib = 64;
     const int sens_trials = 40;
-    const size_t bytes = mib << 20, n = bytes / 4;
+    const size_t big = mib << 20, small = 512u << 10;
     const uint64_t spin_ns = (uint64_t)spin_us * 1000;
     auto t_start = std::chrono::steady_clock::now();
 
@@ -106,12 +119,16 @@ int main(int argc, char **argv)
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     const unsigned slow_grid = (unsigned)prop.multiProcessorCount * 2, grid = 1024;
-    std::printf("RACE device \"%s\" trials %d spin %ld us size %zu MiB\n", prop.name, trials,
-                spin_us, mib);
+    std::printf("RACE device \"%s\" trials %d spin %ld us size %zu MiB (every 4th round 512 KiB)\n",
+                prop.name, trials, spin_us, mib);
 
-    cudaStream_t s1, s2;
+    cudaStream_t s1, s2, sprio, sblock;
+    int prio_lo = 0, prio_hi = 0;
+    CK(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
     CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithPriority(&sprio, cudaStreamNonBlocking, prio_hi));
+    CK(cudaStreamCreate(&sblock));
     // per-trial counters: [t] what the slow kernel saw in A, [trials+t] bad words of B
     const int nslots = 2 * trials + sens_trials;
     unsigned long long *dbad = nullptr;
@@ -121,40 +138,53 @@ int main(int argc, char **argv)
 
     std::vector<int> reused(trials, 0);
     for (int t = 0; t < trials; t++) {
-        const int var = t % 4;
+        const int var = t % NVAR;
+        const size_t bytes = (t / NVAR) % 4 == 3 ? small : big, n = bytes / 4;
         const uint32_t v = 0x10000000u | (uint32_t)t;      // never 0x5A5A5A5A, ~v never either
         const uint32_t pb = 0xB0000000u | (uint32_t)t;     // B's kernel pattern
-        const bool async_a = var >= 2;
+        const bool async_a = var == 2 || var == 3;
+        cudaStream_t ks = s1, fresh = nullptr;             // where the slow kernel runs
+        if (var == 4) {
+            CK(cudaStreamCreateWithFlags(&fresh, cudaStreamNonBlocking));
+            ks = fresh;
+        } else if (var == 5) {
+            ks = cudaStreamPerThread;
+        } else if (var == 6) {
+            ks = sprio;
+        } else if (var == 7) {
+            ks = sblock;
+        }
         uint32_t *a = nullptr, *b = nullptr;
         if (async_a)
             CK(cudaMallocAsync((void **)&a, bytes, s1));
         else
             CK(cudaMalloc((void **)&a, bytes));
-        fill_kernel<<<grid, 256, 0, s1>>>(a, n, v);
+        fill_kernel<<<grid, 256, 0, async_a ? s1 : ks>>>(a, n, v);
         CK(cudaGetLastError());
-        CK(cudaStreamSynchronize(s1));
-        slow_kernel<<<slow_grid, 256, 0, s1>>>(a, n, v, spin_ns, dbad + t);
+        CK(cudaDeviceSynchronize());
+        slow_kernel<<<slow_grid, 256, 0, ks>>>(a, n, v, spin_ns, dbad + t);
         CK(cudaGetLastError());
-        cudaStream_t bs;
-        uint32_t expect_b;
+        if (fresh)
+            CK(cudaStreamDestroy(fresh));   // legal with work pending: it completes
         if (async_a)
             CK(cudaFreeAsync(a, s1));
         else
             CK(cudaFree(a));
-        if (var == 2) {
+        if (var == 2)
             CK(cudaMallocAsync((void **)&b, bytes, s2));
-        } else {
+        else
             CK(cudaMalloc((void **)&b, bytes));
-        }
-        if (var == 0 || var == 2) {
-            bs = s2;
-            expect_b = 0x5A5A5A5Au;
-            CK(cudaMemsetAsync(b, 0x5A, bytes, s2));
-        } else {
+        cudaStream_t bs;
+        uint32_t expect_b;
+        if (var == 1 || var == 3) {
             bs = (cudaStream_t)0;   // the legacy default stream: no order with s1
             expect_b = pb;
             fill_kernel<<<grid, 256, 0, bs>>>(b, n, pb);
             CK(cudaGetLastError());
+        } else {
+            bs = s2;
+            expect_b = 0x5A5A5A5Au;
+            CK(cudaMemsetAsync(b, 0x5A, bytes, s2));
         }
         CK(cudaDeviceSynchronize());
         verify_kernel<<<grid, 256, 0, bs>>>(b, n, expect_b, dbad + trials + t);
@@ -170,6 +200,7 @@ int main(int argc, char **argv)
     // Sensitivity: the same detector with a real overlap (A written on s2
     // while the slow kernel runs on s1).
     {
+        const size_t bytes = big, n = bytes / 4;
         uint32_t *a = nullptr;
         CK(cudaMalloc((void **)&a, bytes));
         for (int t = 0; t < sens_trials; t++) {
@@ -190,11 +221,13 @@ int main(int argc, char **argv)
     CK(cudaFree(dbad));
     CK(cudaStreamDestroy(s1));
     CK(cudaStreamDestroy(s2));
+    CK(cudaStreamDestroy(sprio));
+    CK(cudaStreamDestroy(sblock));
 
-    int corrupted = 0, per_var[4] = {0, 0, 0, 0}, per_var_n[4] = {0, 0, 0, 0},
-        per_var_reused[4] = {0, 0, 0, 0}, sens = 0, shown = 0;
+    int corrupted = 0, per_var[NVAR] = {0}, per_var_n[NVAR] = {0}, per_var_reused[NVAR] = {0},
+        sens = 0, shown = 0;
     for (int t = 0; t < trials; t++) {
-        int var = t % 4;
+        int var = t % NVAR;
         per_var_n[var]++;
         per_var_reused[var] += reused[t];
         if (bad[t] || bad[trials + t]) {
@@ -209,7 +242,7 @@ int main(int argc, char **argv)
     }
     for (int t = 0; t < sens_trials; t++)
         sens += bad[2 * trials + t] != 0;
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < NVAR; v++)
         std::printf("RACE variant %s trials %d corrupted %d B_overlapped_A %d\n", variant_name[v],
                     per_var_n[v], per_var[v], per_var_reused[v]);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
