@@ -141,6 +141,12 @@ int  fp_pool_free(fp_pool *p, uint64_t addr);
 int  fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket);
 int  fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket);
 int  fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size);
+/* fp_pool_reclaim for n blocks under one lock; returns how many were
+ * still pending under their tickets (and are now free). */
+typedef struct fp_claim {
+    uint64_t addr, ticket;
+} fp_claim;
+size_t fp_pool_reclaim_n(fp_pool *p, const fp_claim *v, size_t n);
 
 /* Like fp_pool_alloc but never reserves a segment: EAGAIN when the cache
  * holds no block for the request. */
@@ -160,6 +166,8 @@ int  fp_pool_empty_cache(fp_pool *p);
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);
 void fp_pool_last_oom(fp_pool *p, fp_oom_info *out);
 const fp_pool_opts *fp_pool_get_opts(const fp_pool *p);
+/* Bytes reserved now, read without the lock (may be a moment stale). */
+size_t fp_pool_reserved_bytes(const fp_pool *p);
 /* Bytes held in free blocks (reserved but idle). */
 size_t fp_pool_idle_bytes(fp_pool *p);
 

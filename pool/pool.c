@@ -563,6 +563,22 @@ int fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket)
     return b ? 0 : EINVAL;
 }
 
+size_t fp_pool_reclaim_n(fp_pool *p, const fp_claim *v, size_t n)
+{
+    size_t done = 0;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < n; i++) {
+        fp_block *b = pending_block(p, v[i].addr, v[i].ticket);
+        if (b) {
+            fp_map_take(&p->live, b->addr);
+            free_block(p, b);
+            done++;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return done;
+}
+
 int fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size)
 {
     pthread_mutex_lock(&p->lock);
@@ -702,6 +718,11 @@ void fp_pool_last_oom(fp_pool *p, fp_oom_info *out)
 const fp_pool_opts *fp_pool_get_opts(const fp_pool *p)
 {
     return &p->opts;
+}
+
+size_t fp_pool_reserved_bytes(const fp_pool *p)
+{
+    return (size_t)__atomic_load_n(&p->st.reserved_bytes[FP_ALL].current, __ATOMIC_RELAXED);
 }
 
 size_t fp_pool_idle_bytes(fp_pool *p)

@@ -109,9 +109,9 @@ typedef struct fp_defer {
     int nspare;
     size_t pending_bytes;    /* bytes in q                                 */
     size_t open_bytes, open_count; /* not sealed yet                       */
-    uint64_t last_seal_ns;
     fp_pending recent[FP_RECENT]; /* last async frees, for same-stream use */
     size_t nrecent;
+    atomic_bool nrecent_any;   /* any async free remembered (lock-free peek) */
 } fp_defer;
 
 /* shim_pools.c */
@@ -129,6 +129,7 @@ typedef struct fp_ctx_pool {
 int  fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async);
 int  fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr);
 void fp_defer_synchronized(fp_ctx_pool *d);
+void fp_defer_reclaim_all_locked(fp_ctx_pool *d);
 void fp_defer_forget(fp_ctx_pool *d);
 
 /* shim_streams.c */
@@ -139,13 +140,20 @@ size_t fp_streams_count(CUcontext ctx);
 /* Calls passed to the driver, by kind (FP_PT_* of fp_report.h). */
 typedef int fp_pt_kind;
 extern atomic_ullong fp_passthrough[FP_PT_NKINDS];
-extern atomic_ullong fp_alloc_ns;
+extern atomic_ullong fp_alloc_ticks;   /* time in the allocator, fp_ticks */
+
+/* shim_clock.c */
+uint64_t fp_ticks(void);
+void     fp_clock_start(void);
+uint64_t fp_ticks_to_ns(uint64_t ticks);
 
 /* The pool of the calling thread's current context, created on first use;
  * NULL when there is no current context (the caller forwards the call). */
 fp_ctx_pool *fp_pools_current(void);
 /* The pool of the current context if it has one already, or NULL. */
 fp_ctx_pool *fp_pools_current_existing(void);
+/* Calls fn on every pool in use until it returns true; returns that pool. */
+fp_ctx_pool *fp_pools_find(bool (*fn)(fp_ctx_pool *d, void *ud), void *ud);
 /* The pool whose segments hold addr, or NULL. */
 fp_ctx_pool *fp_pools_owner(uint64_t addr);
 /* Forgets every pool of ctx (or of dev's primary context when ctx NULL). */

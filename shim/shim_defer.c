@@ -25,18 +25,13 @@
 #include "shim.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define FP_SEAL_BLOCKS 256             /* seal after this many frees ...   */
-#define FP_SEAL_BYTES (64u << 20)      /* ... or this many bytes ...       */
-#define FP_SEAL_NS 50000u              /* ... or this long since the last  */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* A fence costs an event record per stream (~0.2-0.3 us on an H200), so
+ * frees are sealed in batches: every FP_SEAL_BLOCKS frees, or once the
+ * open bytes pass a quarter of what the pool reserves (at least
+ * FP_SEAL_BYTES), which bounds the memory that waits for a fence. */
+#define FP_SEAL_BLOCKS 16
+#define FP_SEAL_BYTES ((size_t)256 << 20)
 
 /* ---- the pending queue -------------------------------------------------- */
 
@@ -59,15 +54,24 @@ static int q_push(fp_defer *f, const fp_pending *e)
     return 0;
 }
 
-/* Reclaims every entry before q position end. */
+/* Reclaims every entry before q position end, in batches of one pool
+ * lock each.  Stale tickets (blocks reused since) are skipped by the pool. */
 static void reclaim_until(fp_ctx_pool *d, uint64_t end)
 {
     fp_defer *f = &d->defer;
+    fp_claim batch[64];
+    size_t n = 0;
     for (; f->head < end; f->head++) {
         fp_pending *e = &f->q[f->head & (f->qcap - 1)];
         f->pending_bytes -= e->size;
-        fp_pool_reclaim(d->pool, e->addr, e->ticket); /* stale tickets: no-op */
+        batch[n++] = (fp_claim){e->addr, e->ticket};
+        if (n == 64) {
+            fp_pool_reclaim_n(d->pool, batch, n);
+            n = 0;
+        }
     }
+    if (n)
+        fp_pool_reclaim_n(d->pool, batch, n);
 }
 
 /* ---- events and fences ---------------------------------------------------- */
@@ -132,7 +136,6 @@ static bool seal(fp_ctx_pool *d)
     f->nfences++;
     f->open_bytes = 0;
     f->open_count = 0;
-    f->last_seal_ns = now_ns();
     d->nfences_sealed++;
     return true;
 }
@@ -161,19 +164,32 @@ static void pop_fence(fp_ctx_pool *d)
     f->nfences--;
 }
 
-static void poll(fp_ctx_pool *d)
+/* Reclaims every completed fence, oldest first; true when any was. */
+static bool poll(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
-    while (f->nfences && fence_done(&f->fences[0]))
+    bool any = false;
+    while (f->nfences && fence_done(&f->fences[0])) {
         pop_fence(d);
+        any = true;
+    }
+    return any;
 }
 
-static void maybe_seal(fp_ctx_pool *d)
+static bool seal_due(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
-    if (f->open_count && (f->open_count >= FP_SEAL_BLOCKS || f->open_bytes >= FP_SEAL_BYTES ||
-                          now_ns() - f->last_seal_ns >= FP_SEAL_NS))
-        seal(d);
+    size_t quarter = fp_pool_reserved_bytes(d->pool) / 4;
+    size_t limit = quarter > FP_SEAL_BYTES ? quarter : FP_SEAL_BYTES;
+    return f->open_count >= FP_SEAL_BLOCKS || f->open_bytes >= limit;
+}
+
+/* A fence needs the pool's context current: CU_STREAM_LEGACY means the
+ * legacy stream of the current context. */
+static bool ctx_is_current(const fp_ctx_pool *d)
+{
+    CUcontext cur = NULL;
+    return fp_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx;
 }
 
 /* ---- the shim's entry points --------------------------------------------- */
@@ -190,7 +206,10 @@ int fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async)
         if (async) {
             d->defer.recent[d->defer.nrecent % FP_RECENT] = e;
             d->defer.nrecent++;
+            atomic_store_explicit(&d->defer.nrecent_any, true, memory_order_relaxed);
         }
+        if (seal_due(d) && ctx_is_current(d))
+            seal(d);
     } else {
         /* No room to remember it: make it safe the slow way. */
         fp_pools_sync(d);
@@ -217,42 +236,43 @@ static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *a
     return false;
 }
 
-/* Makes pending memory reusable before the pool grows: wait for fences,
- * oldest first, then synchronize for what no fence covers yet.  Returns
- * true when anything was reclaimed. */
+/* The cache missed: make pending memory reusable before the pool may
+ * grow.  In order: reclaim completed fences (cuEventQuery, no waiting);
+ * seal what is still open; wait for the oldest fence; and when no fence
+ * can be made (an event failed), synchronize the context.  Returns true
+ * when anything was reclaimed, false when nothing is pending or while a
+ * capture forbids waiting. */
 static bool drain_some(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
-    if (fp_streams_capturing() || f->head == f->tail)
+    if (f->head == f->tail || fp_streams_capturing())
         return false;
-    if (f->nfences) {
-        fence_wait(&f->fences[0]);
-        pop_fence(d);
-        d->nfence_waits++;
+    if (poll(d))
         return true;
-    }
-    if (fp_pools_sync(d) == 0) {
-        reclaim_until(d, f->tail);
-        f->open_bytes = 0;
-        f->open_count = 0;
+    uint64_t open_from = f->nfences ? f->fences[f->nfences - 1].end : f->head;
+    if (open_from < f->tail && !seal(d)) {
+        if (fp_pools_sync(d) != 0)
+            return false;
+        fp_defer_reclaim_all_locked(d);
         d->nsyncs++;
         return true;
     }
-    return false;
+    fence_wait(&f->fences[0]);
+    pop_fence(d);
+    d->nfence_waits++;
+    return true;
 }
 
 int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr)
 {
     fp_defer *f = &d->defer;
-    pthread_mutex_lock(&f->lock);
-    bool hit = async && reuse_on_stream(d, size, s, addr);
-    if (!hit) {
-        poll(d);
-        maybe_seal(d);
+    if (async && atomic_load_explicit(&f->nrecent_any, memory_order_relaxed)) {
+        pthread_mutex_lock(&f->lock);
+        bool hit = reuse_on_stream(d, size, s, addr);
+        pthread_mutex_unlock(&f->lock);
+        if (hit)
+            return 0;
     }
-    pthread_mutex_unlock(&f->lock);
-    if (hit)
-        return 0;
     int err;
     while ((err = fp_pool_alloc_cached(d->pool, size, addr)) == EAGAIN) {
         pthread_mutex_lock(&f->lock);
@@ -264,17 +284,24 @@ int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t
     return err;
 }
 
-/* The context has just been synchronized: everything pending is safe. */
-void fp_defer_synchronized(fp_ctx_pool *d)
+/* Everything queued so far is known complete: reclaim it all. */
+void fp_defer_reclaim_all_locked(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
-    pthread_mutex_lock(&f->lock);
     reclaim_until(d, f->tail);
     for (int i = 0; i < f->nfences; i++)
         fence_drop_events(f, &f->fences[i]);
     f->nfences = 0;
     f->open_bytes = 0;
     f->open_count = 0;
+}
+
+/* The context has just been synchronized: everything pending is safe. */
+void fp_defer_synchronized(fp_ctx_pool *d)
+{
+    fp_defer *f = &d->defer;
+    pthread_mutex_lock(&f->lock);
+    fp_defer_reclaim_all_locked(d);
     pthread_mutex_unlock(&f->lock);
 }
 

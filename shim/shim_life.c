@@ -129,6 +129,7 @@ static void setup(void)
     if (fp_real_resolve() != 0)
         return;
     fp_hooks_resolve();
+    fp_clock_start();
     fp_trace_open();
     if (fp_shim.conf.dump_on_sigusr1)
         arm_sigusr1();

@@ -13,11 +13,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-static uint64_t now_ns(void)
+static void add_time(uint64_t t0)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    atomic_fetch_add_explicit(&fp_alloc_ticks, fp_ticks() - t0, memory_order_relaxed);
 }
 
 static void count(int k)
@@ -65,10 +63,10 @@ static bool deferred(void)
 static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s,
                            bool async)
 {
-    uint64_t t0 = now_ns(), addr = 0;
+    uint64_t t0 = fp_ticks(), addr = 0;
     int err = deferred() ? fp_defer_alloc(d, size, s, async, &addr)
                          : fp_pool_alloc(d->pool, size, &addr);
-    atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
+    add_time(t0);
     atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
     debug_check(d);
     if (!err) {
@@ -92,35 +90,79 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return pool_alloc(d, dptr, bytesize, NULL, false);
 }
 
-/* Frees a block of d.  Deferred: it stays pending until the work queued
- * before this free has finished (shim_defer.c).  Sync: the caller has
- * synchronized already, as cuMemFree does. */
-static CUresult pool_free(fp_ctx_pool *d, CUdeviceptr p, CUstream s, bool async,
-                          const char *who)
+static void invalid_free(const char *who, CUdeviceptr p)
 {
-    uint64_t t0 = now_ns();
-    trace_block(d, 'f', p, s);
-    int err = deferred() ? fp_defer_free(d, p, s, async) : fp_pool_free(d->pool, p);
-    atomic_fetch_add_explicit(&fp_alloc_ns, now_ns() - t0, memory_order_relaxed);
-    debug_check(d);
-    if (!err)
-        return CUDA_SUCCESS;
     fp_say("%s(0x%llx): not the start of a live allocation (double free or interior pointer); "
            "nothing was freed, returning CUDA_ERROR_INVALID_VALUE", who, (unsigned long long)p);
-    return CUDA_ERROR_INVALID_VALUE;
+}
+
+typedef struct defer_req {
+    CUdeviceptr p;
+    CUstream s;
+    bool async;
+} defer_req;
+
+static bool try_defer(fp_ctx_pool *d, void *ud)
+{
+    const defer_req *r = ud;
+    trace_block(d, 'f', r->p, r->s);
+    if (fp_defer_free(d, r->p, r->s, r->async) != 0)
+        return false;
+    debug_check(d);
+    return true;
+}
+
+/* Gives p back to the pool that holds it.  Deferred: no driver call; the
+ * block stays pending until the work queued before this free has
+ * finished (shim_defer.c).  Sync: synchronize first, as cuMemFree does
+ * (sync is the stream's synchronize for cuMemFreeAsync, NULL for the
+ * context's).  Returns 1 when p is no block of fragpool's (the caller
+ * forwards it), else 0 with *res set. */
+static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchronize sync,
+                   const char *who, CUresult *res)
+{
+    uint64_t t0 = fp_ticks();
+    defer_req req = {p, s, async};
+    *res = CUDA_SUCCESS;
+    if (deferred() && fp_pools_find(try_defer, &req)) {
+        add_time(t0);
+        return 0;
+    }
+    fp_ctx_pool *d = fp_pools_owner(p);
+    if (!d)
+        return 1;
+    if (deferred()) {
+        invalid_free(who, p);
+        *res = CUDA_ERROR_INVALID_VALUE;
+        return 0;
+    }
+    if (!atomic_load(&fp_shim.exiting)) {
+        CUresult r = sync ? sync(s) : (fp_pools_sync(d) ? fp_pools_last_error() : CUDA_SUCCESS);
+        if (r != CUDA_SUCCESS) {
+            *res = r ? r : CUDA_ERROR_UNKNOWN;
+            return 0;
+        }
+    }
+    t0 = fp_ticks();
+    trace_block(d, 'f', p, s);
+    int err = fp_pool_free(d->pool, p);
+    add_time(t0);
+    debug_check(d);
+    if (err) {
+        invalid_free(who, p);
+        *res = CUDA_ERROR_INVALID_VALUE;
+    }
+    return 0;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    fp_ctx_pool *d = dptr && fp_shim_init() ? fp_pools_owner(dptr) : NULL;
-    if (!d) {
-        if (dptr)
-            count(FP_PT_OTHER);
-        return fp_real.cuMemFree_v2 ? fp_real.cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED;
-    }
-    if (!deferred() && fp_pools_sync(d))
-        return fp_pools_last_error() ? fp_pools_last_error() : CUDA_ERROR_UNKNOWN;
-    return pool_free(d, dptr, NULL, false, "cuMemFree");
+    CUresult res;
+    if (dptr && fp_shim_init() && release(dptr, NULL, false, NULL, "cuMemFree", &res) == 0)
+        return res;
+    if (dptr)
+        count(FP_PT_OTHER);
+    return fp_real.cuMemFree_v2 ? fp_real.cuMemFree_v2(dptr) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 /* The driver's pitch rule: rows padded to the pitch alignment. */
@@ -172,25 +214,18 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
                            fp_PFN_cuStreamIsCapturing is_capturing,
                            fp_PFN_cuStreamSynchronize sync)
 {
-    fp_ctx_pool *d = p && fp_shim_init() ? fp_pools_owner(p) : NULL;
-    if (!d) {
-        if (p)
-            count(FP_PT_OTHER);
-        return real ? real(p, s) : CUDA_ERROR_NOT_SUPPORTED;
-    }
-    if (capturing(is_capturing, s)) {
+    if (p && fp_shim_init() && fp_pools_owner(p) && capturing(is_capturing, s)) {
         fp_say("cuMemFreeAsync(0x%llx) during stream capture of a block fragpool owns: "
                "unsupported, the block stays allocated; returning "
                "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", (unsigned long long)p);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    /* Work queued on s before the free may still use the block. */
-    if (!deferred() && !atomic_load(&fp_shim.exiting)) {
-        CUresult r = sync(s);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    return pool_free(d, p, s, true, "cuMemFreeAsync");
+    CUresult res;
+    if (p && fp_shim_init() && release(p, s, true, sync, "cuMemFreeAsync", &res) == 0)
+        return res;
+    if (p)
+        count(FP_PT_OTHER);
+    return real ? real(p, s) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)

@@ -24,7 +24,7 @@ static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local CUresult last_error;
 
 atomic_ullong fp_passthrough[FP_PT_NKINDS];
-atomic_ullong fp_alloc_ns;
+atomic_ullong fp_alloc_ticks;
 
 CUresult fp_pools_last_error(void)
 {
@@ -145,6 +145,15 @@ fp_ctx_pool *fp_pools_current_existing(void)
     if (fp_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return NULL;
     return find_ctx(ctx);
+}
+
+fp_ctx_pool *fp_pools_find(bool (*fn)(fp_ctx_pool *d, void *ud), void *ud)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (!atomic_load(&pools[i].retired) && fn(&pools[i], ud))
+            return &pools[i];
+    return NULL;
 }
 
 fp_ctx_pool *fp_pools_owner(uint64_t addr)
