@@ -14,6 +14,7 @@ int fp_cmd_run(int argc, char **argv);
 int fp_cmd_demo(int argc, char **argv);
 int fp_cmd_merge(int argc, char **argv);
 int fp_cmd_report(int argc, char **argv);
+int fp_cmd_config(int argc, char **argv);
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes.  0, or EINVAL. */
 int fp_parse_size(const char *s, size_t *out);

@@ -25,6 +25,7 @@ static const char usage[] =
     "  report TRACE|SUMMARY.json -o OUT.html\n"
     "                                       a self-contained HTML report\n"
     "  merge SUMMARY.json...                one table of several ranks' JSON summaries\n"
+    "  config [K:V,...]                     list every FRAGPOOL_CONF key, or check a setting\n"
     "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n";
 
 int fp_parse_size(const char *s, size_t *out)
@@ -88,7 +89,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"demo", fp_cmd_demo},     {"run", fp_cmd_run},   {"replay", fp_cmd_replay},
-                {"tune", fp_cmd_tune},     {"merge", fp_cmd_merge}, {"report", fp_cmd_report}};
+                {"tune", fp_cmd_tune},     {"merge", fp_cmd_merge}, {"report", fp_cmd_report},
+                {"config", fp_cmd_config}};
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -1,0 +1,36 @@
+/* cmd_config.c - `fragpool config [K:V,...]`: every key of the option
+ * table with its default, accepted values and meaning; with an argument,
+ * that text is checked as FRAGPOOL_CONF would be and the effective
+ * configuration is printed (exit status 1 when it has problems). */
+#include "cli.h"
+#include <stdio.h>
+
+static void print_problem(void *ud, const char *line)
+{
+    (void)ud;
+    fprintf(stderr, "%s\n", line);
+}
+
+static void print_table(void)
+{
+    for (size_t i = 0; i < fp_conf_noptions(); i++) {
+        const fp_option *o = fp_conf_option(i);
+        printf("%-30s default %-10s %s\n", o->name, o->deflt, o->range);
+        printf("%-30s %s\n", "", o->help);
+    }
+}
+
+int fp_cmd_config(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_table();
+        return 0;
+    }
+    fp_conf c;
+    fp_conf_default(&c);
+    int problems = fp_conf_parse(argv[1], &c, print_problem, NULL);
+    char buf[4096];
+    fp_conf_format(&c, buf, sizeof buf);
+    printf("%s\n", buf);
+    return problems ? 1 : 0;
+}

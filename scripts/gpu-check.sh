@@ -1,0 +1,515 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh - every GPU check of fragpool in one run (docs/gpu.md).
+#
+# Builds fragpool and the GPU programs of tests/gpu (cmake; nvcc directly if
+# the CMake build of those cannot be had), then runs each check under
+# `timeout`, the fragpool runs with
+#   LD_PRELOAD=libfragpool.so FRAGPOOL_CONF=summary_format:json,summary:$OUT_DIR/<check>-%p.json
+# and judges each from its exit status, its "CHECK ..." line and, for the
+# fragpool runs, the JSON summary (the pool must have served the
+# allocations: allocs > 0, cache_hits > 0, reserve_calls <= allocs / 2).
+# Checks that cannot run (no torch, no jax, ...) are SKIP with the reason.
+#
+# Usage: scripts/gpu-check.sh            (from anywhere; runs in the repo root)
+# Environment:
+#   OUT                  where results go (default /tmp/fragpool-gpu): log.txt,
+#                        <check>.out, <check>-<pid>.json, results.tsv
+#   GPU_CHECK_BUDGET_S   wall-clock budget for the whole run (default 540 s);
+#                        checks that would start past it are SKIP
+#   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
+#   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
+#   GPU_CHECK_ONLY       space-separated check groups to run (default all):
+#                        alloc race pitch train cupy jax bench
+# Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
+# results table and "N passed, N failed, N skipped".
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+OUT_DIR=${OUT:-/tmp/fragpool-gpu}
+mkdir -p "$OUT_DIR" || exit 1
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
+BUILD_DIR=${GPU_CHECK_BUILD_DIR:-build-gpu}
+case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
+ONLY=${GPU_CHECK_ONLY:-alloc race pitch train cupy jax bench}
+EXTRA_CONF=${GPU_CHECK_CONF:-}
+BIN=$BUILD_DIR/bin/gpu
+LIB=$BUILD_DIR/lib/libfragpool.so
+START=$SECONDS
+
+# The runs set these themselves.
+unset LD_PRELOAD FRAGPOOL_CONF PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF
+
+# fragpool's summary path must be < 256 bytes and hold no ',' (FRAGPOOL_CONF
+# syntax); otherwise write the JSON elsewhere and copy it at the end.
+JSON_DIR=$OUT_DIR
+if [ ${#OUT_DIR} -gt 180 ] || [[ $OUT_DIR == *[,\[\]]* ]]; then
+  JSON_DIR=$(mktemp -d /tmp/fpgpu-json.XXXXXX)
+fi
+
+RES_NAME=() RES_RESULT=() RES_NOTE=()
+STEP_RC=0 STEP_SECS=0 STEP_SKIPPED=0 STEP_T=0
+
+left() { echo $((BUDGET_S - (SECONDS - START))); }
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+
+record() {   # NAME RESULT NOTE
+  RES_NAME+=("$1") RES_RESULT+=("$2") RES_NOTE+=("$3")
+  printf '>>> %s: %s  %s\n' "$1" "$2" "$3"
+}
+
+# run_step NAME TIMEOUT [VAR=VALUE ...] -- CMD ARGS...
+# Runs CMD with the variables set, under timeout, output to $OUT_DIR/NAME.out
+# (and to the log); sets STEP_RC, STEP_SECS, STEP_SKIPPED.
+run_step() {
+  local name=$1 t=$2 l t0
+  shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  STEP_SKIPPED=0 STEP_SECS=0
+  l=$(left)
+  if [ "$l" -lt 20 ]; then
+    echo "=== $name: not run, the time budget (${BUDGET_S}s) is spent"
+    STEP_SKIPPED=1 STEP_RC=125
+    return
+  fi
+  [ "$t" -gt $((l - 10)) ] && t=$((l - 10))
+  STEP_T=$t
+  echo "=== $name (timeout ${t}s): ${envs[*]} $*"
+  t0=$SECONDS
+  timeout -k 10 "$t" env "${envs[@]}" "$@" </dev/null >"$OUT_DIR/$name.out" 2>&1
+  STEP_RC=$?
+  STEP_SECS=$((SECONDS - t0))
+  local n
+  n=$(wc -l <"$OUT_DIR/$name.out")
+  if [ "$n" -gt 300 ]; then
+    head -n 60 "$OUT_DIR/$name.out"
+    echo "... ($((n - 260)) lines left out here; all in $OUT_DIR/$name.out) ..."
+    tail -n 200 "$OUT_DIR/$name.out"
+  else
+    cat "$OUT_DIR/$name.out"
+  fi
+  echo "=== $name: exit status $STEP_RC after ${STEP_SECS}s"
+}
+
+# The environment of a fragpool run of check NAME.
+fp_env() {
+  local conf="summary_format:json,summary:$JSON_DIR/$1-%p.json"
+  [ -n "${2:-}" ] && conf="$conf,$2"
+  [ -n "$EXTRA_CONF" ] && conf="$conf,$EXTRA_CONF"
+  FPENV=("LD_PRELOAD=$LIB" "FRAGPOOL_CONF=$conf")
+}
+
+# fp_json NAME MODE: sums the JSON summaries of check NAME; prints the key
+# numbers; status 0 when they show that fragpool served the allocations.
+# MODE strict: allocs > 0, cache_hits > 0, reserve_calls <= allocs/2;
+# MODE served: allocs > 0.  Both: no invalid frees, no config errors.
+fp_json() {
+  python3 - "$JSON_DIR" "$1" "$2" <<'PY'
+import glob, json, os, sys
+d, name, mode = sys.argv[1:4]
+files = sorted(glob.glob(os.path.join(d, name + "-*.json")))
+if not files:
+    print("no fragpool JSON summary written (fragpool not loaded, or the process died)")
+    sys.exit(1)
+t = dict(allocs=0, cache_hits=0, reserve_calls=0, frees=0, invalid_frees=0, oom_count=0)
+seg = res = alc = pt = leaks = 0
+frag, errs, bad = None, [], []
+def peak(dv, key):
+    v = dv.get(key) or {}
+    return int(v.get("peak") or 0) if isinstance(v, dict) else 0
+for f in files:
+    try:
+        with open(f) as fh:
+            j = json.load(fh)
+    except Exception as e:
+        bad.append("%s: %r" % (os.path.basename(f), e))
+        continue
+    errs += j.get("config_errors") or []
+    for dv in j.get("devices") or []:
+        for k in t:
+            t[k] += int(dv.get(k) or 0)
+        seg = max(seg, peak(dv, "segments"))
+        res = max(res, peak(dv, "reserved"))
+        alc = max(alc, peak(dv, "allocated"))
+        pt += sum(int(v or 0) for v in (dv.get("passthrough") or {}).values())
+        leaks += int((dv.get("leaks") or {}).get("count") or 0)
+        if dv.get("fragmentation") is not None:
+            frag = max(frag or 0.0, float(dv["fragmentation"]))
+a, h, r = t["allocs"], t["cache_hits"], t["reserve_calls"]
+note = "allocs %d, hits %d (%.1f%%), reserves %d, seg peak %d, reserved peak %.0f MiB" % (
+    a, h, 100.0 * h / a if a else 0.0, r, seg, res / 2**20)
+if frag is not None:
+    note += ", frag %.3f" % frag
+if pt:
+    note += ", passed through %d" % pt
+if t["invalid_frees"]:
+    note += ", INVALID FREES %d" % t["invalid_frees"]
+if t["oom_count"]:
+    note += ", OOMs %d" % t["oom_count"]
+if leaks:
+    note += ", live at exit %d" % leaks
+if len(files) > 1:
+    note += " (%d processes)" % len(files)
+if errs:
+    note += "; CONFIG ERRORS: " + " | ".join(errs)
+if bad:
+    note += "; BAD JSON: " + " | ".join(bad)
+ok = a > 0 and not t["invalid_frees"] and not errs and not bad
+why = []
+if a == 0:
+    why.append("no allocation reached the pool")
+if mode == "strict":
+    if h == 0:
+        why.append("no cache hit")
+    if r * 2 > a:
+        why.append("reserve_calls > allocs/2")
+    ok = ok and h > 0 and r * 2 <= a
+if why:
+    note += "; NOT SERVED: " + ", ".join(why)
+print(note)
+sys.exit(0 if ok else 1)
+PY
+}
+
+# judge NAME EXPECT [JSON_MODE]: from the last run_step; sets J_RES, J_NOTE.
+judge() {
+  local name=$1 expect=$2 mode=${3:-} out="$OUT_DIR/$1.out" line nmsg js
+  line=$(grep -a -m1 '^CHECK ' "$out" 2>/dev/null | cut -c1-160)
+  J_NOTE=""
+  if [ "$STEP_SKIPPED" = 1 ]; then
+    J_RES=SKIP J_NOTE="time budget spent"
+    return
+  elif [ "$STEP_RC" = 77 ]; then
+    J_RES=SKIP J_NOTE=${line:-"exit status 77"}
+    return
+  elif [ "$STEP_RC" = 124 ] || [ "$STEP_RC" = 137 ]; then
+    J_RES=FAIL J_NOTE="timed out after ${STEP_T}s; ${line:-no CHECK line}"
+  elif [ "$STEP_RC" != 0 ]; then
+    J_RES=FAIL
+    J_NOTE="exit status $STEP_RC; ${line:-$(tail -n 1 "$out" | cut -c1-160)}"
+  elif ! grep -aq "$expect" "$out"; then
+    J_RES=FAIL J_NOTE="no '$expect' line; ${line:-no CHECK line}"
+  else
+    J_RES=PASS
+  fi
+  nmsg=$(grep -ac '^fragpool:' "$out" 2>/dev/null)
+  [ "${nmsg:-0}" -gt 0 ] && J_NOTE="$J_NOTE [$nmsg fragpool: lines, first: $(grep -a -m1 '^fragpool:' "$out" | cut -c1-120)]"
+  if [ -n "$mode" ]; then
+    if ! js=$(fp_json "$name" "$mode"); then
+      J_RES=FAIL
+    fi
+    J_NOTE="$J_NOTE $js"
+  fi
+}
+
+# fp_run NAME TIMEOUT JSON_MODE EXPECT [CONF] -- CMD...: a fragpool run, judged.
+fp_run() {
+  local name=$1 t=$2 mode=$3 expect=$4 conf=""
+  shift 4
+  if [ "$1" != "--" ]; then conf=$1; shift; fi
+  shift
+  if [ ! -f "$LIB" ]; then
+    J_RES=FAIL J_NOTE="no $LIB (build failed)"
+    return
+  fi
+  fp_env "$name" "$conf"
+  run_step "$name" "$t" "${FPENV[@]}" -- "$@"
+  judge "$name" "$expect" "$mode"
+}
+
+# plain_run NAME TIMEOUT EXPECT [VAR=VALUE...] -- CMD...: a run without fragpool.
+plain_run() {
+  local name=$1 t=$2 expect=$3
+  shift 3
+  run_step "$name" "$t" "$@"
+  judge "$name" "$expect"
+}
+
+need_bin() {   # NAME: true when the GPU program exists, else records FAIL for CHECK
+  [ -x "$BIN/$1" ] && return 0
+  record "$2" FAIL "no $BIN/$1 (build failed)"
+  return 1
+}
+
+# ---- build -------------------------------------------------------------------
+
+cuda_libdir() {
+  local nv d
+  nv=$(command -v nvcc 2>/dev/null) || return 1
+  for d in "$(dirname "$nv")/../lib64" "$(dirname "$nv")/../lib" \
+           "$(dirname "$nv")/../targets/x86_64-linux/lib"; do
+    if ls "$d"/libcudart.so* >/dev/null 2>&1; then
+      (cd "$d" && pwd)
+      return 0
+    fi
+  done
+  return 1
+}
+
+# nvcc straight, for any GPU program the CMake build did not produce.
+nvcc_fallback() {
+  local libdir pids=() p rc=0
+  command -v nvcc >/dev/null || { echo "no nvcc on PATH"; return 1; }
+  libdir=$(cuda_libdir || true)
+  mkdir -p "$BIN"
+  build_one() {   # name src extra...
+    [ -x "$BIN/$1" ] && return 0
+    echo "nvcc: $1"
+    timeout 300 nvcc -arch=sm_90 -O2 -lineinfo -o "$BIN/$1" "tests/gpu/$2" "${@:3}"
+  }
+  build_one gpu_alloc_check alloc_check.cu & pids+=($!)
+  build_one gpu_alloc_check_shared alloc_check.cu -cudart shared \
+    ${libdir:+-Xlinker -rpath -Xlinker "$libdir"} & pids+=($!)
+  build_one gpu_race race.cu & pids+=($!)
+  build_one gpu_bench_alloc bench_alloc.cu & pids+=($!)
+  build_one gpu_pitch_probe pitch_probe.cu -lcuda & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+do_build() {
+  local t0=$SECONDS rc=0 how="cmake" progs missing=() b log="$OUT_DIR/build.out"
+  local keep=()
+  echo "=== build: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j$(nproc)"
+  : >"$log"
+  if ! command -v cmake >/dev/null; then
+    echo "no cmake on PATH" | tee -a "$log"
+    rc=1
+  else
+    if ! timeout 300 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1; then
+      echo "configure failed (see $log); again without the C tests (cmocka missing?)" | tee -a "$log"
+      how="cmake without tests + nvcc"
+      timeout 300 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DFP_TESTS=OFF >>"$log" 2>&1 || rc=1
+    fi
+    # keep going past a target that fails (a -Werror on another compiler)
+    [ -f "$BUILD_DIR/Makefile" ] && keep=(-- -k)
+    timeout 400 cmake --build "$BUILD_DIR" -j"$(nproc)" "${keep[@]}" >>"$log" 2>&1 || rc=1
+  fi
+  grep -aE 'error|warning|CUDA|fragpool:' "$log" | grep -v '^--.*Looking' | head -n 40
+  progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_bench_alloc gpu_pitch_probe"
+  for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "not built by cmake: ${missing[*]}; building them with nvcc" | tee -a "$log"
+    how="$how + nvcc for ${#missing[@]}"
+    nvcc_fallback >>"$log" 2>&1
+    tail -n 20 "$log"
+  fi
+  missing=()
+  for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+  local note="$how, $((SECONDS - t0))s"
+  [ "$rc" != 0 ] && note="$note; the build reported errors (see build.out)"
+  [ ${#missing[@]} -gt 0 ] && note="$note; MISSING ${missing[*]}"
+  if [ ! -f "$LIB" ]; then
+    record build FAIL "no libfragpool.so; $note"
+  elif [ ${#missing[@]} -gt 0 ]; then
+    record build FAIL "$note"
+  else
+    record build PASS "$note"
+  fi
+}
+
+# ---- the checks ----------------------------------------------------------------
+
+check_alloc() {
+  local extra=() libdir
+  if need_bin gpu_alloc_check alloc_check_static; then
+    fp_run alloc_check_static 120 strict 'CHECK alloc_check OK' -- "$BIN/gpu_alloc_check" 10000
+    record alloc_check_static "$J_RES" "static cudart, ${STEP_SECS}s; $J_NOTE"
+  fi
+  if need_bin gpu_alloc_check_shared alloc_check_shared; then
+    if ldd "$BIN/gpu_alloc_check_shared" 2>/dev/null | grep -q 'libcudart.*not found'; then
+      libdir=$(cuda_libdir || true)
+      [ -n "$libdir" ] && extra=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    fi
+    fp_env alloc_check_shared
+    if [ -f "$LIB" ]; then
+      run_step alloc_check_shared 120 "${FPENV[@]}" "${extra[@]}" -- "$BIN/gpu_alloc_check_shared" 10000
+      judge alloc_check_shared 'CHECK alloc_check OK' strict
+    else
+      J_RES=FAIL J_NOTE="no $LIB"
+    fi
+    record alloc_check_shared "$J_RES" "shared cudart, ${STEP_SECS}s; $J_NOTE"
+  fi
+  if need_bin gpu_alloc_check alloc_check_native; then
+    plain_run alloc_check_native 120 'CHECK alloc_check OK' -- "$BIN/gpu_alloc_check" 10000
+    record alloc_check_native "$J_RES" "control without fragpool, ${STEP_SECS}s $J_NOTE"
+  fi
+}
+
+race_note() {   # NAME: the key numbers of a race run
+  local out="$OUT_DIR/$1.out" sens reuse badv
+  sens=$(grep -a '^RACE sensitivity' "$out" | awk '{print $4}')
+  # "RACE variant NAME trials N corrupted C B_overlapped_A R"
+  reuse=$(awk '$1=="RACE" && $2=="variant" {r+=$9; n+=$5} END {if (n) printf "%d/%d", r, n}' "$out")
+  badv=$(awk '$1=="RACE" && $2=="variant" && $7>0 {printf "%s %d/%d; ", $3, $7, $5}' "$out")
+  echo "$(grep -a -m1 '^CHECK race' "$out" | cut -c7-80); sensitivity ${sens:-?}; B reused A's memory ${reuse:-?}${badv:+; CORRUPTED: $badv}"
+}
+
+check_race() {
+  need_bin gpu_race race_fp || return
+  fp_run race_fp 150 strict 'CHECK race OK' -- "$BIN/gpu_race" 1000
+  record race_fp "$J_RES" "$(race_note race_fp), ${STEP_SECS}s; $J_NOTE"
+  fp_run race_fp_sync 150 strict 'CHECK race OK' free_policy:sync -- "$BIN/gpu_race" 1000
+  record race_fp_sync "$J_RES" "free_policy:sync; $(race_note race_fp_sync), ${STEP_SECS}s; $J_NOTE"
+  plain_run race_native 150 'CHECK race OK' -- "$BIN/gpu_race" 1000
+  record race_native "$J_RES" "control without fragpool; $(race_note race_native), ${STEP_SECS}s $J_NOTE"
+}
+
+check_pitch() {
+  local cmp drv
+  need_bin gpu_pitch_probe pitch || return
+  plain_run pitch_native 60 'CHECK pitch_probe OK' -- "$BIN/gpu_pitch_probe"
+  local nres=$J_RES nnote=$J_NOTE
+  fp_run pitch_fp 60 served 'CHECK pitch_probe OK' -- "$BIN/gpu_pitch_probe"
+  local fres=$J_RES fnote=$J_NOTE
+  drv=$(awk '$1=="PITCH" && $4=="runtime" {printf "%s->%s ", $2, $3}' "$OUT_DIR/pitch_native.out")
+  cmp=$(awk 'NR==FNR {if ($1=="PITCH") a[$4" "$2]=$3; next}
+             $1=="PITCH" {k=$4" "$2; seen++
+               if (!(k in a)) {miss++}
+               else if (a[k]!=$3) {n++; if (n<=4) s=s sprintf("%s w=%s: driver %s, fragpool %s; ", $4, $2, a[k], $3)}}
+             END {printf "%d/%d differ%s %s", n, seen, (miss ? sprintf(", %d missing", miss) : ""), s}' \
+        "$OUT_DIR/pitch_native.out" "$OUT_DIR/pitch_fp.out" 2>/dev/null)
+  local res=PASS
+  [ "$nres" != PASS ] && res=$nres
+  [ "$fres" != PASS ] && [ "$res" = PASS ] && res=$fres
+  case $cmp in 0/0*|"") res=FAIL ;; 0/*) ;; *) res=FAIL ;; esac
+  [ "$nres" = SKIP ] && res=SKIP
+  record pitch "$res" "pitches ${cmp:-not compared}; driver runtime pitch: ${drv:-?}; native:$nnote fragpool:$fnote"
+}
+
+train_val() {   # NAME KEY FIELD
+  grep -a -m1 "^$2 " "$OUT_DIR/$1.out" 2>/dev/null | awk -v f="$3" '{print $f}'
+}
+
+train_note() {   # NAME: "step X ms, loss Y, peak allocated Z MiB", what is there
+  local s l m
+  s=$(train_val "$1" STEP_MS 2) l=$(train_val "$1" LOSS 2) m=$(train_val "$1" MEM 3)
+  echo "${s:+step $s ms, }${l:+loss $l, }${m:+torch peak allocated $m MiB, }"
+}
+
+check_train() {
+  local tr="$ROOT/tests/gpu/train_torch.py" r1 r2 r3
+  plain_run train_native 200 'CHECK train_torch OK' -- python3 "$tr"
+  r1=$J_RES
+  record train_native "$J_RES" "$(train_note train_native)${STEP_SECS}s $J_NOTE"
+  if [ "$r1" = SKIP ]; then
+    record train_nocache SKIP "as train_native"
+    record train_nocache_fp SKIP "as train_native"
+    record train_compare SKIP "as train_native"
+    return
+  fi
+  plain_run train_nocache 200 'CHECK train_torch OK' PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python3 "$tr"
+  r2=$J_RES
+  record train_nocache "$J_RES" "$(train_note train_nocache)${STEP_SECS}s $J_NOTE"
+  fp_env train_nocache_fp
+  if [ -f "$LIB" ]; then
+    run_step train_nocache_fp 200 "${FPENV[@]}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python3 "$tr"
+    judge train_nocache_fp 'CHECK train_torch OK' strict
+  else
+    J_RES=FAIL J_NOTE="no $LIB"
+  fi
+  r3=$J_RES
+  record train_nocache_fp "$J_RES" "$(train_note train_nocache_fp)${STEP_SECS}s; $J_NOTE"
+
+  local k diff="" res=PASS h1 h2 h3
+  for k in "LOSS 3" "LOSS_SHA256 2" "PARAM_SHA256 2"; do
+    set -- $k
+    h1=$(train_val train_native "$1" "$2")
+    h2=$(train_val train_nocache "$1" "$2")
+    h3=$(train_val train_nocache_fp "$1" "$2")
+    if [ -z "$h1" ] || [ -z "$h2" ] || [ -z "$h3" ]; then
+      diff="$diff $1 missing;"
+    else
+      [ "$h1" != "$h2" ] && diff="$diff $1 native != nocache;"
+      [ "$h2" != "$h3" ] && diff="$diff $1 nocache != nocache+fragpool;"
+    fi
+  done
+  [ -n "$diff" ] && res=FAIL
+  [ "$r1" != PASS ] || [ "$r2" != PASS ] || [ "$r3" != PASS ] && res=FAIL
+  local s1 s2 s3 ratio=""
+  s1=$(train_val train_native STEP_MS 2) s2=$(train_val train_nocache STEP_MS 2) s3=$(train_val train_nocache_fp STEP_MS 2)
+  if [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$s3" ]; then
+    ratio=$(awk -v a="$s1" -v b="$s2" -v c="$s3" 'BEGIN {printf "; fragpool %.2fx native, nocache %.2fx native", c / a, b / a}')
+  fi
+  record train_compare "$res" "${diff:- loss, loss history and parameters bit-identical (loss $(train_val train_native LOSS 3));} step ms native ${s1:-?} / nocache ${s2:-?} / nocache+fragpool ${s3:-?}$ratio"
+}
+
+check_py() {   # NAME SCRIPT EXPECT: under fragpool; a plain control run only if that fails
+  local name=$1 script="$ROOT/tests/gpu/$2" expect=$3
+  fp_run "${name}_fp" 240 strict "$expect" -- python3 "$script"
+  local res=$J_RES note="${STEP_SECS}s; $J_NOTE"
+  if [ "$res" = FAIL ]; then
+    plain_run "${name}_native" 240 "$expect" -- python3 "$script"
+    note="$note; control without fragpool: $J_RES $J_NOTE"
+  fi
+  record "${name}_fp" "$res" "$note"
+}
+
+bench_note() {   # NAME: "sync pair us 512B/1MiB/8MiB/64MiB/random; async ..."
+  awk '$1=="BENCH" {v[$2" "$3]=$4}
+       END {
+         printf "malloc+free us: 512B %s, 1MiB %s, 8MiB %s, 64MiB %s, random %s; async: 512B %s, 64MiB %s, random %s",
+           v["malloc_free 512"], v["malloc_free 1048576"], v["malloc_free 8388608"],
+           v["malloc_free 67108864"], v["malloc_free random128"],
+           v["mallocasync_freeasync 512"], v["mallocasync_freeasync 67108864"],
+           v["mallocasync_freeasync random128"]
+       }' "$OUT_DIR/$1.out" 2>/dev/null
+}
+
+check_bench() {
+  need_bin gpu_bench_alloc bench || return
+  plain_run bench_native 150 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
+  record bench_native "$J_RES" "$(bench_note bench_native), ${STEP_SECS}s $J_NOTE"
+  fp_run bench_fp 150 strict 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
+  record bench_fp "$J_RES" "$(bench_note bench_fp), ${STEP_SECS}s; $J_NOTE"
+}
+
+# ---- main ---------------------------------------------------------------------------
+
+main() {
+  echo "fragpool GPU check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname)"
+  echo "repo $ROOT ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ', with uncommitted changes'))"
+  echo "results in $OUT_DIR (JSON summaries in $JSON_DIR); budget ${BUDGET_S}s; checks: $ONLY"
+  rm -f "$OUT_DIR"/*.json "$OUT_DIR"/*.out "$OUT_DIR/results.tsv" "$JSON_DIR"/*.json 2>/dev/null
+  timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1 | head -n 8
+  echo "nvcc: $(command -v nvcc || echo none) $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*')"
+  echo "python3: $(command -v python3 || echo none) $(python3 --version 2>&1)"
+  echo "cmake: $(cmake --version 2>/dev/null | head -n 1)"
+
+  do_build
+  want alloc && check_alloc
+  want race && check_race
+  want pitch && check_pitch
+  want train && check_train
+  want cupy && check_py cupy cupy_check.py 'CHECK cupy OK'
+  want jax && check_py jax jax_check.py 'CHECK jax OK'
+  want bench && check_bench
+
+  if [ "$JSON_DIR" != "$OUT_DIR" ]; then
+    cp -f "$JSON_DIR"/*.json "$OUT_DIR"/ 2>/dev/null
+  fi
+
+  local i pass=0 fail=0 skip=0
+  : >"$OUT_DIR/results.tsv"
+  echo
+  echo "==================================== fragpool GPU check: results ($((SECONDS - START))s) ===================================="
+  printf '%-20s | %-6s | %s\n' check result "key numbers"
+  printf '%-20s-+-%-6s-+-%s\n' -------------------- ------ -----------------------------------------------
+  for i in "${!RES_NAME[@]}"; do
+    printf '%-20s | %-6s | %s\n' "${RES_NAME[$i]}" "${RES_RESULT[$i]}" "${RES_NOTE[$i]}"
+    printf '%s\t%s\t%s\n' "${RES_NAME[$i]}" "${RES_RESULT[$i]}" "${RES_NOTE[$i]}" >>"$OUT_DIR/results.tsv"
+    case ${RES_RESULT[$i]} in
+      PASS) pass=$((pass + 1)) ;;
+      SKIP) skip=$((skip + 1)) ;;
+      *) fail=$((fail + 1)) ;;
+    esac
+  done
+  echo "log: $OUT_DIR/log.txt; raw output: $OUT_DIR/<check>.out; summaries: $OUT_DIR/<check>-<pid>.json"
+  echo "$pass passed, $fail failed, $skip skipped"
+  [ "$fail" -eq 0 ]
+}
+
+main "$@" 2>&1 | tee "$OUT_DIR/log.txt"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,121 @@
+#!/bin/sh
+# check_report.sh - the HTML report in a real browser (headless chromium).
+#
+# usage: check_report.sh FRAGPOOL TRACE WORKDIR [--screenshot PNG]
+#
+# Writes WORKDIR/report.html from TRACE, loads it in headless chromium and
+# checks the DOM the page's own script built: #fp-status reads "ok" (the
+# script sets it only after every part rendered), #fp-errors is empty
+# (window.onerror writes there), the timeline has both series, the segment
+# map has one row per segment of the replay, the histograms have bars and
+# the summary table is there.  The browser's own log must show no uncaught
+# error and no Content-Security-Policy refusal (the page may fetch
+# nothing).  Then the same for a page built from a JSON summary, and a
+# negative control: a copy of the page with an injected error must fail
+# the same checks.  With --screenshot, also writes a PNG of the page.
+#
+# Exit: 0 pass, 1 fail, 77 skip (no chromium; ctest SKIP_RETURN_CODE).
+set -eu
+
+if [ $# -lt 3 ]; then
+    echo "usage: $0 FRAGPOOL TRACE WORKDIR [--screenshot PNG]" >&2
+    exit 2
+fi
+FRAGPOOL=$1 TRACE=$2 WORK=$3
+shift 3
+SHOT=
+if [ "${1:-}" = "--screenshot" ] && [ -n "${2:-}" ]; then SHOT=$2; fi
+
+CHROMIUM=
+for c in chromium chromium-browser google-chrome; do
+    if command -v "$c" >/dev/null 2>&1; then CHROMIUM=$(command -v "$c"); break; fi
+done
+if [ -z "$CHROMIUM" ]; then
+    echo "SKIP: chromium not found (apt-get install -y chromium)"
+    exit 77
+fi
+
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok:   $*"; }
+
+# browse PAGE DOM LOG: the DOM after load, and the browser's log.
+browse() {
+    rm -rf "$WORK/profile"
+    timeout 120 "$CHROMIUM" --headless=new --no-sandbox --disable-gpu --no-first-run \
+        --user-data-dir="$WORK/profile" --enable-logging=stderr --v=0 \
+        --dump-dom "file://$1" >"$2" 2>"$3" || true
+}
+
+count() { grep -o "$1" "$2" | wc -l | tr -d ' '; }
+
+# common_checks NAME DOM LOG: the page loaded and its script finished cleanly.
+common_checks() {
+    if grep -q 'id="fp-status"[^>]*>ok</div>' "$2"; then pass "$1: status ok"
+    else fail "$1: #fp-status is not ok: $(grep -o '<div id="fp-status"[^<]*' "$2" || echo missing)"; fi
+    if grep -q '<div id="fp-errors" hidden="">\(</div>\)' "$2"; then pass "$1: no script errors"
+    else fail "$1: script errors: $(grep -o '<div id="fp-errors"[^<]*' "$2" || echo 'no #fp-errors')"; fi
+    if grep -qi 'Uncaught\|Content.Security.Policy\|SyntaxError' "$3"; then
+        fail "$1: the browser logged: $(grep -i 'Uncaught\|Content.Security.Policy\|SyntaxError' "$3" | head -3)"
+    else pass "$1: no errors in the browser log"; fi
+    if grep -q 'id="summary-tbl"' "$2" && grep -q 'GPU reserved memory' "$2"; then
+        pass "$1: summary table"
+    else fail "$1: no summary table"; fi
+}
+
+# 1. A report of the trace.
+"$FRAGPOOL" report "$TRACE" -o "$WORK/report.html" >"$WORK/report.out"
+"$FRAGPOOL" replay "$TRACE" --json >"$WORK/summary.json"
+# Without a budget nothing is released, so at peak reserved every segment
+# of the run is held: the map has the run's peak segment count of rows.
+want=$(grep -o '"segments":{"current":[0-9]*,"peak":[0-9]*' "$WORK/summary.json" | head -1 |
+       sed 's/.*"peak"://')
+browse "$WORK/report.html" "$WORK/report.dom" "$WORK/report.log"
+common_checks report "$WORK/report.dom" "$WORK/report.log"
+for s in allocated reserved; do
+    if grep -q "<polyline points=\"[^\"]*\" class=\"series $s\"" "$WORK/report.dom"; then
+        pass "timeline: $s series"
+    else fail "timeline: no $s series"; fi
+done
+rows=$(count 'class="seg-row"' "$WORK/report.dom")
+if [ -n "$want" ] && [ "$rows" = "$want" ]; then pass "segment map: $rows rows"
+else fail "segment map: $rows rows, want ${want:-?}"; fi
+used=$(count 'class="blk st1"' "$WORK/report.dom")
+free=$(count 'class="blk st0"' "$WORK/report.dom")
+if [ "$used" -gt 0 ] && [ "$free" -gt 0 ]; then pass "segment map: $used allocated, $free free blocks"
+else fail "segment map: $used allocated, $free free blocks"; fi
+bars=$(count 'class="bar count"' "$WORK/report.dom")
+bbars=$(count 'class="bar bytes"' "$WORK/report.dom")
+if [ "$bars" -ge 10 ] && [ "$bars" = "$bbars" ]; then pass "histogram: $bars size classes"
+else fail "histogram: $bars count bars, $bbars byte bars"; fi
+
+# 2. A report of a JSON summary: the table, and no trace-only parts.
+"$FRAGPOOL" report "$WORK/summary.json" -o "$WORK/summary.html" >/dev/null
+browse "$WORK/summary.html" "$WORK/summary.dom" "$WORK/summary.log"
+common_checks summary "$WORK/summary.dom" "$WORK/summary.log"
+if [ "$(count 'class="seg-row"' "$WORK/summary.dom")" = 0 ]; then pass "summary: no segment map"
+else fail "summary: a segment map from nowhere"; fi
+
+# 3. Negative control: the checks must catch a script error.
+sed 's|drawSummary(sum);|drawSummary(sum); null.boom();|' "$WORK/report.html" >"$WORK/broken.html"
+browse "$WORK/broken.html" "$WORK/broken.dom" "$WORK/broken.log"
+if grep -q 'id="fp-status"[^>]*>ok<' "$WORK/broken.dom" ||
+   ! grep -q '<div id="fp-errors">script error' "$WORK/broken.dom"; then
+    fail "control: an injected error went unnoticed"
+else pass "control: an injected error is caught"; fi
+
+if [ -n "$SHOT" ]; then
+    rm -rf "$WORK/profile"
+    timeout 120 "$CHROMIUM" --headless=new --no-sandbox --disable-gpu --no-first-run \
+        --user-data-dir="$WORK/profile" --hide-scrollbars --window-size=1060,2020 \
+        --screenshot="$SHOT" "file://$WORK/report.html" >/dev/null 2>&1 || fail "screenshot"
+    [ -s "$SHOT" ] && pass "screenshot: $SHOT"
+fi
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed; pages and browser logs in $WORK"
+    exit 1
+fi
+echo "all checks passed"

@@ -1,0 +1,282 @@
+/* test_tune.c - the search behind `fragpool tune` (cli/fp_tune.c): the
+ * budget it reports runs without an OOM and 2 MiB less does not, on the
+ * PyTorch trace and on a synthetic one; the ranking order; determinism
+ * whatever the thread count; and the replay hooks the search relies on.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fp_tune.h"
+
+#define G (2 * FP_MIB)
+
+static fp_trace shared, synth;
+
+/* Phases of live sets of mixed sizes (1..48 MiB and small ones) that free
+ * in a shuffled order, so that cached blocks do not fit the next phase's
+ * requests well: fragmentation that the budget search has to work around. */
+static void make_synth(fp_trace *t)
+{
+    uint64_t x = 88172645463325252ull, id = 0;
+    *t = (fp_trace){0};
+    for (int phase = 0; phase < 40; phase++) {
+        uint64_t first = id;
+        int n = 12 + (int)(x % 20);
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint64_t size = (i % 4 == 3) ? 4096 + x % (512 * 1024) : FP_MIB + x % (48 * FP_MIB);
+            assert_int_equal(fp_trace_push(t, 'a', id++, size, 0), 0);
+        }
+        uint64_t m = id - first, stride = m % 7 ? 7 : 11;   /* coprime with m */
+        for (uint64_t k = 0; k < m; k++) {   /* free in a shuffled order */
+            uint64_t j = first + (k * stride + (uint64_t)phase) % m;
+            if ((j + (uint64_t)phase) % 5 == 0 && phase + 1 < 40)
+                continue;                             /* some survive a phase */
+            assert_int_equal(fp_trace_push(t, 'f', j, 0, 0), 0);
+        }
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[256];
+    int rc = fp_trace_load(FP_TEST_DATA "/resnet50_varres.csv.gz", &shared, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    make_synth(&synth);
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fp_trace_free(&shared);
+    fp_trace_free(&synth);
+    return 0;
+}
+
+static size_t ooms_at(const fp_trace *t, const fp_tune_setting *s, size_t budget)
+{
+    fp_replay_result r;
+    assert_int_equal(fp_replay(t, &s->opts, budget, &r, NULL), 0);
+    return r.ooms;
+}
+
+/* The row's budget runs clean and the budget one step below does not. */
+static void check_min_budget(const fp_trace *t, const char *conf, fp_tune_row *row)
+{
+    fp_tune_setting s;
+    assert_int_equal(fp_tune_setting_init(&s, conf), 0);
+    assert_int_equal(fp_tune_eval(t, &s, G, row), 0);
+    assert_true(row->min_budget > G);
+    assert_int_equal(row->min_budget % G, 0);
+    assert_int_equal(ooms_at(t, &s, row->min_budget), 0);
+    assert_true(ooms_at(t, &s, row->min_budget - G) > 0);
+    assert_true(row->min_budget >= fp_trace_peak_live(t, &s.opts));
+}
+
+static void shared_default_budget(void **state)
+{
+    (void)state;
+    fp_tune_row row;
+    check_min_budget(&shared, "", &row);
+    assert_true(row.is_default);
+    assert_int_equal(row.peak_reserved, 6440353792ULL);
+    assert_int_equal(row.peak_allocated, 4835815424ULL);
+    /* Under pressure release-and-retry packs tighter than an unlimited run. */
+    assert_true(row.min_budget < row.peak_reserved);
+    assert_true(row.replays < 16);   /* bisection, not a scan */
+}
+
+static void shared_max_split_budget(void **state)
+{
+    (void)state;
+    fp_tune_row row;
+    check_min_budget(&shared, "max_split_size_mb:100", &row);
+    assert_true(row.peak_reserved > 6440353792ULL);
+}
+
+static void shared_gc_budget(void **state)
+{
+    (void)state;
+    fp_tune_row row;
+    check_min_budget(&shared,
+                     "garbage_collection_threshold:0.8,per_process_memory_fraction:1", &row);
+    assert_true(row.set.gc);
+}
+
+static void synth_default_budget(void **state)
+{
+    (void)state;
+    fp_tune_row row;
+    check_min_budget(&synth, "", &row);
+    /* On this trace the answer is the true minimum: every budget below it,
+     * down to the peak live bytes, fails. */
+    fp_tune_setting s;
+    assert_int_equal(fp_tune_setting_init(&s, ""), 0);
+    size_t lo = fp_trace_peak_live(&synth, &s.opts) / G * G;
+    for (size_t b = lo; b < row.min_budget; b += G)
+        if (b)
+            assert_true(ooms_at(&synth, &s, b) > 0);
+    assert_true(row.min_budget < row.peak_reserved);
+}
+
+static void synth_other_settings_budget(void **state)
+{
+    (void)state;
+    fp_tune_row row;
+    check_min_budget(&synth, "max_split_size_mb:32,roundup_power2_divisions:4", &row);
+    check_min_budget(&synth, "roundup_power2_divisions:[32:1,>:4]", &row);
+    check_min_budget(&synth,
+                     "garbage_collection_threshold:0.6,per_process_memory_fraction:1", &row);
+}
+
+static void same_rows(const fp_tune_row *a, const fp_tune_row *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(a[i].set.conf, b[i].set.conf);
+        assert_int_equal(a[i].peak_reserved, b[i].peak_reserved);
+        assert_int_equal(a[i].peak_allocated, b[i].peak_allocated);
+        assert_int_equal(a[i].min_budget, b[i].min_budget);
+        assert_int_equal(a[i].replays, b[i].replays);
+    }
+}
+
+static void check_ranked(const fp_tune_row *rows, size_t n)
+{
+    size_t defaults = 0;
+    for (size_t i = 0; i < n; i++) {
+        defaults += rows[i].is_default;
+        fp_tune_setting s;   /* the printed text is what was replayed */
+        assert_int_equal(fp_tune_setting_init(&s, rows[i].set.conf), 0);
+        assert_memory_equal(&s.opts, &rows[i].set.opts, sizeof s.opts);
+        if (i == 0)
+            continue;
+        const fp_tune_row *p = &rows[i - 1], *r = &rows[i];
+        assert_true(p->peak_reserved <= r->peak_reserved);
+        if (p->peak_reserved == r->peak_reserved) {
+            size_t bp = p->min_budget ? p->min_budget : SIZE_MAX;
+            size_t br = r->min_budget ? r->min_budget : SIZE_MAX;
+            assert_true(bp <= br);
+            if (bp == br)
+                assert_true(p->set.order < r->set.order);
+        }
+    }
+    assert_int_equal(defaults, 1);
+}
+
+static void ranking_and_determinism(void **state)
+{
+    (void)state;
+    fp_tune_params one = {.threads = 1}, two = {.threads = 2};
+    fp_tune_row *a, *b;
+    size_t na, nb;
+    assert_int_equal(fp_tune_run(&synth, &one, &a, &na), 0);
+    assert_int_equal(fp_tune_run(&synth, &two, &b, &nb), 0);
+    assert_int_equal(na, nb);
+    assert_true(na > 20);
+    check_ranked(a, na);
+    same_rows(a, b, na);
+    for (size_t i = 0; i < na; i++)   /* every row's budget holds */
+        if (a[i].min_budget) {
+            assert_int_equal(ooms_at(&synth, &a[i].set, a[i].min_budget), 0);
+            assert_true(ooms_at(&synth, &a[i].set, a[i].min_budget - G) > 0);
+        }
+    free(a);
+    free(b);
+}
+
+static void shared_ranking(void **state)
+{
+    (void)state;
+    fp_tune_params p = {0};
+    fp_tune_row *rows;
+    size_t n, nsplit = 0;
+    assert_int_equal(fp_tune_run(&shared, &p, &rows, &n), 0);
+    check_ranked(rows, n);
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].is_default)
+            assert_int_equal(rows[i].peak_reserved, 6440353792ULL);
+        if (!strncmp(rows[i].set.conf, "max_split_size_mb:", 18) &&
+            !strchr(rows[i].set.conf, ','))
+            nsplit++, assert_true(rows[i].peak_reserved > 6440353792ULL);
+    }
+    assert_true(nsplit >= 3);
+    free(rows);
+}
+
+static void split_values(void **state)
+{
+    (void)state;
+    size_t mb[16];
+    size_t n = fp_tune_split_values(&shared, mb, 16);
+    static const size_t want[] = {32, 38, 64, 96, 128};
+    assert_int_equal(n, sizeof want / sizeof *want);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(mb[i], want[i]);
+}
+
+static void bad_settings(void **state)
+{
+    (void)state;
+    fp_tune_setting s;
+    assert_int_equal(fp_tune_setting_init(&s, "max_split_size_mb:5"), EINVAL);
+    assert_int_equal(fp_tune_setting_init(&s, "no_such_key:1"), EINVAL);
+    char big[FP_TUNE_CONF_MAX + 8];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(fp_tune_setting_init(&s, big), EINVAL);
+}
+
+static int stop_after_100(void *ud, fp_pool *p, size_t i, int refused)
+{
+    (void)p, (void)refused;
+    ++*(size_t *)ud;
+    return i + 1 == 100;
+}
+
+static void replay_hooks(void **state)
+{
+    (void)state;
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    fp_replay_result full, cut;
+    assert_int_equal(fp_replay(&shared, &o, 4 * FP_GIB, &full, NULL), 0);
+    assert_true(full.ooms > 1);
+    fp_replay_hook h = {.stop_at_oom = 1};
+    assert_int_equal(fp_replay_ex(&shared, &o, 4 * FP_GIB, &h, &cut, NULL), 0);
+    assert_int_equal(cut.ooms, 1);
+    assert_int_equal(cut.events, full.first_oom_event + 1);
+    assert_int_equal(cut.first_oom_event, full.first_oom_event);
+    size_t calls = 0;
+    fp_replay_hook h2 = {.after_event = stop_after_100, .ud = &calls};
+    assert_int_equal(fp_replay_ex(&shared, &o, 0, &h2, &cut, NULL), 0);
+    assert_int_equal(cut.events, 100);
+    assert_int_equal(calls, 100);
+    size_t live = fp_trace_peak_live(&shared, &o);
+    assert_int_equal(live, 4814778368ULL);   /* shared/traces/README.md */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(split_values),
+        cmocka_unit_test(bad_settings),
+        cmocka_unit_test(replay_hooks),
+        cmocka_unit_test(shared_default_budget),
+        cmocka_unit_test(shared_max_split_budget),
+        cmocka_unit_test(shared_gc_budget),
+        cmocka_unit_test(synth_default_budget),
+        cmocka_unit_test(synth_other_settings_budget),
+        cmocka_unit_test(ranking_and_determinism),
+        cmocka_unit_test(shared_ranking),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
