@@ -208,7 +208,7 @@ int fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async)
             d->defer.nrecent++;
             atomic_store_explicit(&d->defer.nrecent_any, true, memory_order_relaxed);
         }
-        if (seal_due(d) && ctx_is_current(d))
+        if (!atomic_load(&fp_shim.exiting) && seal_due(d) && ctx_is_current(d))
             seal(d);
     } else {
         /* No room to remember it: make it safe the slow way. */

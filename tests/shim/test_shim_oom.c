@@ -1,2 +1,296 @@
+/* test_shim_oom.c - the OOM message of the shim, on the simulated device
+ * with a small capacity: stderr is captured (a temp file dup2'd over fd
+ * 2) around the failing cuMemAlloc_v2, which must return
+ * CUDA_ERROR_OUT_OF_MEMORY and write exactly the three lines
+ * "fragpool: CUDA out of memory. Tried to allocate ...", "fragpool: cause:
+ * ..." and "fragpool: fix: ..." (docs/summary.md).
+ *
+ * Each case runs in a fresh context (so a fresh pool) on a device whose
+ * capacity is set before the context exists:
+ *  - exhaustion: 4 live blocks of 24 MiB on a 100 MiB device; the fifth
+ *    needs a 24 MiB segment and 4 MiB are free -> "cause: exhaustion",
+ *    "fix: reduce the working set ...: 20.00 MiB more are needed";
+ *  - fragmentation: 20 blocks of 8 MiB fill a 200 MiB device (two per 20
+ *    MiB segment, 4 MiB left in each); every other block is freed, so 120
+ *    MiB sit idle in pieces of at most 8 MiB, in segments that cannot be
+ *    released; a request of 25 MiB + 512 B fits no free block, no whole
+ *    segment can be released and the device is full -> "cause:
+ *    fragmentation" and "fix: FRAGPOOL_CONF=max_split_size_mb:24", 24 being
+ *    fp_oom_split_advice_mb of the request;
+ *  - recovery: once the rest is freed, the same requests succeed (the
+ *    pool releases its free segments and retries) and write no message;
+ *  - cap (run as "test_shim_oom cap" with FRAGPOOL_CONF=...,
+ *    max_reserved_mb:64): three 20 MiB segments are reserved; the fourth
+ *    would pass the cap -> "cause: the cap refused" and "fix:
+ *    FRAGPOOL_CONF=max_reserved_mb:80".
+ * The default free_policy (deferred) is in force: the frees are pending
+ * when the failing request comes, and must be reclaimed before the OOM.
+ */
+#include "shim_test.h"
+#include "fpsim.h"
+#include "fp_report.h"
+#include <fcntl.h>
 #include <stdio.h>
-int main(void){return 1;}
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+
+static CUdevice dev;
+
+/* ---- stderr capture ------------------------------------------------------ */
+
+typedef struct capture {
+    int saved, fd;
+} capture;
+
+static void capture_begin(capture *c)
+{
+    char name[] = "/tmp/fp-oom-stderr-XXXXXX";
+    c->fd = mkstemp(name);
+    assert_true(c->fd >= 0);
+    unlink(name);
+    fflush(stderr);
+    c->saved = dup(2);
+    assert_true(c->saved >= 0);
+    assert_int_equal(dup2(c->fd, 2), 2);
+}
+
+/* Restores stderr; returns what was written (caller frees). */
+static char *capture_end(capture *c)
+{
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    off_t n = lseek(c->fd, 0, SEEK_END);
+    assert_true(n >= 0);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    assert_int_equal(pread(c->fd, s, (size_t)n, 0), n);
+    s[n] = '\0';
+    close(c->fd);
+    return s;
+}
+
+/* ---- the device and its contexts ------------------------------------------- */
+
+static unsigned long long in_use(void)
+{
+    fpsim_counts c;
+    assert_int_equal(fpsim_stats(0, &c), 0);
+    return c.bytes_in_use;
+}
+
+/* A fresh context (a fresh pool) on a device of capacity bytes. */
+static CUcontext fresh_context(size_t capacity)
+{
+    assert_int_equal(in_use(), 0); /* earlier cases gave everything back */
+    assert_int_equal(fpsim_set_capacity(0, capacity), 0);
+    CUcontext ctx;
+    CU(cuCtxCreate_v2(&ctx, 0, dev));
+    return ctx;
+}
+
+static void drop_context(CUcontext ctx)
+{
+    CU(cuCtxDestroy_v2(ctx));
+    assert_int_equal(in_use(), 0);
+    assert_int_equal(fpsim_set_capacity(0, (size_t)16 << 30), 0);
+}
+
+static void fill_check(CUdeviceptr p, size_t n, unsigned char v)
+{
+    unsigned char back[4096];
+    CU(cuMemsetD8_v2(p, v, n));
+    CU(cuMemcpyDtoH_v2(back, p + n - sizeof back, sizeof back));
+    for (size_t i = 0; i < sizeof back; i++)
+        assert_int_equal(back[i], v);
+}
+
+/* The failing call: OOM, and exactly three lines, returned (caller frees). */
+static char *alloc_expect_oom(size_t size)
+{
+    capture c;
+    CUdeviceptr p = 0;
+    capture_begin(&c);
+    CUresult r = cuMemAlloc_v2(&p, size);
+    char *msg = capture_end(&c);
+    if (r != CUDA_ERROR_OUT_OF_MEMORY)
+        fail_msg("cuMemAlloc_v2(%zu) returned %d, want CUDA_ERROR_OUT_OF_MEMORY; stderr:\n%s",
+                 size, (int)r, msg);
+    printf("%s", msg);
+    const char *l1 = msg, *l2 = strchr(l1, '\n'), *l3, *end;
+    assert_non_null(l2);
+    l3 = strchr(++l2, '\n');
+    assert_non_null(l3);
+    end = strchr(++l3, '\n');
+    assert_non_null(end);
+    assert_string_equal(end + 1, ""); /* three lines, nothing else */
+    assert_memory_equal(l1, "fragpool: CUDA out of memory. Tried to allocate ", 48);
+    assert_memory_equal(l2, "fragpool: cause: ", 17);
+    assert_memory_equal(l3, "fragpool: fix: ", 15);
+    return msg;
+}
+
+static CUdeviceptr alloc_quiet(size_t size)
+{
+    capture c;
+    CUdeviceptr p = 0;
+    capture_begin(&c);
+    CUresult r = cuMemAlloc_v2(&p, size);
+    char *msg = capture_end(&c);
+    if (r != CUDA_SUCCESS)
+        fail_msg("cuMemAlloc_v2(%zu) returned %d; stderr:\n%s", size, (int)r, msg);
+    assert_string_equal(msg, "");
+    free(msg);
+    return p;
+}
+
+static void has(const char *msg, const char *part)
+{
+    if (!strstr(msg, part))
+        fail_msg("the OOM message lacks \"%s\":\n%s", part, msg);
+}
+
+/* ---- cases --------------------------------------------------------------------- */
+
+static void exhaustion(void **state)
+{
+    (void)state;
+    CUcontext ctx = fresh_context(100 * MiB);
+    CUdeviceptr p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = alloc_quiet(24 * MiB);
+        fill_check(p[i], 24 * MiB, (unsigned char)(i + 1));
+    }
+    assert_int_equal(in_use(), 96 * MiB);
+    char *msg = alloc_expect_oom(24 * MiB);
+    has(msg, "fragpool: CUDA out of memory. Tried to allocate 24.00 MiB (GPU 0; "
+             "100.00 MiB total capacity; 96.00 MiB allocated; 96.00 MiB reserved by fragpool, "
+             "of which 0 bytes idle in cached blocks; 4.00 MiB free on the device; "
+             "largest free block 0 bytes)\n");
+    has(msg, "\nfragpool: cause: exhaustion");
+    has(msg, "live allocations hold 96.00 MiB of 100.00 MiB; the device has 4.00 MiB free\n");
+    has(msg, "\nfragpool: fix: reduce the working set (e.g. the batch size): 20.00 MiB more "
+             "are needed for the 24.00 MiB segment\n");
+    free(msg);
+
+    /* Recovery: a freed block (pending first) serves the same request. */
+    CU(cuMemFree_v2(p[2]));
+    p[2] = alloc_quiet(24 * MiB);
+    fill_check(p[2], 24 * MiB, 9);
+    for (int i = 0; i < 4; i++)
+        CU(cuMemFree_v2(p[i]));
+    drop_context(ctx);
+}
+
+enum { NFRAG = 20 };
+#define FRAG_BLOCK (8 * MiB)
+#define FRAG_REQUEST (25 * MiB + 512)
+
+static void fragmentation_then_recovery(void **state)
+{
+    (void)state;
+    CUcontext ctx = fresh_context(200 * MiB);
+    CUdeviceptr p[NFRAG];
+    for (int i = 0; i < NFRAG; i++) {
+        p[i] = alloc_quiet(FRAG_BLOCK);
+        fill_check(p[i], FRAG_BLOCK, (unsigned char)(i + 1));
+    }
+    assert_int_equal(in_use(), 200 * MiB); /* ten 20 MiB segments: the device is full */
+    for (int i = 0; i < NFRAG; i += 2)
+        CU(cuMemFree_v2(p[i]));
+
+    size_t advice = fp_oom_split_advice_mb(FRAG_REQUEST);
+    assert_int_equal(advice, 24); /* > 20, so the advice names max_split_size_mb */
+    char *msg = alloc_expect_oom(FRAG_REQUEST);
+    has(msg, "Tried to allocate 25.00 MiB (GPU 0; 200.00 MiB total capacity; "
+             "80.00 MiB allocated; 200.00 MiB reserved by fragpool, of which 120.00 MiB idle "
+             "in cached blocks; 0 bytes free on the device; largest free block 8.00 MiB)\n");
+    has(msg, "\nfragpool: cause: fragmentation");
+    has(msg, "120.00 MiB idle in cached blocks would cover the 25.00 MiB request, but the "
+             "largest free block is 8.00 MiB; 120.00 MiB of it sits in partly used segments, "
+             "which cannot be released\n");
+    char fix[128];
+    snprintf(fix, sizeof fix, "\nfragpool: fix: FRAGPOOL_CONF=max_split_size_mb:%zu (", advice);
+    has(msg, fix);
+    free(msg);
+
+    /* The blocks still live kept their contents. */
+    for (int i = 1; i < NFRAG; i += 2) {
+        unsigned char b;
+        CU(cuMemcpyDtoH_v2(&b, p[i] + FRAG_BLOCK - 1, 1));
+        assert_int_equal(b, i + 1);
+    }
+
+    /* Recovery: with the rest freed, the same request succeeds. */
+    for (int i = 1; i < NFRAG; i += 2)
+        CU(cuMemFree_v2(p[i]));
+    CUdeviceptr q = alloc_quiet(FRAG_REQUEST);
+    fill_check(q, FRAG_REQUEST, 0x5a);
+    CU(cuMemFree_v2(q));
+    /* ... and so does the request that was refused before, many times. */
+    for (int i = 0; i < NFRAG / 2; i++)
+        p[i] = alloc_quiet(FRAG_BLOCK);
+    for (int i = 0; i < NFRAG / 2; i++)
+        CU(cuMemFree_v2(p[i]));
+    drop_context(ctx);
+}
+
+static void cap_refuses(void **state)
+{
+    (void)state;
+    const char *conf = getenv("FRAGPOOL_CONF");
+    assert_non_null(conf);
+    assert_non_null(strstr(conf, "max_reserved_mb:64"));
+    CUcontext ctx = fresh_context((size_t)16 << 30);
+    CUdeviceptr p[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = alloc_quiet(20 * MiB);
+        fill_check(p[i], 20 * MiB, (unsigned char)(i + 1));
+    }
+    char *msg = alloc_expect_oom(20 * MiB);
+    has(msg, "Tried to allocate 20.00 MiB (GPU 0; 16.00 GiB total capacity; 60.00 MiB "
+             "allocated; 60.00 MiB reserved by fragpool, of which 0 bytes idle in cached blocks; ");
+    has(msg, "\nfragpool: cause: the cap refused");
+    has(msg, "reserved 60.00 MiB plus the 20.00 MiB segment it needed would pass the cap "
+             "64.00 MiB (max_reserved_mb:64)\n");
+    has(msg, "\nfragpool: fix: FRAGPOOL_CONF=max_reserved_mb:80 (reserved 60.00 MiB + the "
+             "20.00 MiB segment it needed)\n");
+    free(msg);
+
+    /* Under the cap: a smaller block still fits (60 + 4 MiB segment is
+     * not past it?  20 MiB segments for < 10 MiB requests: it is), so
+     * the cap refuses that too; after a free, the request succeeds. */
+    msg = alloc_expect_oom(1 * MiB + 1);
+    has(msg, "\nfragpool: cause: the cap refused");
+    free(msg);
+    CU(cuMemFree_v2(p[1]));
+    p[1] = alloc_quiet(20 * MiB);
+    fill_check(p[1], 20 * MiB, 7);
+    for (int i = 0; i < 3; i++)
+        CU(cuMemFree_v2(p[i]));
+    drop_context(ctx);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (cuInit(0) || cuDeviceGet(&dev, 0))
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest normal[] = {
+        cmocka_unit_test(exhaustion),
+        cmocka_unit_test(fragmentation_then_recovery),
+    };
+    const struct CMUnitTest capped[] = {
+        cmocka_unit_test(cap_refuses),
+    };
+    if (argc > 1 && strcmp(argv[1], "cap") == 0)
+        return cmocka_run_group_tests_name("cap", capped, setup, NULL);
+    return cmocka_run_group_tests(normal, setup, NULL);
+}
