@@ -254,6 +254,8 @@ static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t e
     fp_replay_result r;
     fp_pool *p;
     memset(m, 0, sizeof *m);
+    if (!events)   /* before the first event: no segment yet */
+        return 0;
     int err = fp_replay_ex(t, &c->pool, budget, &h, &r, &p);
     if (err)
         return err;

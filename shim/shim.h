@@ -131,6 +131,7 @@ int  fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_
 void fp_defer_synchronized(fp_ctx_pool *d);
 void fp_defer_reclaim_all_locked(fp_ctx_pool *d);
 void fp_defer_forget(fp_ctx_pool *d);
+void fp_defer_stream_gone(CUcontext ctx, CUstream s);
 
 /* shim_streams.c */
 bool   fp_streams_capturing(void);

@@ -115,12 +115,14 @@ static bool fence_add(fp_defer *f, fp_fence *fc, CUstream s)
     return true;
 }
 
-/* Seals the open entries with a fence.  False when it could not. */
-static bool seal(fp_ctx_pool *d)
+/* Seals the open entries with a fence (force: even when there are none).
+ * False when it could not. */
+static bool seal_fence(fp_ctx_pool *d, bool force)
 {
     fp_defer *f = &d->defer;
     uint64_t open_from = f->nfences ? f->fences[f->nfences - 1].end : f->head;
-    if (open_from == f->tail || f->nfences == FP_MAX_FENCES || fp_streams_capturing())
+    if ((open_from == f->tail && !force) || f->nfences == FP_MAX_FENCES ||
+        fp_streams_capturing())
         return false;
     fp_fence *fc = &f->fences[f->nfences];
     CUstream streams[FP_FENCE_EVENTS - 1];
@@ -138,6 +140,11 @@ static bool seal(fp_ctx_pool *d)
     f->open_count = 0;
     d->nfences_sealed++;
     return true;
+}
+
+static bool seal(fp_ctx_pool *d)
+{
+    return seal_fence(d, false);
 }
 
 static bool fence_done(const fp_fence *fc)
@@ -303,6 +310,32 @@ void fp_defer_synchronized(fp_ctx_pool *d)
     pthread_mutex_lock(&f->lock);
     fp_defer_reclaim_all_locked(d);
     pthread_mutex_unlock(&f->lock);
+}
+
+static bool has_ctx(fp_ctx_pool *d, void *ud)
+{
+    return d->ctx == (CUcontext)ud;
+}
+
+/* A non-blocking stream of ctx is about to be destroyed, maybe with work
+ * still queued: seal a fence that includes it now.  Fences retire in
+ * order, so every block freed later waits for this one too.  When no
+ * fence can be made, wait for the stream instead. */
+void fp_defer_stream_gone(CUcontext ctx, CUstream s)
+{
+    fp_ctx_pool *d = fp_pools_find(has_ctx, ctx);
+    if (!d || atomic_load(&fp_shim.exiting))
+        return;
+    CUcontext cur = NULL, popped;
+    fp_real.cuCtxGetCurrent(&cur);
+    bool pushed = cur != ctx && fp_real.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    pthread_mutex_lock(&d->defer.lock);
+    bool sealed = seal_fence(d, true);
+    pthread_mutex_unlock(&d->defer.lock);
+    if (!sealed && !fp_streams_capturing())
+        fp_real.cuStreamSynchronize(s);
+    if (pushed)
+        fp_real.cuCtxPopCurrent_v2(&popped);
 }
 
 /* The context is gone: forget the queue (its events went with it). */

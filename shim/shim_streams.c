@@ -9,6 +9,9 @@
  * under way, fragpool records no event and synchronizes nothing: either
  * would join or break the program's graph.
  *
+ * A stream destroyed with work still queued is covered by a fence sealed
+ * just before it goes (fp_defer_stream_gone).
+ *
  * Invariant: the registry holds exactly the live non-blocking streams the
  * program created through the driver since fragpool loaded.
  */
@@ -51,8 +54,26 @@ static void add(CUstream s, unsigned flags)
     pthread_mutex_unlock(&lock);
 }
 
+/* The context of tracked stream s, or NULL. */
+static CUcontext ctx_of(CUstream s)
+{
+    CUcontext ctx = NULL;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nents; i++)
+        if (ents[i].s == s)
+            ctx = ents[i].ctx;
+    pthread_mutex_unlock(&lock);
+    return ctx;
+}
+
+/* Before a tracked stream goes, a fence must cover the work still queued
+ * on it (shim_defer.c); then it leaves the registry. */
 static void drop(CUstream s)
 {
+    CUcontext ctx = ctx_of(s);
+    if (!ctx)
+        return;
+    fp_defer_stream_gone(ctx, s);
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < nents; i++)
         if (ents[i].s == s) {
@@ -106,13 +127,15 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
 
 CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-    drop(hStream);
+    if (fp_shim_init())
+        drop(hStream);
     return REAL_OR(cuStreamDestroy_v2, hStream);
 }
 
 CUresult cuStreamDestroy(CUstream hStream)
 {
-    drop(hStream);
+    if (fp_shim_init())
+        drop(hStream);
     return REAL_OR(cuStreamDestroy, hStream);
 }
 

@@ -30,6 +30,7 @@
 #include "fp_report.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -495,6 +496,21 @@ static int check_env(void **state)
     return 0;
 }
 
+/* Group teardown: removes what a failed case left behind. */
+static int remove_leftovers(void **state)
+{
+    (void)state;
+    char pat[128];
+    glob_t g;
+    snprintf(pat, sizeof pat, "/tmp/fp-exit-%d-*", (int)getpid());
+    if (glob(pat, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+        globfree(&g);
+    }
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,5 +527,5 @@ int main(void)
         cmocka_unit_test(strict_exits_before_main),
         cmocka_unit_test(bad_key_reported_once),
     };
-    return cmocka_run_group_tests(tests, check_env, NULL);
+    return cmocka_run_group_tests(tests, check_env, remove_leftovers);
 }

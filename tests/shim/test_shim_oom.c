@@ -259,9 +259,8 @@ static void cap_refuses(void **state)
              "20.00 MiB segment it needed)\n");
     free(msg);
 
-    /* Under the cap: a smaller block still fits (60 + 4 MiB segment is
-     * not past it?  20 MiB segments for < 10 MiB requests: it is), so
-     * the cap refuses that too; after a free, the request succeeds. */
+    /* A request just over 1 MiB needs a 20 MiB large-pool segment too:
+     * refused by the cap as well.  After a free, 20 MiB fit again. */
     msg = alloc_expect_oom(1 * MiB + 1);
     has(msg, "\nfragpool: cause: the cap refused");
     free(msg);

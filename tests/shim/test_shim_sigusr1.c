@@ -1,2 +1,371 @@
+/* test_shim_sigusr1.c - dump_on_sigusr1:1 under load: SIGUSR1 summary
+ * dumps while 8 threads allocate and free.
+ *
+ * The test re-executes itself ("test_shim_sigusr1 child") under the shim
+ * with FRAGPOOL_CONF=dump_on_sigusr1:1,debug_check:1,
+ * summary:/tmp/fp-sigusr1-<test pid>-%p.txt.  The child starts 8 threads
+ * that allocate, write, read back (content checks) and free blocks of
+ * mixed sizes, while its main thread sends itself SIGUSR1 50 times
+ * (kill(getpid(), SIGUSR1), 20 ms apart, about 1 s); it then stops and
+ * joins the threads, waits for the 50th dump to be complete, and exits.
+ * The parent enforces a deadline (waitpid polling, then SIGKILL and a
+ * failure: a deadlock between the dump thread and the allocating threads
+ * shows up as a timeout; alarm() backs this up in both processes) and
+ * then checks:
+ *  - the child exited 0 (every thread finished, every content check held);
+ *  - the child wrote nothing on stderr;
+ *  - PATH.1 ... PATH.50 exist, there is no PATH.51, and each holds one
+ *    complete text summary ("fragpool memory summary, device ID 0" once,
+ *    mode "shim, SIGUSR1 dump", the run block, the closing rule line);
+ *  - PATH itself holds the exit summary (mode "shim"), complete.
+ */
+#include "shim_test.h"
+#include <fcntl.h>
+#include <glob.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
-int main(void){return 1;}
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define NTHREADS 8
+#define NSIGNALS 50
+#define CHILD_ALARM_S 30
+#define PARENT_DEADLINE_S 40
+#define PARENT_ALARM_S 55
+#define RULE "|===========================================================================|"
+
+static char *slurp_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    off_t n = lseek(fd, 0, SEEK_END);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s || pread(fd, s, (size_t)n, 0) != n) {
+        free(s);
+        close(fd);
+        return NULL;
+    }
+    s[n] = '\0';
+    close(fd);
+    return s;
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* 1 when text is one whole text summary of one device: header once, the
+ * run block, and the closing rule as its last line. */
+static int complete_summary(const char *text)
+{
+    size_t n = strlen(text), m = strlen(RULE "\n");
+    return count_of(text, "fragpool memory summary, device ID 0") == 1 &&
+           count_of(text, "| fragpool run ") == 1 && n > m &&
+           strcmp(text + n - m, RULE "\n") == 0;
+}
+
+/* ---- the child: 8 allocating threads, 50 signals ------------------------- */
+
+static CUcontext ctx;
+static atomic_int stop;
+
+static void *worker(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg * 7919u;
+    enum { SLOTS = 16 };
+    CUdeviceptr live[SLOTS] = {0};
+    size_t size[SLOTS] = {0};
+    unsigned val[SLOTS] = {0};
+    if (cuCtxSetCurrent(ctx))
+        return (void *)1;
+    while (!atomic_load(&stop)) {
+        int k = (int)(rand_r(&seed) % SLOTS);
+        if (live[k]) {
+            unsigned first = 0, last = 0;
+            if (cuMemcpyDtoH_v2(&first, live[k], 4) ||
+                cuMemcpyDtoH_v2(&last, live[k] + size[k] - 4, 4))
+                return (void *)2;
+            if (first != val[k] || last != val[k])
+                return (void *)3;
+            if (cuMemFree_v2(live[k]))
+                return (void *)4;
+            live[k] = 0;
+        } else {
+            size[k] = 4 * (1 + rand_r(&seed) % (rand_r(&seed) % 4 ? 2000 : 800000));
+            val[k] = (unsigned)rand_r(&seed);
+            if (cuMemAlloc_v2(&live[k], size[k]) ||
+                cuMemsetD32_v2(live[k], val[k], size[k] / 4))
+                return (void *)5;
+        }
+    }
+    for (int k = 0; k < SLOTS; k++)
+        if (live[k] && cuMemFree_v2(live[k]))
+            return (void *)6;
+    return NULL;
+}
+
+static int child_main(void)
+{
+    alarm(CHILD_ALARM_S); /* a deadlock ends the child by SIGALRM */
+    CUdevice dev;
+    CUdeviceptr p;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return 20;
+    /* The first allocation sets the shim up, SIGUSR1 handler included. */
+    if (cuMemAlloc_v2(&p, 4096) || cuMemFree_v2(p))
+        return 21;
+    pthread_t t[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++)
+        if (pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1)))
+            return 22;
+    struct timespec gap = {0, 20 * 1000 * 1000};
+    for (int i = 0; i < NSIGNALS; i++) {
+        if (kill(getpid(), SIGUSR1))
+            return 23;
+        nanosleep(&gap, NULL);
+    }
+    atomic_store(&stop, 1);
+    int rc = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        if (r && !rc)
+            rc = 30 + (int)(uintptr_t)r;
+    }
+    if (rc)
+        return rc;
+    /* Wait for the last dump to be written out whole (the dump thread
+     * writes them in order), then exit: the exit summary goes to PATH. */
+    const char *conf = getenv("FRAGPOOL_CONF");
+    const char *at = conf ? strstr(conf, "summary:") : NULL;
+    if (!at)
+        return 24;
+    char pat[512], last[600];
+    snprintf(pat, sizeof pat, "%s", at + 8);
+    pat[strcspn(pat, ",")] = '\0';
+    char *pp = strstr(pat, "%p");
+    if (!pp)
+        return 25;
+    *pp = '\0';
+    snprintf(last, sizeof last, "%s%d%s.%d", pat, (int)getpid(), pp + 2, NSIGNALS);
+    struct timespec nap = {0, 5 * 1000 * 1000};
+    for (int i = 0; i < 4000; i++) {
+        char *text = slurp_path(last);
+        int done = text && complete_summary(text);
+        free(text);
+        if (done)
+            return 0;
+        nanosleep(&nap, NULL);
+    }
+    return 26; /* the 50th dump never came */
+}
+
+/* Child mode "stderr": 3 signals, no other threads; waits until its stderr
+ * (a regular file) holds the 3 dumps whole, then exits. */
+static int child_stderr_main(void)
+{
+    alarm(CHILD_ALARM_S);
+    CUdevice dev;
+    CUdeviceptr p, keep;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || cuMemAlloc_v2(&p, 4096) || cuMemAlloc_v2(&keep, 3u << 20) ||
+        cuMemFree_v2(p))
+        return 20;
+    for (int i = 0; i < 3; i++) {
+        if (kill(getpid(), SIGUSR1))
+            return 23;
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        for (int tries = 0;; tries++) {
+            off_t n = lseek(2, 0, SEEK_END);
+            char *text = n > 0 ? malloc((size_t)n + 1) : NULL;
+            int done = 0;
+            if (text && pread(2, text, (size_t)n, 0) == n) {
+                text[n] = '\0';
+                size_t m = strlen(RULE "\n");
+                done = count_of(text, "fragpool memory summary") == i + 1 &&
+                       count_of(text, "| fragpool run ") == i + 1 && (size_t)n > m &&
+                       strcmp(text + n - m, RULE "\n") == 0;
+            }
+            free(text);
+            if (done)
+                break;
+            if (tries == 4000)
+                return 26;
+            nanosleep(&nap, NULL);
+        }
+    }
+    return 0;
+}
+
+/* ---- the parent: run the child, check the files ---------------------------- */
+
+/* Re-executes this program as "test_shim_sigusr1 MODE" with
+ * FRAGPOOL_CONF=conf; returns its pid, its stderr in errtext (caller frees). */
+static pid_t run_child(const char *mode, const char *conf, char **errtext)
+{
+    char confvar[512];
+    snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
+    size_t n = 0, k = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof *env);
+    assert_non_null(env);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0)
+            env[k++] = environ[i];
+    env[k++] = confvar;
+    env[k] = NULL;
+    char errname[] = "/tmp/fp-sigusr1-err-XXXXXX";
+    int errfd = mkstemp(errname);
+    assert_true(errfd >= 0);
+    unlink(errname);
+
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(len > 0);
+    self[len] = '\0';
+    char *argv[] = {self, (char *)mode, NULL};
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(errfd, 2);
+        execve(self, argv, env);
+        _exit(127);
+    }
+    free(env);
+
+    struct timespec t0, now, nap = {0, 5 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int st = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > PARENT_DEADLINE_S) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("the child still runs after %d s: deadlock", PARENT_DEADLINE_S);
+        }
+        nanosleep(&nap, NULL);
+    }
+    assert_int_equal(w, pid);
+    off_t elen = lseek(errfd, 0, SEEK_END);
+    assert_true(elen >= 0);
+    char *text = malloc((size_t)elen + 1);
+    assert_non_null(text);
+    assert_int_equal(pread(errfd, text, (size_t)elen, 0), elen);
+    text[elen] = '\0';
+    close(errfd);
+    if (WIFSIGNALED(st))
+        fail_msg("the child died of signal %d (SIGALRM is %d: deadlock); stderr:\n%s",
+                 WTERMSIG(st), SIGALRM, text);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("the child exited with status %d; stderr:\n%s", WEXITSTATUS(st), text);
+    *errtext = text;
+    return pid;
+}
+
+static void dumps_under_load(void **state)
+{
+    (void)state;
+    alarm(PARENT_ALARM_S); /* backstop: SIGALRM ends (fails) this test */
+    int me = (int)getpid();
+    char conf[512], *errtext;
+    snprintf(conf, sizeof conf,
+             "dump_on_sigusr1:1,debug_check:1,summary:/tmp/fp-sigusr1-%d-%%p.txt", me);
+    pid_t pid = run_child("child", conf, &errtext);
+    assert_string_equal(errtext, "");
+    free(errtext);
+
+    char base[256], path[300];
+    snprintf(base, sizeof base, "/tmp/fp-sigusr1-%d-%d.txt", me, (int)pid);
+    for (int i = 1; i <= NSIGNALS + 1; i++) {
+        snprintf(path, sizeof path, "%s.%d", base, i);
+        char *text = slurp_path(path);
+        if (i == NSIGNALS + 1) {
+            if (text)
+                fail_msg("%s: more dumps than signals", path);
+            break;
+        }
+        if (!text)
+            fail_msg("%s: missing (dump %d of %d)", path, i, NSIGNALS);
+        if (!complete_summary(text) || !strstr(text, "shim, SIGUSR1 dump"))
+            fail_msg("%s: not one complete dump:\n%s", path, text);
+        free(text);
+        unlink(path);
+    }
+    char *text = slurp_path(base);
+    if (!text)
+        fail_msg("%s: no exit summary", base);
+    if (!complete_summary(text) || !strstr(text, "| Mode                  | shim "))
+        fail_msg("%s: not one complete exit summary:\n%s", base, text);
+    free(text);
+    unlink(base);
+    alarm(0);
+}
+
+/* Without a summary file the dumps go to stderr: with summary:off only
+ * they do (the exit summary stays off), with summary:stderr the exit
+ * summary follows them. */
+static void dumps_on_stderr(void **state)
+{
+    (void)state;
+    alarm(PARENT_ALARM_S);
+    char *err;
+    run_child("stderr", "dump_on_sigusr1:1,summary:off", &err);
+    assert_int_equal(count_of(err, "fragpool memory summary, device ID 0"), 3);
+    assert_int_equal(count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
+    assert_int_equal(count_of(err, "| Mode                  | shim "), 0); /* no exit summary */
+    free(err);
+    run_child("stderr", "dump_on_sigusr1:1,summary:stderr", &err);
+    assert_int_equal(count_of(err, "fragpool memory summary, device ID 0"), 4);
+    assert_int_equal(count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
+    assert_int_equal(count_of(err, "| Mode                  | shim "), 1);
+    size_t n = strlen(err), m = strlen(RULE "\n");
+    assert_true(n > m);
+    assert_string_equal(err + n - m, RULE "\n");
+    free(err);
+    alarm(0);
+}
+
+/* Group teardown: removes what a failed case left behind. */
+static int remove_leftovers(void **state)
+{
+    (void)state;
+    char pat[128];
+    glob_t g;
+    snprintf(pat, sizeof pat, "/tmp/fp-sigusr1-%d-*", (int)getpid());
+    if (glob(pat, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+        globfree(&g);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "child") == 0)
+        return child_main();
+    if (argc > 1 && strcmp(argv[1], "stderr") == 0)
+        return child_stderr_main();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dumps_under_load),
+        cmocka_unit_test(dumps_on_stderr),
+    };
+    return cmocka_run_group_tests(tests, NULL, remove_leftovers);
+}

@@ -1,2 +1,324 @@
+/* test_shim_trace.c - trace:PATH, the shim's allocation recorder, checked
+ * end to end: tests/shim/exit_paths.c runs its "workload" (3000 steps of
+ * cuMemAlloc/cuMemFree and cuMemAllocAsync/cuMemFreeAsync on a stream,
+ * three blocks left live) under LD_PRELOAD=libfragpool.so with
+ * FRAGPOOL_CONF=trace:/tmp/..-%p.csv,summary:/tmp/..-%p.json,
+ * summary_format:json; then this test
+ *  - loads the file with fp_trace_load (the CLI's loader, which skips the
+ *    segment rows s/r) and checks that the a rows and f rows are exactly
+ *    the client's allocations and frees, that every f frees a live id of
+ *    an earlier a with the same size, and that ids are not reused while
+ *    live;
+ *  - checks the raw file: one header, seq numbers 0, 1, 2, ... in order
+ *    (no row twice), s and r rows as many as the summary's reserve_calls
+ *    and release_calls, stream 0 for cuMemAlloc rows and 1 for the stream;
+ *  - replays it with fp_replay (default options, unlimited device) and
+ *    checks that the replay's peak allocated equals the peak allocated of
+ *    the shim's own JSON summary of that run (and the client's own count):
+ *    trace -> replay fidelity.  The workload's sizes make every block
+ *    exactly its rounded request, so the peak cannot depend on which block
+ *    the pool picked (deferred reuse may pick other blocks than replay).
+ * With the default free policy (deferred), with free_policy:sync, and with
+ * a client that forks a CUDA-free child half-way (the child must add
+ * nothing to the parent's trace).
+ */
+#include "shim_test.h"
+#include "fp_report.h"
+#include "fp_trace.h"
+#include <fcntl.h>
+#include <glob.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void){return 1;}
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define RUN_TIMEOUT_S 30
+
+/* ---- running exit_paths -------------------------------------------------- */
+
+static char *slurp_fd(int fd)
+{
+    off_t n = lseek(fd, 0, SEEK_END);
+    assert_true(n >= 0);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    assert_int_equal(pread(fd, s, (size_t)n, 0), n);
+    s[n] = '\0';
+    return s;
+}
+
+static char *slurp_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    char *s = slurp_fd(fd);
+    close(fd);
+    return s;
+}
+
+/* Runs exit_paths MODE with FRAGPOOL_CONF=conf; returns its pid, stdout in
+ * *out (caller frees).  Its stderr is this test's. */
+static pid_t run_client(const char *mode, const char *conf, char **out)
+{
+    size_t n = 0, k = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof *env);
+    char confvar[1024];
+    assert_non_null(env);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0)
+            env[k++] = environ[i];
+    snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
+    env[k++] = confvar;
+    env[k] = NULL;
+    char name[] = "/tmp/fp-trace-out-XXXXXX";
+    int fd = mkstemp(name);
+    assert_true(fd >= 0);
+    unlink(name);
+    char *argv[] = {(char *)FP_EXIT_PATHS, (char *)mode, NULL};
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 1);
+        execve(FP_EXIT_PATHS, argv, env);
+        _exit(127);
+    }
+    free(env);
+    struct timespec t0, now, nap = {0, 2000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int st = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > RUN_TIMEOUT_S) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("exit_paths %s still running after %d s", mode, RUN_TIMEOUT_S);
+        }
+        nanosleep(&nap, NULL);
+    }
+    assert_int_equal(w, pid);
+    *out = slurp_fd(fd);
+    close(fd);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("exit_paths %s: status 0x%x; stdout:\n%s", mode, st, *out);
+    return pid;
+}
+
+/* ---- the summary ---------------------------------------------------------------- */
+
+enum { NTOK = 8192 };
+static fp_jtok toks[NTOK];
+
+static int64_t jint(const fp_jdoc *d, const char *path)
+{
+    int64_t v = -1;
+    int t = fp_jdoc_path(d, path);
+    if (t < 0 || fp_jdoc_int(d, t, &v))
+        fail_msg("JSON summary: no integer at %s", path);
+    return v;
+}
+
+/* ---- the raw CSV --------------------------------------------------------------- */
+
+typedef struct raw_counts {
+    size_t headers, rows, a, f, s, r, stream0, stream1, other_stream;
+    int seq_in_order;
+} raw_counts;
+
+static void scan_raw(const char *text, raw_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    c->seq_in_order = 1;
+    unsigned long long want = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl); /* every row is complete */
+        if (strncmp(p, "seq,op,id,size,stream\n", 22) == 0) {
+            c->headers++;
+        } else {
+            unsigned long long seq, id, size;
+            unsigned stream;
+            char op;
+            assert_int_equal(sscanf(p, "%llu,%c,%llu,%llu,%u", &seq, &op, &id, &size, &stream), 5);
+            if (seq != want)
+                c->seq_in_order = 0;
+            want = seq + 1;
+            c->rows++;
+            c->a += op == 'a';
+            c->f += op == 'f';
+            c->s += op == 's';
+            c->r += op == 'r';
+            if (op == 'a' || op == 'f') {
+                c->stream0 += stream == 0;
+                c->stream1 += stream == 1;
+                c->other_stream += stream > 1;
+            }
+        }
+        p = nl + 1;
+    }
+}
+
+/* ---- one run -------------------------------------------------------------------- */
+
+static void trace_matches_run(const char *mode, const char *extra_conf)
+{
+    char conf[512], trace_path[256], sum_path[256];
+    int me = (int)getpid();
+    snprintf(conf, sizeof conf,
+             "trace:/tmp/fp-trace-%d-%%p.csv,summary:/tmp/fp-trace-%d-%%p.json,"
+             "summary_format:json%s%s", me, me, extra_conf[0] ? "," : "", extra_conf);
+    char *out;
+    pid_t pid = run_client(mode, conf, &out);
+    snprintf(trace_path, sizeof trace_path, "/tmp/fp-trace-%d-%d.csv", me, (int)pid);
+    snprintf(sum_path, sizeof sum_path, "/tmp/fp-trace-%d-%d.json", me, (int)pid);
+    unsigned long allocs = 0, frees = 0;
+    size_t peak_rounded = 0;
+    const char *line = strstr(out, "allocs=");
+    assert_non_null(line);
+    assert_int_equal(sscanf(line, "allocs=%lu frees=%lu peak-rounded=%zu", &allocs, &frees,
+                            &peak_rounded), 3);
+    assert_true(allocs > 1000 && frees > 1000);
+
+    /* The shim's JSON summary of the run. */
+    char *json = slurp_path(sum_path);
+    if (!json)
+        fail_msg("no summary at %s", sum_path);
+    fp_jdoc d;
+    size_t errpos = 0;
+    if (fp_jdoc_parse(&d, json, strlen(json), toks, NTOK, &errpos))
+        fail_msg("summary does not parse at byte %zu: %s", errpos, json);
+    int64_t shim_peak = jint(&d, "devices.0.allocated.peak");
+    assert_int_equal(jint(&d, "devices.0.allocs"), allocs);
+    assert_int_equal(jint(&d, "devices.0.leaks.count"), 3);
+    assert_int_equal(jint(&d, "devices.0.oom_count"), 0);
+
+    /* The raw file. */
+    char *raw = slurp_path(trace_path);
+    if (!raw)
+        fail_msg("no trace at %s (%%p must be the client's pid)", trace_path);
+    raw_counts rc;
+    scan_raw(raw, &rc);
+    if (rc.headers != 1 || !rc.seq_in_order || rc.a != allocs || rc.f != frees)
+        fail_msg("%s: %zu header lines (want 1), seq %s, %zu a rows for %lu allocations, "
+                 "%zu f rows for %lu frees", trace_path, rc.headers,
+                 rc.seq_in_order ? "in order" : "NOT 0, 1, 2, ... (rows repeated?)", rc.a, allocs,
+                 rc.f, frees);
+    assert_int_equal(rc.s, jint(&d, "devices.0.reserve_calls"));
+    assert_int_equal(rc.r, jint(&d, "devices.0.release_calls"));
+    assert_true(rc.stream0 > 0 && rc.stream1 > 0);
+    assert_int_equal(rc.other_stream, 0);
+
+    /* The loader's view: a and f rows only, ids paired. */
+    fp_trace t;
+    char err[256] = "";
+    if (fp_trace_load(trace_path, &t, err, sizeof err))
+        fail_msg("fp_trace_load: %s", err);
+    assert_int_equal(t.n, allocs + frees);
+    uint64_t *live_id = calloc(t.n, sizeof *live_id), *live_size = calloc(t.n, sizeof *live_size);
+    assert_non_null(live_id);
+    assert_non_null(live_size);
+    size_t nlive = 0, na = 0, nf = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        const fp_trace_event *e = &t.ev[i];
+        size_t j = 0;
+        while (j < nlive && live_id[j] != e->id)
+            j++;
+        if (e->op == 'a') {
+            if (j < nlive)
+                fail_msg("event %zu: id %llu allocated again while live", i,
+                         (unsigned long long)e->id);
+            live_id[nlive] = e->id;
+            live_size[nlive++] = e->size;
+            na++;
+        } else {
+            assert_int_equal(e->op, 'f');
+            if (j == nlive)
+                fail_msg("event %zu: free of id %llu, which no earlier a row made live", i,
+                         (unsigned long long)e->id);
+            assert_int_equal(live_size[j], e->size);
+            live_id[j] = live_id[nlive - 1];
+            live_size[j] = live_size[--nlive];
+            nf++;
+        }
+    }
+    assert_int_equal(na, allocs);
+    assert_int_equal(nf, frees);
+    assert_int_equal(nlive, 3);
+    free(live_id);
+    free(live_size);
+
+    /* Replay: the same peak allocated as the shim's summary. */
+    fp_pool_opts opts;
+    fp_pool_opts_default(&opts);
+    fp_replay_result res;
+    assert_int_equal(fp_replay(&t, &opts, 0, &res, NULL), 0);
+    assert_int_equal(res.events, t.n);
+    assert_int_equal(res.ooms, 0);
+    assert_int_equal(res.bad_frees, 0);
+    printf("%s %s: %zu events, peak allocated: replay %lld, shim %lld, client %zu\n", mode,
+           extra_conf, t.n, (long long)res.stats.allocated_bytes[FP_ALL].peak,
+           (long long)shim_peak, peak_rounded);
+    assert_int_equal(res.stats.allocated_bytes[FP_ALL].peak, shim_peak);
+    assert_int_equal(shim_peak, peak_rounded);
+
+    fp_trace_free(&t);
+    free(raw);
+    free(json);
+    free(out);
+    unlink(trace_path);
+    unlink(sum_path);
+}
+
+static void trace_deferred(void **state)
+{
+    (void)state;
+    trace_matches_run("workload", "");
+}
+
+static void trace_sync(void **state)
+{
+    (void)state;
+    trace_matches_run("workload", "free_policy:sync");
+}
+
+/* A child forked without CUDA inherits the recorder's unwritten rows: it
+ * must not write them (or anything) into the parent's trace. */
+static void trace_survives_fork(void **state)
+{
+    (void)state;
+    trace_matches_run("workload-fork", "");
+}
+
+/* Group teardown: removes what a failed case left behind. */
+static int remove_leftovers(void **state)
+{
+    (void)state;
+    char pat[128];
+    glob_t g;
+    snprintf(pat, sizeof pat, "/tmp/fp-trace-%d-*", (int)getpid());
+    if (glob(pat, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+        globfree(&g);
+    }
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(trace_deferred),
+        cmocka_unit_test(trace_sync),
+        cmocka_unit_test(trace_survives_fork),
+    };
+    return cmocka_run_group_tests(tests, NULL, remove_leftovers);
+}
