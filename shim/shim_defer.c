@@ -125,6 +125,7 @@ static bool seal_fence(fp_ctx_pool *d, bool force)
         fp_streams_capturing())
         return false;
     fp_fence *fc = &f->fences[f->nfences];
+    fc->nev = 0;
     CUstream streams[FP_FENCE_EVENTS - 1];
     size_t n = fp_streams_of(d->ctx, streams, FP_FENCE_EVENTS - 1);
     bool ok = fp_streams_count(d->ctx) == n && fence_add(f, fc, CU_STREAM_LEGACY);
@@ -169,6 +170,7 @@ static void pop_fence(fp_ctx_pool *d)
     fence_drop_events(f, &f->fences[0]);
     memmove(f->fences, f->fences + 1, (size_t)(f->nfences - 1) * sizeof *f->fences);
     f->nfences--;
+    f->fences[f->nfences].nev = 0; /* the vacated slot must not alias a live fence */
 }
 
 /* Reclaims every completed fence, oldest first; true when any was. */

@@ -38,6 +38,9 @@ typedef struct fpsim_counts {
   unsigned long long ops_executed;     /* stream operations completed by workers */
   unsigned long long device_syncs;     /* whole-device synchronizations
                                           (cuMemFree, cuCtxSynchronize, ...) */
+  unsigned long long streams_draining; /* user streams destroyed with work
+                                          queued whose worker has not yet run
+                                          it all and exited */
 } fpsim_counts;
 
 /* Number of simulated devices (FRAGPOOL_SIM_DEVICES). */

@@ -14,7 +14,12 @@
  *   2. mem lock    - private to sim_registry.c: the allocation registry,
  *                    capacity accounting and memory counters.  A leaf.
  * g_sim.progress is broadcast (under g_sim.lock) whenever any stream
- * completes an operation; every wait for completion waits on it.
+ * completes an operation or a draining stream is reaped; every wait for
+ * completion waits on it.
+ *
+ * cuStreamDestroy does not wait: a stream destroyed with work queued is
+ * "draining" (dead, still on its device's list) until its worker has run
+ * the queue; then the worker reaps it (sim_stream.c).
  */
 #ifndef FP_SIM_H
 #define FP_SIM_H
@@ -59,9 +64,11 @@ struct sim_ctx {
 typedef struct sim_device {
   sim_ctx primary;                    /* primary context (handle = &primary) */
   sim_stream *legacy;                 /* legacy default stream */
-  sim_stream *streams;                /* every live stream, legacy included */
+  sim_stream *streams;                /* live streams, legacy included, and
+                                         destroyed ones still draining */
   unsigned long long streams_created; /* user streams ever created */
   unsigned long long streams_live;    /* user streams not destroyed */
+  unsigned long long streams_draining; /* destroyed, queue not yet run */
   unsigned long long ops_executed;    /* operations completed */
   unsigned long long device_syncs;    /* sim_device_sync calls */
 } sim_device;
@@ -171,7 +178,11 @@ typedef struct sim_op {
 
 /* Invariants: done <= enq; the queue holds exactly tickets done+1..enq in
  * order; only the worker advances done.  A stream is freed when refs drops
- * to 0 (device list, deps and events hold references). */
+ * to 0 (device list, deps and events hold references).  draining implies
+ * dead and worker_exit; a draining stream stays on the device list until
+ * its worker, finding the queue empty, unlinks it and detaches itself
+ * (nobody joins that worker).  A dead stream that is not draining is being
+ * retired synchronously (sim_stream_retire). */
 struct sim_stream {
   sim_stream_kind kind;
   int dev;
@@ -180,6 +191,7 @@ struct sim_stream {
   int priority;
   int refs;
   bool dead;                  /* destroy started: no new work */
+  bool draining;              /* destroyed with work queued: worker reaps */
   bool worker_running;        /* worker thread exists */
   bool worker_exit;           /* asked to exit when the queue is empty */
   pthread_t worker;
@@ -208,7 +220,11 @@ void sim_stream_unref(sim_stream *s);
 sim_stream *sim_stream_new(int dev, sim_ctx *ctx, sim_stream_kind kind,
                            unsigned flags, int priority);
 void sim_stream_retire(sim_stream *s);         /* drains, joins; unlocks inside */
-void sim_device_sync(int dev);                 /* every stream of dev */
+void sim_stream_abandon(sim_stream *s);        /* cuStreamDestroy: no wait */
+void sim_device_sync(int dev);                 /* every stream of dev,
+                                                  draining ones too */
+/* Retires ctx's live user streams and waits until its draining ones are
+ * reaped; unlocks inside. */
 void sim_ctx_retire_streams(const sim_ctx *ctx);
 void sim_stream_setup(void);                   /* from sim_setup */
 void sim_stream_fork_child(void);              /* child side of fork */

@@ -40,6 +40,7 @@ int fpsim_stats(int dev, fpsim_counts *out)
   const sim_device *d = &g_sim.dev[dev];
   out->streams_created = d->streams_created;
   out->streams_live = d->streams_live;
+  out->streams_draining = d->streams_draining;
   out->ops_executed = d->ops_executed;
   out->device_syncs = d->device_syncs;
   sim_unlock();

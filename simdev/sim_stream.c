@@ -18,6 +18,16 @@
  * a cycle.  While a stream is being captured its work is recorded in the
  * capture (counted) and not executed, as on the real driver.
  *
+ * Destroying a user stream does not wait, as on the real driver.  An idle
+ * stream is retired at once (its worker, if any, is idle and joined).  A
+ * stream with work queued becomes draining: its handle is invalid from
+ * then on, but it stays on the device list, so device synchronization and
+ * legacy-stream ordering still see its work, and events recorded on it
+ * still complete.  Its worker runs the queue to the end, then reaps the
+ * stream (unlinks it, drops the list's reference, broadcasts progress) and
+ * exits detached.  Context teardown waits for the draining streams of the
+ * context; at process exit they may still be running, and stay reachable.
+ *
  * All state is under g_sim.lock; a worker drops the lock only while it
  * runs an operation's body (copy, memset, host function, free).
  */
@@ -155,6 +165,27 @@ static void finish_op(sim_stream *s, sim_op *op)
   pthread_cond_broadcast(&g_sim.progress);
 }
 
+static void unlink_stream(sim_stream *s)
+{
+  sim_stream **pp = &g_sim.dev[s->dev].streams;
+  while (*pp != NULL && *pp != s)
+    pp = &(*pp)->next;
+  if (*pp == s)
+    *pp = s->next;
+}
+
+/* A draining stream has run its queue: it leaves the device list and its
+ * worker (the caller) detaches itself.  s may be freed here. */
+static void reap(sim_stream *s)
+{
+  unlink_stream(s);
+  s->worker_running = false;
+  pthread_detach(pthread_self());
+  g_sim.dev[s->dev].streams_draining--;
+  pthread_cond_broadcast(&g_sim.progress);
+  sim_stream_unref(s);                          /* the device list's */
+}
+
 static void *worker_main(void *arg)
 {
   sim_stream *s = arg;
@@ -165,6 +196,8 @@ static void *worker_main(void *arg)
     sim_lock();
     finish_op(s, op);
   }
+  if (s->draining)
+    reap(s);
   sim_unlock();
   return NULL;
 }
@@ -182,7 +215,7 @@ static CUresult ensure_worker(sim_stream *s)
   if (err != 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   s->worker_running = true;
-  s->worker_exit = false;
+  s->worker_exit = s->draining;     /* a draining stream's worker runs out */
   return CUDA_SUCCESS;
 }
 
@@ -322,15 +355,6 @@ sim_stream *sim_stream_new(int dev, sim_ctx *ctx, sim_stream_kind kind,
   return s;
 }
 
-static void unlink_stream(sim_stream *s)
-{
-  sim_stream **pp = &g_sim.dev[s->dev].streams;
-  while (*pp != NULL && *pp != s)
-    pp = &(*pp)->next;
-  if (*pp == s)
-    *pp = s->next;
-}
-
 void sim_stream_retire(sim_stream *s)
 {
   s->dead = true;
@@ -351,19 +375,42 @@ void sim_stream_retire(sim_stream *s)
   sim_stream_unref(s);                          /* ours */
 }
 
-static sim_stream *find_ctx_stream(const sim_ctx *ctx)
+/* Destroys s without waiting: retired now when idle, else draining (see
+ * the top of the file). */
+void sim_stream_abandon(sim_stream *s)
+{
+  if (sim_stream_idle(s) || ensure_worker(s) != CUDA_SUCCESS) {
+    sim_stream_retire(s);        /* nothing to wait for (or no thread) */
+    return;
+  }
+  s->dead = true;
+  s->draining = true;
+  s->worker_exit = true;
+  g_sim.dev[s->dev].streams_draining++;
+  sim_capture_detach(s);
+  pthread_cond_signal(&s->work);
+}
+
+/* A user stream of ctx: live, or (draining) destroyed and still draining. */
+static sim_stream *find_ctx_stream(const sim_ctx *ctx, bool draining)
 {
   for (sim_stream *t = g_sim.dev[ctx->dev].streams; t != NULL; t = t->next)
-    if (t->kind == SIM_STREAM_USER && t->ctx == ctx && !t->dead)
+    if (t->kind == SIM_STREAM_USER && t->ctx == ctx &&
+        (draining ? t->draining : !t->dead))
       return t;
   return NULL;
 }
 
 void sim_ctx_retire_streams(const sim_ctx *ctx)
 {
-  for (sim_stream *t; (t = find_ctx_stream(ctx)) != NULL;) {
+  for (sim_stream *t; (t = find_ctx_stream(ctx, false)) != NULL;) {
     g_sim.dev[ctx->dev].streams_live--;
     sim_stream_retire(t);
+  }
+  for (sim_stream *t; (t = find_ctx_stream(ctx, true)) != NULL;) {
+    if (!t->worker_running && ensure_worker(t) != CUDA_SUCCESS)
+      return;                    /* fork() lost the worker, no new one */
+    pthread_cond_wait(&g_sim.progress, &g_sim.lock);
   }
 }
 
@@ -403,8 +450,8 @@ void sim_stream_fork_child(void)
 {
   for (int d = 0; d < g_sim.ndev; d++)
     for (sim_stream *s = g_sim.dev[d].streams; s != NULL; s = s->next) {
-      s->worker_running = false;
-      s->worker_exit = false;
+      s->worker_running = false;     /* restarted by the next wait */
+      s->worker_exit = s->draining;
       pthread_cond_init(&s->work, NULL);
     }
 }
@@ -501,7 +548,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     rc = CUDA_ERROR_INVALID_HANDLE;
   } else {
     g_sim.dev[s->dev].streams_live--;
-    sim_stream_retire(s);
+    sim_stream_abandon(s);
   }
   sim_unlock();
   return rc;

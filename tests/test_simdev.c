@@ -664,26 +664,178 @@ static void test_stream_ordered_alloc(void **state)
   OK(cuStreamDestroy_v2(s));
 }
 
-static void test_stream_destroy_drains(void **state)
+/* Polls until device dev has no draining stream left: their workers reap
+ * them after the last queued operation.  False after about 10 s. */
+static bool drained(int dev)
+{
+  for (int i = 0; i < 10000; i++) {
+    if (stats(dev).streams_draining == 0)
+      return true;
+    sleep_ms(1);
+  }
+  return false;
+}
+
+/* Like the real driver, cuStreamDestroy returns at once; the queued work
+ * still runs, in order, and an event recorded before completes later. */
+static void test_stream_destroy_returns(void **state)
 {
   (void)state;
   CUstream s = NULL;
-  int prio = 1, lo = 1, hi = 1;
-  slow_write w = {.ms = 50};
+  CUevent e = NULL;
+  CUdeviceptr d = 0, a = 0;
+  int prio = 1, lo = 1, hi = 1, out = 0, back = 0;
+  unsigned flags = 0;
   OK(cuCtxGetStreamPriorityRange(&lo, &hi));
   OK(cuStreamCreateWithPriority(&s, 0, -100));
   OK(cuStreamGetPriority(s, &prio));
   assert_int_equal(prio, hi);
+  OK(cuEventCreate(&e, CU_EVENT_DEFAULT));
+  OK(cuMemAlloc_v2(&d, sizeof(int)));
+  slow_write w = {.ms = 100, .where = (int *)(uintptr_t)d, .value = 42};
   fpsim_counts c0 = stats(0);
-  OK(cuLaunchHostFunc(s, slow_write_fn, &w));
+  OK(cuMemAllocAsync(&a, sizeof(int), s));
+  OK(cuLaunchHostFunc(s, slow_write_fn, &w));           /* d = 42 */
+  OK(cuMemcpyDtoDAsync_v2(a, d, sizeof(int), s));       /* a = 42 */
+  OK(cuMemsetD32Async(d, 7, 1, s));                     /* d = 7 */
+  OK(cuMemcpyDtoHAsync_v2(&out, a, sizeof out, s));     /* out = 42 */
+  OK(cuMemFreeAsync(a, s));
+  OK(cuEventRecord(e, s));
   OK(cuStreamDestroy_v2(s));
-  assert_int_equal(atomic_load(&w.done), 1);
-  assert_int_equal(stats(0).streams_live, c0.streams_live - 1);
+  assert_int_equal(atomic_load(&w.done), 0);            /* did not wait */
+  fpsim_counts c1 = stats(0);
+  assert_int_equal(c1.streams_live, c0.streams_live - 1);
+  assert_int_equal(c1.streams_draining, c0.streams_draining + 1);
+  assert_int_equal(c1.live_allocations, c0.live_allocations + 1);  /* a */
+  /* the handle is invalid at once */
+  assert_int_equal(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuStreamGetFlags(s, &flags), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuLaunchHostFunc(s, slow_write_fn, &w),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuMemsetD32Async(d, 1, 1, s), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuEventRecord(e, s), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+  /* the event recorded before the destroy completes after the work */
+  assert_int_equal(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+  OK(cuEventSynchronize(e));
+  assert_int_equal(atomic_load(&w.done), 1);
+  assert_int_equal(out, 42);
+  OK(cuMemcpyDtoH_v2(&back, d, sizeof back));
+  assert_int_equal(back, 7);
+  OK(cuEventQuery(e));
+  assert_true(drained(0));
+  assert_int_equal(stats(0).live_allocations, c0.live_allocations);
+  /* an idle stream goes at once, with nothing to drain */
+  OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(cuLaunchHostFunc(s, slow_write_fn, &(slow_write){.ms = 0}));
+  OK(cuStreamSynchronize(s));
+  OK(cuStreamDestroy_v2(s));
+  assert_int_equal(stats(0).streams_draining, c0.streams_draining);
+  OK(cuEventDestroy_v2(e));
+  OK(cuMemFree_v2(d));
   assert_int_equal(cuStreamDestroy_v2(NULL), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(cuStreamCreate(&s, 4), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuLaunchHostFunc((CUstream)&w, slow_write_fn, &w),
                    CUDA_ERROR_INVALID_HANDLE);
+}
+
+/* Device-wide waits and legacy ordering still see a destroyed stream's
+ * queued work. */
+static void test_destroyed_stream_syncs(void **state)
+{
+  (void)state;
+  CUstream s = NULL, b = NULL;
+  CUevent e = NULL;
+  CUdeviceptr d = 0;
+  slow_write w1 = {.ms = 100}, w2 = {.ms = 100};
+  OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(cuLaunchHostFunc(s, slow_write_fn, &w1));
+  OK(cuStreamDestroy_v2(s));
+  assert_int_equal(atomic_load(&w1.done), 0);
+  OK(cuCtxSynchronize());
+  assert_int_equal(atomic_load(&w1.done), 1);
+  /* cuMemFree synchronizes the device, destroyed streams included */
+  OK(cuMemAlloc_v2(&d, 64));
+  OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(cuLaunchHostFunc(s, slow_write_fn, &w2));
+  OK(cuStreamDestroy_v2(s));
+  assert_int_equal(atomic_load(&w2.done), 0);
+  OK(cuMemFree_v2(d));
+  assert_int_equal(atomic_load(&w2.done), 1);
+  /* legacy work, and a wait on its event, wait for a destroyed blocking
+   * stream; the destroy itself returns with the gate still shut */
+  gate g = {0};
+  atomic_int flag = 0;
+  observe ol = {.flag = &flag}, ow = {.flag = &flag};
+  OK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+  OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  OK(cuLaunchHostFunc(s, gate_fn, &g));
+  OK(cuLaunchHostFunc(s, set_flag_fn, &flag));
+  OK(cuEventRecord(e, s));
+  OK(cuStreamDestroy_v2(s));
+  assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+  OK(cuLaunchHostFunc(NULL, observe_fn, &ol));
+  OK(cuStreamWaitEvent(b, e, 0));
+  OK(cuLaunchHostFunc(b, observe_fn, &ow));
+  sleep_ms(20);
+  assert_int_equal(atomic_load(&ol.ran) + atomic_load(&ow.ran), 0);
+  atomic_store(&g.open, 1);
+  OK(cuStreamSynchronize(NULL));
+  OK(cuStreamSynchronize(b));
+  assert_int_equal(atomic_load(&ol.seen), 1);
+  assert_int_equal(atomic_load(&ow.seen), 1);
+  OK(cuEventDestroy_v2(e));
+  OK(cuStreamDestroy_v2(b));
+  assert_true(drained(0));
+}
+
+enum { kDrainStreams = 8 };
+
+/* Queues slow work on kDrainStreams new streams of the current context and
+ * destroys them at once. */
+static void destroy_busy_streams(slow_write w[kDrainStreams])
+{
+  for (int i = 0; i < kDrainStreams; i++) {
+    CUstream s = NULL;
+    w[i] = (slow_write){.ms = 10 * (i + 1)};
+    OK(cuStreamCreate(&s, i % 2 ? CU_STREAM_NON_BLOCKING : 0));
+    OK(cuLaunchHostFunc(s, slow_write_fn, &w[i]));
+    OK(cuStreamDestroy_v2(s));
+  }
+  assert_int_equal(atomic_load(&w[kDrainStreams - 1].done), 0);
+}
+
+static void assert_all_ran(slow_write w[kDrainStreams])
+{
+  for (int i = 0; i < kDrainStreams; i++)
+    assert_int_equal(atomic_load(&w[i].done), 1);
+}
+
+/* Tearing a context down waits for its destroyed, still draining streams. */
+static void test_destroyed_streams_ctx_teardown(void **state)
+{
+  (void)state;
+  CUcontext made = NULL, p1 = NULL;
+  slow_write w[kDrainStreams];
+  fpsim_counts d0 = stats(1);
+  OK(cuCtxCreate_v2(&made, 0, 1));
+  destroy_busy_streams(w);
+  assert_true(stats(1).streams_draining > d0.streams_draining);
+  OK(cuCtxDestroy_v2(made));
+  assert_all_ran(w);
+  assert_int_equal(stats(1).streams_draining, d0.streams_draining);
+  /* the same for a primary context reset */
+  OK(cuDevicePrimaryCtxRetain(&p1, 1));
+  OK(cuCtxPushCurrent_v2(p1));
+  destroy_busy_streams(w);
+  OK(cuCtxPopCurrent_v2(NULL));
+  OK(cuDevicePrimaryCtxReset_v2(1));
+  assert_all_ran(w);
+  fpsim_counts d1 = stats(1);
+  assert_int_equal(d1.streams_draining, d0.streams_draining);
+  assert_int_equal(d1.streams_live, d0.streams_live);
 }
 
 /* ---- capture ---------------------------------------------------------------------- */
@@ -1112,6 +1264,21 @@ static int env_child(char **argv)
   return 0;
 }
 
+/* Reads the child's stderr from fd into err, then reaps it: its exit
+ * status, or 100 when it did not exit normally. */
+static int collect_child(pid_t pid, int fd, char *err, size_t errlen)
+{
+  size_t len = 0;
+  for (ssize_t n; len + 1 < errlen &&
+                  (n = read(fd, err + len, errlen - 1 - len)) > 0;)
+    len += (size_t)n;
+  err[len] = '\0';
+  close(fd);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
 /* Runs the env-check child with env set (NAME=VALUE or NAME= to unset) and
  * returns its exit status; its stderr goes to err. */
 static int run_env_child(const char *const env[3], const char *want[3],
@@ -1137,15 +1304,7 @@ static int run_env_child(const char *const env[3], const char *want[3],
     _exit(127);
   }
   close(fds[1]);
-  size_t len = 0;
-  for (ssize_t n; len + 1 < errlen &&
-                  (n = read(fds[0], err + len, errlen - 1 - len)) > 0;)
-    len += (size_t)n;
-  err[len] = '\0';
-  close(fds[0]);
-  int status = 0;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  return collect_child(pid, fds[0], err, errlen);
 }
 
 static void test_env_config(void **state)
@@ -1170,6 +1329,68 @@ static void test_env_config(void **state)
   assert_int_equal(run_env_child(none, want_none, err, sizeof err), 0);
 }
 
+/* ---- exit with destroyed streams still draining (in a child) ---------------------- */
+
+enum { kExitStreams = 32 };
+
+/* Child side of "destroy-exit": destroys many streams with work queued
+ * and returns while most of it is still running.  Exits 0 when every call
+ * worked; the parent checks that exit is clean (no sanitizer report). */
+static int destroy_exit_child(void)
+{
+  static slow_write w[kExitStreams];
+  CUcontext c = NULL;
+  CUdeviceptr d = 0;
+  if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != 0 ||
+      cuCtxSetCurrent(c) != CUDA_SUCCESS ||
+      cuMemAlloc_v2(&d, kExitStreams * 4096) != CUDA_SUCCESS)
+    return 1;
+  for (int i = 0; i < kExitStreams; i++) {
+    CUstream s = NULL;
+    CUevent e = NULL;
+    CUdeviceptr a = 0, mine = d + (CUdeviceptr)i * 4096;
+    w[i] = (slow_write){.ms = 10 * i};
+    if (cuStreamCreate(&s, i % 2 ? CU_STREAM_NON_BLOCKING : 0) != 0 ||
+        cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+        cuMemAllocAsync(&a, 1000, s) != CUDA_SUCCESS ||
+        cuLaunchHostFunc(s, slow_write_fn, &w[i]) != CUDA_SUCCESS ||
+        cuMemsetD8Async(mine, (unsigned char)i, 4096, s) != CUDA_SUCCESS ||
+        cuMemcpyDtoDAsync_v2(a, mine, 1000, s) != CUDA_SUCCESS ||
+        cuMemFreeAsync(a, s) != CUDA_SUCCESS ||
+        cuEventRecord(e, s) != CUDA_SUCCESS ||
+        cuStreamDestroy_v2(s) != CUDA_SUCCESS ||
+        cuEventDestroy_v2(e) != CUDA_SUCCESS)     /* with its record queued */
+      return 2;
+  }
+  fpsim_counts ct;
+  if (fpsim_stats(0, &ct) != 0 || ct.streams_draining == 0 ||
+      atomic_load(&w[kExitStreams - 1].done))
+    return 3;                           /* nothing left in flight to test */
+  sleep_ms(50);                         /* let some of it finish first */
+  return 0;
+}
+
+static void test_destroy_many_and_exit(void **state)
+{
+  (void)state;
+  char err[4096];
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    execl("/proc/self/exe", "test_simdev", "destroy-exit", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  int rc = collect_child(pid, fds[0], err, sizeof err);
+  if (rc != 0 || err[0] != '\0')
+    fprintf(stderr, "destroy-exit child: status %d, stderr:\n%s\n", rc, err);
+  assert_int_equal(rc, 0);
+  assert_string_equal(err, "");
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int setup_driver(void **state)
@@ -1186,6 +1407,8 @@ int main(int argc, char **argv)
 {
   if (argc == 5 && strcmp(argv[1], "env-check") == 0)
     return env_child(argv);
+  if (argc == 2 && strcmp(argv[1], "destroy-exit") == 0)
+    return destroy_exit_child();
   setenv("FRAGPOOL_SIM_DEVICES", "2", 1);
   unsetenv("FRAGPOOL_SIM_CAPACITY_MB");
   unsetenv("FRAGPOOL_SIM_FAIL_NTH");
@@ -1206,7 +1429,9 @@ int main(int argc, char **argv)
     cmocka_unit_test(test_legacy_stream_semantics),
     cmocka_unit_test(test_per_thread_stream),
     cmocka_unit_test(test_stream_ordered_alloc),
-    cmocka_unit_test(test_stream_destroy_drains),
+    cmocka_unit_test(test_stream_destroy_returns),
+    cmocka_unit_test(test_destroyed_stream_syncs),
+    cmocka_unit_test(test_destroyed_streams_ctx_teardown),
     cmocka_unit_test(test_capture_basics),
     cmocka_unit_test(test_capture_rules),
     cmocka_unit_test(test_capture_threads),
@@ -1216,6 +1441,7 @@ int main(int argc, char **argv)
     cmocka_unit_test(test_threads),
     cmocka_unit_test(test_fork_child),
     cmocka_unit_test(test_env_config),
+    cmocka_unit_test(test_destroy_many_and_exit),
   };
   int failed = cmocka_run_group_tests_name("simdev before cuInit", pre, NULL, NULL);
   failed += cmocka_run_group_tests_name("simdev", tests, setup_driver, NULL);

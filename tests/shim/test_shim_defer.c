@@ -5,8 +5,10 @@
  * The race: slow work on a non-blocking stream still reads block A; A is
  * freed; B is allocated and written on another stream.  B must not
  * overlap A until that work has finished, and the work must see A's
- * contents intact.  Also: same-stream reuse after cuMemFreeAsync, and
- * reclaim after cuCtxSynchronize.  Run with free_policy:deferred (the
+ * contents intact.  The same when the slow stream is destroyed with that
+ * work still queued, before or after the free (the driver's destroy does
+ * not wait).  Also: same-stream reuse after cuMemFreeAsync, and reclaim
+ * after cuCtxSynchronize.  Run with free_policy:deferred (the
  * default) and again with free_policy:sync.
  */
 #include "shim_test.h"
@@ -98,6 +100,54 @@ static void race_blocking_and_legacy(void **state)
     CU(cuStreamDestroy_v2(slow));
 }
 
+/* one_trial with a slow stream of its own that is destroyed, work still
+ * queued, before the free of A (destroy_first) or just after it.  An event
+ * recorded behind the slow work tells when it is over. */
+static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigned char x)
+{
+    CUstream slow;
+    CUevent over;
+    CUdeviceptr a, b;
+    CU(cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING));
+    CU(cuEventCreate(&over, CU_EVENT_DISABLE_TIMING));
+    CU(cuMemAlloc_v2(&a, n));
+    CU(cuMemsetD8_v2(a, x, n));
+    slow_read r = {.a = (const unsigned char *)(uintptr_t)a, .n = n, .want = x};
+    CU(cuLaunchHostFunc(slow, slow_reader, &r));
+    CU(cuEventRecord(over, slow));
+    if (destroy_first)
+        CU(cuStreamDestroy_v2(slow));
+    CU(cuMemFree_v2(a));
+    if (!destroy_first)
+        CU(cuStreamDestroy_v2(slow));
+    if (sync_policy) /* the free synchronized the device, destroyed streams too */
+        assert_true(atomic_load(&r.done));
+    else /* neither the destroy nor the free waited */
+        assert_int_equal(cuEventQuery(over), CUDA_ERROR_NOT_READY);
+    CU(cuMemAlloc_v2(&b, n));
+    int early = !atomic_load(&r.done);
+    if (early)
+        assert_false(overlaps(a, n, b, n));
+    CU(cuMemsetD8Async(b, (unsigned char)~x, n, other));
+    CU(cuStreamSynchronize(other));
+    CU(cuEventSynchronize(over));
+    assert_true(atomic_load(&r.intact));
+    CU(cuEventDestroy_v2(over));
+    CU(cuMemFree_v2(b));
+}
+
+static void race_destroyed_stream(void **state)
+{
+    (void)state;
+    CUstream other;
+    CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    for (int destroy_first = 1; destroy_first >= 0; destroy_first--)
+        for (int t = 0; t < 20; t++)
+            destroyed_trial(destroy_first, other, (size_t)(4096u << (t % 12)),
+                            (unsigned char)(t + 11));
+    CU(cuStreamDestroy_v2(other));
+}
+
 static void same_stream_reuse(void **state)
 {
     (void)state;
@@ -144,6 +194,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(race_nonblocking),
         cmocka_unit_test(race_blocking_and_legacy),
+        cmocka_unit_test(race_destroyed_stream),
         cmocka_unit_test(same_stream_reuse),
         cmocka_unit_test(synchronize_reclaims),
         cmocka_unit_test(double_free_of_pending),

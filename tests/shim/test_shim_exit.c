@@ -49,6 +49,28 @@ extern char **environ;
 
 /* ---- running exit_paths -------------------------------------------------- */
 
+/* Every buffer a case reads is held here and freed by the teardown, so a
+ * failing case (cmocka longjmps out of it) leaks nothing either. */
+static void *held[256];
+static size_t nheld;
+
+static void *hold(void *p)
+{
+    assert_non_null(p);
+    assert_true(nheld < sizeof held / sizeof *held);
+    held[nheld++] = p;
+    return p;
+}
+
+static int release_held(void **state)
+{
+    (void)state;
+    while (nheld)
+        free(held[--nheld]);
+    return 0;
+}
+
+
 typedef struct run {
     pid_t pid;
     int status;
@@ -68,8 +90,7 @@ static char *slurp_fd(int fd)
 {
     off_t n = lseek(fd, 0, SEEK_END);
     assert_true(n >= 0);
-    char *s = malloc((size_t)n + 1);
-    assert_non_null(s);
+    char *s = hold(malloc((size_t)n + 1));
     assert_int_equal(pread(fd, s, (size_t)n, 0), n);
     s[n] = '\0';
     return s;
@@ -93,9 +114,8 @@ static void run_client(run *r, const char *mode, const char *conf, const char *c
     size_t n = 0, k = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 16, sizeof *env);
+    char **env = hold(calloc(n + 16, sizeof *env));
     char confvar[1024];
-    assert_non_null(env);
     for (size_t i = 0; i < n; i++)
         if (!is_dropped(environ[i]))
             env[k++] = environ[i];
@@ -119,7 +139,6 @@ static void run_client(run *r, const char *mode, const char *conf, const char *c
         execve(FP_EXIT_PATHS, argv, env);
         _exit(127);
     }
-    free(env);
     struct timespec t0, now, nap = {0, 2000000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0;
@@ -141,12 +160,6 @@ static void run_client(run *r, const char *mode, const char *conf, const char *c
     r->err = slurp_fd(err);
     close(out);
     close(err);
-}
-
-static void run_free(run *r)
-{
-    free(r->out);
-    free(r->err);
 }
 
 static void expect_exit(const run *r, int code)
@@ -219,7 +232,6 @@ static void summary_once(const char *mode, const char *conf)
     assert_non_null(strstr(r.out, "main=1\n"));
     assert_non_null(strstr(r.out, "live=5767168\n"));
     check_text_summary(r.err);
-    run_free(&r);
 }
 
 static void exit_return(void **state)
@@ -255,7 +267,6 @@ static void fork_child_silent(void **state)
     expect_exit(&r, 0);
     assert_non_null(strstr(r.out, "child-pid="));
     check_text_summary(r.err); /* the parent's, once; nothing from the child */
-    run_free(&r);
 
     /* With %p in a summary path: the parent's file, none for the child. */
     char pat[256], mine[256], childs[256];
@@ -270,11 +281,9 @@ static void fork_child_silent(void **state)
     char *text = slurp_path(mine);
     assert_non_null(text);
     check_text_summary(text);
-    free(text);
     assert_false(path_exists(childs));
     unlink(mine);
     unlink(childs);
-    run_free(&r);
 }
 
 static void late_free(const char *conf)
@@ -284,7 +293,6 @@ static void late_free(const char *conf)
     expect_exit(&r, 0);
     assert_non_null(strstr(r.out, "late-free rc=0 driver-frees=0 driver-syncs=0\n"));
     check_text_summary(r.err); /* written before the late free: the block is live */
-    run_free(&r);
 }
 
 static void free_after_exit_handler(void **state)
@@ -306,7 +314,6 @@ static void summary_off_silent(void **state)
         expect_exit(&r, 0);
         assert_string_equal(r.err, "");
         assert_non_null(strstr(r.out, "live=5767168\n"));
-        run_free(&r);
     }
 }
 
@@ -387,9 +394,7 @@ static void json_summary_file(void **state)
     check_json(text, &d, r.pid);
     assert_int_equal(jtype(&d, "rank"), FP_JNULL);
     assert_int_equal(count_of(text, "\n"), 1); /* one line */
-    free(text);
     unlink(path);
-    run_free(&r);
 }
 
 static void json_summary_stderr(void **state)
@@ -400,7 +405,6 @@ static void json_summary_stderr(void **state)
     expect_exit(&r, 0);
     fp_jdoc d;
     check_json(r.err, &d, r.pid);
-    run_free(&r);
 }
 
 static void rank_and_host_in_path(void **state)
@@ -426,9 +430,7 @@ static void rank_and_host_in_path(void **state)
     char got[256];
     assert_int_not_equal(fp_jdoc_str(&d, fp_jdoc_path(&d, "host"), got, sizeof got), (size_t)-1);
     assert_string_equal(got, host);
-    free(text);
     unlink(path);
-    run_free(&r);
 }
 
 /* ---- configuration before main ----------------------------------------------- */
@@ -450,7 +452,6 @@ static void strict_exits_before_main(void **state)
                            "fragpool: strict:1 and 1 problem in FRAGPOOL_CONF: exiting with status 2\n"),
             1);
         assert_int_equal(count_of(r.err, "\n"), 2); /* nothing else */
-        run_free(&r);
     }
 }
 
@@ -464,7 +465,6 @@ static void bad_key_reported_once(void **state)
     assert_string_equal(r.out, "main=1\n");
     assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
     assert_int_equal(count_of(r.err, "\n"), 1);
-    run_free(&r);
 
     /* A CUDA client with the summary off: it runs normally. */
     run_client(&r, "return", "foo:1,summary:off", NULL);
@@ -472,7 +472,6 @@ static void bad_key_reported_once(void **state)
     assert_string_equal(r.out, "main=1\nlive=5767168\n");
     assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
     assert_int_equal(count_of(r.err, "\n"), 1);
-    run_free(&r);
 
     /* With the summary on stderr: the line once, and the summary lists it
      * among its config errors (inside the box). */
@@ -482,7 +481,6 @@ static void bad_key_reported_once(void **state)
     assert_int_equal(lines_starting(r.err, "fragpool: "), 1);
     assert_non_null(strstr(r.err, "| Config errors         | fragpool: FRAGPOOL_CONF: unknown key"));
     assert_int_equal(count_of(r.err, "fragpool memory summary"), 1);
-    run_free(&r);
 }
 
 static int check_env(void **state)
@@ -499,7 +497,7 @@ static int check_env(void **state)
 /* Group teardown: removes what a failed case left behind. */
 static int remove_leftovers(void **state)
 {
-    (void)state;
+    release_held(state);
     char pat[128];
     glob_t g;
     snprintf(pat, sizeof pat, "/tmp/fp-exit-%d-*", (int)getpid());
@@ -514,18 +512,18 @@ static int remove_leftovers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(exit_return),
-        cmocka_unit_test(exit_exit),
-        cmocka_unit_test(exit_thread_exit),
-        cmocka_unit_test(exit_sync_policy),
-        cmocka_unit_test(fork_child_silent),
-        cmocka_unit_test(free_after_exit_handler),
-        cmocka_unit_test(summary_off_silent),
-        cmocka_unit_test(json_summary_file),
-        cmocka_unit_test(json_summary_stderr),
-        cmocka_unit_test(rank_and_host_in_path),
-        cmocka_unit_test(strict_exits_before_main),
-        cmocka_unit_test(bad_key_reported_once),
+        cmocka_unit_test_teardown(exit_return, release_held),
+        cmocka_unit_test_teardown(exit_exit, release_held),
+        cmocka_unit_test_teardown(exit_thread_exit, release_held),
+        cmocka_unit_test_teardown(exit_sync_policy, release_held),
+        cmocka_unit_test_teardown(fork_child_silent, release_held),
+        cmocka_unit_test_teardown(free_after_exit_handler, release_held),
+        cmocka_unit_test_teardown(summary_off_silent, release_held),
+        cmocka_unit_test_teardown(json_summary_file, release_held),
+        cmocka_unit_test_teardown(json_summary_stderr, release_held),
+        cmocka_unit_test_teardown(rank_and_host_in_path, release_held),
+        cmocka_unit_test_teardown(strict_exits_before_main, release_held),
+        cmocka_unit_test_teardown(bad_key_reported_once, release_held),
     };
     return cmocka_run_group_tests(tests, check_env, remove_leftovers);
 }

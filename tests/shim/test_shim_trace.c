@@ -40,12 +40,35 @@ extern char **environ;
 
 /* ---- running exit_paths -------------------------------------------------- */
 
+/* Every buffer a case reads is held here and freed by the teardown, so a
+ * failing case (cmocka longjmps out of it) leaks nothing either. */
+static fp_trace trace; /* the loaded trace, freed the same way */
+static void *held[256];
+static size_t nheld;
+
+static void *hold(void *p)
+{
+    assert_non_null(p);
+    assert_true(nheld < sizeof held / sizeof *held);
+    held[nheld++] = p;
+    return p;
+}
+
+static int release_held(void **state)
+{
+    (void)state;
+    while (nheld)
+        free(held[--nheld]);
+    fp_trace_free(&trace);
+    return 0;
+}
+
+
 static char *slurp_fd(int fd)
 {
     off_t n = lseek(fd, 0, SEEK_END);
     assert_true(n >= 0);
-    char *s = malloc((size_t)n + 1);
-    assert_non_null(s);
+    char *s = hold(malloc((size_t)n + 1));
     assert_int_equal(pread(fd, s, (size_t)n, 0), n);
     s[n] = '\0';
     return s;
@@ -68,9 +91,8 @@ static pid_t run_client(const char *mode, const char *conf, char **out)
     size_t n = 0, k = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 2, sizeof *env);
+    char **env = hold(calloc(n + 2, sizeof *env));
     char confvar[1024];
-    assert_non_null(env);
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0)
             env[k++] = environ[i];
@@ -91,7 +113,6 @@ static pid_t run_client(const char *mode, const char *conf, char **out)
         execve(FP_EXIT_PATHS, argv, env);
         _exit(127);
     }
-    free(env);
     struct timespec t0, now, nap = {0, 2000000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0;
@@ -220,12 +241,13 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     /* The loader's view: a and f rows only, ids paired. */
     fp_trace t;
     char err[256] = "";
-    if (fp_trace_load(trace_path, &t, err, sizeof err))
+    fp_trace_free(&trace);
+    if (fp_trace_load(trace_path, &trace, err, sizeof err))
         fail_msg("fp_trace_load: %s", err);
+    t = trace;
     assert_int_equal(t.n, allocs + frees);
-    uint64_t *live_id = calloc(t.n, sizeof *live_id), *live_size = calloc(t.n, sizeof *live_size);
-    assert_non_null(live_id);
-    assert_non_null(live_size);
+    uint64_t *live_id = hold(calloc(t.n, sizeof *live_id));
+    uint64_t *live_size = hold(calloc(t.n, sizeof *live_size));
     size_t nlive = 0, na = 0, nf = 0;
     for (size_t i = 0; i < t.n; i++) {
         const fp_trace_event *e = &t.ev[i];
@@ -253,8 +275,6 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     assert_int_equal(na, allocs);
     assert_int_equal(nf, frees);
     assert_int_equal(nlive, 3);
-    free(live_id);
-    free(live_size);
 
     /* Replay: the same peak allocated as the shim's summary. */
     fp_pool_opts opts;
@@ -270,10 +290,6 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     assert_int_equal(res.stats.allocated_bytes[FP_ALL].peak, shim_peak);
     assert_int_equal(shim_peak, peak_rounded);
 
-    fp_trace_free(&t);
-    free(raw);
-    free(json);
-    free(out);
     unlink(trace_path);
     unlink(sum_path);
 }
@@ -301,7 +317,7 @@ static void trace_survives_fork(void **state)
 /* Group teardown: removes what a failed case left behind. */
 static int remove_leftovers(void **state)
 {
-    (void)state;
+    release_held(state);
     char pat[128];
     glob_t g;
     snprintf(pat, sizeof pat, "/tmp/fp-trace-%d-*", (int)getpid());
@@ -316,9 +332,9 @@ static int remove_leftovers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(trace_deferred),
-        cmocka_unit_test(trace_sync),
-        cmocka_unit_test(trace_survives_fork),
+        cmocka_unit_test_teardown(trace_deferred, release_held),
+        cmocka_unit_test_teardown(trace_sync, release_held),
+        cmocka_unit_test_teardown(trace_survives_fork, release_held),
     };
     return cmocka_run_group_tests(tests, NULL, remove_leftovers);
 }
