@@ -180,6 +180,9 @@ void fp_trace_open(void);
 bool fp_trace_on(void);
 void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s);
 void fp_trace_flush(void);
+void fp_trace_fork_prepare(void);
+void fp_trace_fork_parent(void);
+void fp_trace_fork_child(void);
 /* A trace id for a block of d with the pool's allocation number seq. */
 uint64_t fp_pools_trace_id(const fp_ctx_pool *d, uint64_t seq);
 

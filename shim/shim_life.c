@@ -78,8 +78,10 @@ static void on_exit_handler(void)
 static void on_fork_child(void)
 {
     /* The child inherits the parent's pools but not its CUDA state: it
-     * writes no summary unless it allocates through fragpool itself. */
+     * writes no summary unless it allocates through fragpool itself, and
+     * records no trace (the parent's rows are the parent's). */
     atomic_store(&fp_shim.used, false);
+    fp_trace_fork_child();
 }
 
 /* ---- dump_on_sigusr1: the handler only writes a byte to a pipe; a thread
@@ -134,7 +136,7 @@ static void setup(void)
     if (fp_shim.conf.dump_on_sigusr1)
         arm_sigusr1();
     atexit(on_exit_handler);
-    pthread_atfork(NULL, NULL, on_fork_child);
+    pthread_atfork(fp_trace_fork_prepare, fp_trace_fork_parent, on_fork_child);
     fp_shim.ready = true;
 }
 

@@ -69,6 +69,27 @@ void fp_trace_flush(void)
     pthread_mutex_unlock(&lock);
 }
 
+/* fork: the child must not write the parent's rows again, nor inherit a
+ * held lock.  The parent's buffer stays the parent's. */
+void fp_trace_fork_prepare(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+void fp_trace_fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+void fp_trace_fork_child(void)
+{
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    used = 0;
+    pthread_mutex_init(&lock, NULL);
+}
+
 static unsigned stream_number(CUstream s)
 {
     if (!s)

@@ -96,10 +96,23 @@ static char *slurp_fd(int fd)
     return s;
 }
 
+/* TSAN_OPTIONS for the child: ThreadSanitizer sleeps 1 s at exit when
+ * threads remain (the simulated device's workers); these runs need not. */
+static char tsan_opts[1024];
+
+static const char *child_tsan_options(void)
+{
+    const char *cur = getenv("TSAN_OPTIONS");
+    snprintf(tsan_opts, sizeof tsan_opts, "TSAN_OPTIONS=%s%satexit_sleep_ms=0", cur ? cur : "",
+             cur && *cur ? ":" : "");
+    return tsan_opts;
+}
+
 static int is_dropped(const char *e)
 {
     static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
-                                       "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID="};
+                                       "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
+                                       "TSAN_OPTIONS="};
     for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
         if (strncmp(e, drop[i], strlen(drop[i])) == 0)
             return 1;
@@ -119,6 +132,7 @@ static void run_client(run *r, const char *mode, const char *conf, const char *c
     for (size_t i = 0; i < n; i++)
         if (!is_dropped(environ[i]))
             env[k++] = environ[i];
+    env[k++] = (char *)child_tsan_options();
     if (conf) {
         snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
         env[k++] = confvar;

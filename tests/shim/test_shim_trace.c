@@ -84,6 +84,18 @@ static char *slurp_path(const char *path)
     return s;
 }
 
+/* TSAN_OPTIONS for the child: ThreadSanitizer sleeps 1 s at exit when
+ * threads remain (the simulated device's workers); these runs need not. */
+static char tsan_opts[1024];
+
+static const char *child_tsan_options(void)
+{
+    const char *cur = getenv("TSAN_OPTIONS");
+    snprintf(tsan_opts, sizeof tsan_opts, "TSAN_OPTIONS=%s%satexit_sleep_ms=0", cur ? cur : "",
+             cur && *cur ? ":" : "");
+    return tsan_opts;
+}
+
 /* Runs exit_paths MODE with FRAGPOOL_CONF=conf; returns its pid, stdout in
  * *out (caller frees).  Its stderr is this test's. */
 static pid_t run_client(const char *mode, const char *conf, char **out)
@@ -91,11 +103,13 @@ static pid_t run_client(const char *mode, const char *conf, char **out)
     size_t n = 0, k = 0;
     while (environ[n])
         n++;
-    char **env = hold(calloc(n + 2, sizeof *env));
+    char **env = hold(calloc(n + 3, sizeof *env));
     char confvar[1024];
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0)
+        if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0 &&
+            strncmp(environ[i], "TSAN_OPTIONS=", 13) != 0)
             env[k++] = environ[i];
+    env[k++] = (char *)child_tsan_options();
     snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
     env[k++] = confvar;
     env[k] = NULL;
