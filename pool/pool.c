@@ -411,10 +411,11 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, bool may_grow)
     fp_map_put(&p->live, b);
     b->requested = size;
     b->stamp = p->clock;
+    fp_stat *a = &p->st.allocated_bytes[FP_ALL];
+    int64_t old_peak = a->peak;
     fp_account_used(p, b, +1);
     fp_account_active(p, b, +1);
-    fp_stat *a = &p->st.allocated_bytes[FP_ALL];
-    if (a->current == a->peak)
+    if (a->peak > old_peak) /* a new peak: remember the free space then */
         p->st.largest_free_at_peak = largest_free_locked(p);
     p->st.num_allocs++;
     *addr = b->addr;

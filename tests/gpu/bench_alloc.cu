@@ -136,6 +136,29 @@ int main(int argc, char **argv)
         for (auto p : slot)
             CK(cudaFree(p));
     }
+    /* The driver's entry points, fetched the way libraries fetch them
+     * (cudaGetDriverEntryPointByVersion): the host cost without cudart's
+     * own layer. */
+    typedef int (*alloc_fn)(unsigned long long *, size_t);
+    typedef int (*free_fn)(unsigned long long);
+    void *fa = nullptr, *ff = nullptr;
+    cudaDriverEntryPointQueryResult qa, qf;
+    if (cudaGetDriverEntryPointByVersion("cuMemAlloc", &fa, 3020, cudaEnableDefault, &qa) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuMemFree", &ff, 3020, cudaEnableDefault, &qf) == cudaSuccess &&
+        fa && ff) {
+        alloc_fn da = (alloc_fn)fa;
+        free_fn df = (free_fn)ff;
+        for (size_t sz : sizes) {
+            std::snprintf(mode, sizeof mode, "%zu", sz);
+            run_case("cumemalloc_free", mode, [&] {
+                unsigned long long p;
+                clk::time_point t0 = clk::now();
+                if (da(&p, sz) || df(p))
+                    std::exit(1);
+                return since_us(t0);
+            });
+        }
+    }
     for (size_t sz : sizes) {
         std::snprintf(mode, sizeof mode, "%zu", sz);
         run_case("mallocasync_freeasync", mode, [&] {

@@ -162,7 +162,7 @@ static int child_main(void)
     *pp = '\0';
     snprintf(last, sizeof last, "%s%d%s.%d", pat, (int)getpid(), pp + 2, NSIGNALS);
     struct timespec nap = {0, 5 * 1000 * 1000};
-    for (int i = 0; i < 4000; i++) {
+    for (int i = 0; i < 2000; i++) { /* 10 s at most */
         char *text = slurp_path(last);
         int done = text && complete_summary(text);
         free(text);
@@ -202,7 +202,7 @@ static int child_stderr_main(void)
             free(text);
             if (done)
                 break;
-            if (tries == 4000)
+            if (tries == 2000)
                 return 26;
             nanosleep(&nap, NULL);
         }
