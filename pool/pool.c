@@ -410,7 +410,7 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, bool may_grow)
         return ENOMEM;
     fp_map_put(&p->live, b);
     b->requested = size;
-    b->stamp = p->clock;
+    b->stamp = p->st.num_allocs + 1; /* the allocation's ordinal */
     fp_stat *a = &p->st.allocated_bytes[FP_ALL];
     int64_t old_peak = a->peak;
     fp_account_used(p, b, +1);
@@ -590,7 +590,7 @@ int fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size)
         p->clock++;
         b->state = FP_BLOCK_USED;
         b->requested = size;
-        b->stamp = p->clock;
+        b->stamp = p->st.num_allocs + 1;
         fp_account_used(p, b, +1);
         p->st.num_allocs++;
         p->st.num_cache_hits++;
@@ -723,7 +723,7 @@ const fp_pool_opts *fp_pool_get_opts(const fp_pool *p)
 
 size_t fp_pool_reserved_bytes(const fp_pool *p)
 {
-    return (size_t)__atomic_load_n(&p->st.reserved_bytes[FP_ALL].current, __ATOMIC_RELAXED);
+    return __atomic_load_n(&p->reserved_mirror, __ATOMIC_RELAXED);
 }
 
 size_t fp_pool_idle_bytes(fp_pool *p)

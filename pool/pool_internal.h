@@ -138,6 +138,8 @@ struct fp_pool {
     struct fp_chunk *chunks;/* every header allocation, for destroy    */
     uint64_t clock;         /* allocation attempts, for stamps and GC  */
     fp_pool_stats st;
+    size_t reserved_mirror; /* st.reserved_bytes[FP_ALL].current, for
+                               lock-free readers (atomic builtins only) */
     fp_oom_info last_oom;
 };
 

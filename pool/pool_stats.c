@@ -36,6 +36,8 @@ void fp_account_active(fp_pool *p, fp_block *b, int64_t sign)
 void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
 {
     fp_stat_add3(p->st.reserved_bytes, s->small, sign * (int64_t)s->size);
+    __atomic_store_n(&p->reserved_mirror, (size_t)p->st.reserved_bytes[FP_ALL].current,
+                     __ATOMIC_RELAXED);
     fp_stat_add3(p->st.segments, s->small, sign);
     if (s->oversize)
         fp_stat_add(&p->st.oversize_segments, sign);

@@ -53,6 +53,8 @@ static void keep_problem(void *ud, const char *line)
     (void)w;
 }
 
+static void arm_sigusr1(void);
+
 __attribute__((constructor)) static void fp_shim_configure(void)
 {
     fp_conf_default(&fp_shim.conf);
@@ -62,6 +64,8 @@ __attribute__((constructor)) static void fp_shim_configure(void)
                problems == 1 ? "" : "s");
         _exit(2);
     }
+    if (fp_shim.conf.dump_on_sigusr1)
+        arm_sigusr1();
 }
 
 /* ---- first call, fork, exit ---------------------------------------------- */
@@ -110,18 +114,23 @@ static void *dump_thread(void *arg)
     return NULL;
 }
 
+/* Before main: only a pipe and the handler, so that an early SIGUSR1 is
+ * queued rather than fatal.  The thread starts with the first CUDA call. */
 static void arm_sigusr1(void)
 {
-    pthread_t t;
     if (pipe2(dump_pipe, O_CLOEXEC) != 0)
         return;
     fcntl(dump_pipe[1], F_SETFL, O_NONBLOCK);
-    if (pthread_create(&t, NULL, dump_thread, NULL) != 0)
-        return;
-    pthread_detach(t);
     struct sigaction sa = {.sa_handler = on_sigusr1, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
+}
+
+static void start_dump_thread(void)
+{
+    pthread_t t;
+    if (dump_pipe[0] >= 0 && pthread_create(&t, NULL, dump_thread, NULL) == 0)
+        pthread_detach(t);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -133,8 +142,7 @@ static void setup(void)
     fp_hooks_resolve();
     fp_clock_start();
     fp_trace_open();
-    if (fp_shim.conf.dump_on_sigusr1)
-        arm_sigusr1();
+    start_dump_thread();
     atexit(on_exit_handler);
     pthread_atfork(fp_trace_fork_prepare, fp_trace_fork_parent, on_fork_child);
     fp_shim.ready = true;

@@ -169,7 +169,8 @@ void fp_shim_write_summary(const char *mode)
 void fp_shim_dump_summary(unsigned n)
 {
     pthread_mutex_lock(&summary_lock);
-    write_summary("shim, SIGUSR1 dump", n);
+    if (!atomic_load(&fp_shim.exiting)) /* the exit summary is the last word */
+        write_summary("shim, SIGUSR1 dump", n);
     pthread_mutex_unlock(&summary_lock);
 }
 

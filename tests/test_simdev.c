@@ -5,7 +5,12 @@
  * Timing-based checks use a host function that sleeps 50 ms as a "slow
  * kernel"; they only assert orderings that hold however slow the machine
  * is (e.g. "not finished right after submission" is checked against work
- * that cannot finish before a later barrier releases it).
+ * that cannot finish before a later barrier releases it).  The one
+ * exception: "cuStreamDestroy returned before the queued 100 ms host
+ * function ran" assumes the destroy takes less than 100 ms.
+ *
+ * "test_simdev destroy-exit" is a child mode: it destroys streams with
+ * work in flight and exits (test_destroy_many_and_exit).
  */
 #include <stdarg.h>
 #include <stddef.h>

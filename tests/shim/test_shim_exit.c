@@ -70,7 +70,6 @@ static int release_held(void **state)
     return 0;
 }
 
-
 typedef struct run {
     pid_t pid;
     int status;
