@@ -9,8 +9,8 @@
  * block is reclaimed only when every event of a fence sealed after its
  * free has completed, that is when all work queued before the free has
  * finished.  Allocations poll fences with cuEventQuery; when one cannot be
- * served from the cache, it waits for fences, oldest first, and finally
- * synchronizes the context, before the pool may grow.
+ * served from the cache, it waits for the oldest fence, or synchronizes
+ * the context when no fence is in flight, before the pool may grow.
  *
  * cuMemFreeAsync(p, s) also remembers the stream: cuMemAllocAsync on the
  * same stream may take such a block back at once, since stream order puts
@@ -247,10 +247,12 @@ static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *a
 
 /* The cache missed: make pending memory reusable before the pool may
  * grow.  In order: reclaim completed fences (cuEventQuery, no waiting);
- * seal what is still open; wait for the oldest fence; and when no fence
- * can be made (an event failed), synchronize the context.  Returns true
- * when anything was reclaimed, false when nothing is pending or while a
- * capture forbids waiting. */
+ * when no fence is in flight, synchronize the context (as cheap as one
+ * event on an idle H200, and what a fence sealed now would wait for
+ * anyway) and reclaim everything; else wait for the oldest fence only, so
+ * that work queued since goes on.  Returns true when anything was
+ * reclaimed, false when nothing is pending or while a capture forbids
+ * waiting. */
 static bool drain_some(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
@@ -258,8 +260,7 @@ static bool drain_some(fp_ctx_pool *d)
         return false;
     if (poll(d))
         return true;
-    uint64_t open_from = f->nfences ? f->fences[f->nfences - 1].end : f->head;
-    if (open_from < f->tail && !seal(d)) {
+    if (!f->nfences) {
         if (fp_pools_sync(d) != 0)
             return false;
         fp_defer_reclaim_all_locked(d);
