@@ -233,9 +233,14 @@ static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *a
 {
     fp_defer *f = &d->defer;
     size_t n = f->nrecent < FP_RECENT ? f->nrecent : FP_RECENT;
+    size_t rounded = fp_round_size(fp_pool_get_opts(d->pool), size);
     for (size_t i = 0; i < n; i++) {
         fp_pending *e = &f->recent[(f->nrecent - 1 - i) % FP_RECENT];
-        if (e->addr && e->stream == s && fp_pool_reuse(d->pool, e->addr, e->ticket, size) == 0) {
+        /* Cheap filter first: the pool hands out a whole block only when
+         * at most 1 MiB would be left over; it checks the exact rules. */
+        bool near = e->size >= rounded && e->size - rounded <= FP_SMALL_SIZE;
+        if (e->addr && e->stream == s && near &&
+            fp_pool_reuse(d->pool, e->addr, e->ticket, size) == 0) {
             *addr = e->addr;
             e->addr = 0;
             d->nstream_reuses++;

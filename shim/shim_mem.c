@@ -224,7 +224,7 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
                            fp_PFN_cuStreamIsCapturing is_capturing,
                            fp_PFN_cuStreamSynchronize sync)
 {
-    if (p && fp_shim_init() && fp_pools_owner(p) && capturing(is_capturing, s)) {
+    if (p && fp_shim_init() && capturing(is_capturing, s) && fp_pools_owner(p)) {
         fp_say("cuMemFreeAsync(0x%llx) during stream capture of a block fragpool owns: "
                "unsupported, the block stays allocated; returning "
                "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", (unsigned long long)p);

@@ -100,16 +100,25 @@ static void race_blocking_and_legacy(void **state)
     CU(cuStreamDestroy_v2(slow));
 }
 
+/* The shim seals a fence every 16 frees (FP_SEAL_BLOCKS in shim_defer.c). */
+enum { kSealEvery = 16 };
+
 /* one_trial with a slow stream of its own that is destroyed, work still
- * queued, before the free of A (destroy_first) or just after it.  An event
- * recorded behind the slow work tells when it is over.  r is static: a
- * failed assertion leaves the trial with the reader still queued. */
+ * queued, before the free of A (destroy_first) or just after it.  Then
+ * kSealEvery small frees make the shim seal a fence that covers A but no
+ * longer the destroyed stream; only the fence sealed at the destroy keeps
+ * B off A.  (Without that later fence, a miss with no fence in flight
+ * synchronizes the context, which covers the destroyed stream anyway.)
+ * An event recorded behind the slow work tells when it is over.  r is
+ * static: a failed assertion leaves the trial with the reader queued. */
 static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigned char x)
 {
     static slow_read r;
     CUstream slow;
     CUevent over;
-    CUdeviceptr a, b;
+    CUdeviceptr a, b, small[kSealEvery];
+    for (int i = 0; i < kSealEvery; i++) /* allocated now: later it could wait */
+        CU(cuMemAlloc_v2(&small[i], 512));
     CU(cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING));
     CU(cuEventCreate(&over, CU_EVENT_DISABLE_TIMING));
     CU(cuMemAlloc_v2(&a, n));
@@ -122,9 +131,11 @@ static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigne
     CU(cuMemFree_v2(a));
     if (!destroy_first)
         CU(cuStreamDestroy_v2(slow));
+    for (int i = 0; i < kSealEvery; i++)
+        CU(cuMemFree_v2(small[i]));
     if (sync_policy) /* the free synchronized the device, destroyed streams too */
         assert_true(atomic_load(&r.done));
-    else /* neither the destroy nor the free waited */
+    else /* neither the destroy nor the frees waited */
         assert_int_equal(cuEventQuery(over), CUDA_ERROR_NOT_READY);
     CU(cuMemAlloc_v2(&b, n));
     int early = !atomic_load(&r.done);
