@@ -20,6 +20,7 @@
 #include "fp_conf.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <string.h>
 
@@ -396,11 +397,13 @@ static void format_dest(const fp_option *o, const fp_conf *c, fp_strbuf *out)
 }
 
 /* ---- roundup_power2_divisions ------------------------------------------
- * One number fills all 16 intervals.  The list [size:div,...,>:div] uses
- * PyTorch's rule: the first size also fills every interval below it, each
- * size sets its own interval (log2 of the size in MiB), an interval between
- * two sizes takes the earlier size's value, '>' fills every interval above
- * the last size, and with no '>' those stay 0 (no rounding). */
+ * One number fills all 16 intervals.  The list [size:div,...,>:div] follows
+ * PyTorch's parser exactly: a size (MiB, a power of two) names interval
+ * log2(size), clamped to 0..15; the first size also fills every interval
+ * below its own; each size sets its own interval; intervals between two
+ * sizes keep 0 (no rounding); '>' fills every interval after the last size
+ * named (after interval 0 when none was).  fragpool also rejects sizes that
+ * go down, which PyTorch silently lets overwrite. */
 typedef struct fp_divs {
     uint32_t d[FP_ROUNDUP_INTERVALS];
     int last;        /* interval of the last size listed, -1 before any */
@@ -430,15 +433,15 @@ static int divs_size(fp_divs *s, fp_slice it, fp_slice k, uint32_t val,
                      fp_strbuf *why)
 {
     uint64_t mb;
-    if (parse_u64(k.p, k.n, &mb) || !is_pow2(mb) || mb > FP_DIV_KEY_MAX)
-        return item_fail(why, it, ": size must be a power of two in 1..32768");
+    if (parse_u64(k.p, k.n, &mb) || !is_pow2(mb))
+        return item_fail(why, it, ": size must be a power of two (MiB)");
     int idx = (int)log2_u64(mb);
-    if (idx <= s->last)
+    if (idx > FP_ROUNDUP_INTERVALS - 1)
+        idx = FP_ROUNDUP_INTERVALS - 1;
+    if (idx < s->last || (idx == s->last && mb <= FP_DIV_KEY_MAX))
         return item_fail(why, it, ": sizes must increase");
     if (s->last < 0)
         fill(s->d, 0, idx, val);
-    else
-        fill(s->d, s->last + 1, idx - 1, s->d[s->last]);
     s->d[idx] = val;
     s->last = idx;
     return 0;
@@ -465,7 +468,7 @@ static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_strbuf *why)
                          ": divisions must be 0 or a power of two up to 1024");
     if (!slice_is(k.p, k.n, ">"))
         return divs_size(s, it, k, (uint32_t)val, why);
-    fill(s->d, s->last + 1, FP_ROUNDUP_INTERVALS - 1, (uint32_t)val);
+    fill(s->d, (s->last < 0 ? 0 : s->last) + 1, FP_ROUNDUP_INTERVALS - 1, (uint32_t)val);
     s->closed = 1;
     return 0;
 }
@@ -525,43 +528,38 @@ static void put_div_item(fp_strbuf *out, int idx, uint32_t v, int first)
 {
     if (!first)
         sb_putc(out, ',');
-    if (idx < 0)
-        sb_putc(out, '>');
-    else
-        sb_put_u64(out, (uint64_t)1 << idx);
+    sb_put_u64(out, (uint64_t)1 << idx);
     sb_putc(out, ':');
     sb_put_u64(out, v);
 }
 
-/* Runs of equal values: the first run by its last interval (which also
- * fills below), later runs by their first interval; a last run that is
- * not 0 ends with '>' (with no '>', intervals above the last size are 0).
- * A last run right after the first is only '>' (or nothing when 0). */
+/* The first run of equal values by its last interval (which fills below),
+ * then every later interval that is not 0, each by its own size; a last
+ * run of equal values that starts right after the last size written is
+ * '>'.  Exact under the list rules, so the text parses back the same. */
 static void format_divs(const fp_option *o, const fp_conf *c, fp_strbuf *out)
 {
     const uint32_t *d = cfield(c, o);
     const int top = FP_ROUNDUP_INTERVALS - 1;
-    int end = 0, runs = 1;
+    int end = 0, tail = top;
     while (end < top && d[end + 1] == d[0])
         end++;
     if (end == top) {
         sb_put_u64(out, d[0]);
         return;
     }
+    while (tail > end + 1 && d[tail - 1] == d[top])
+        tail--;
+    bool use_gt = d[top] && (tail - 1 == end || d[tail - 1]);
+    int stop = use_gt ? tail - 1 : top;
     sb_putc(out, '[');
     put_div_item(out, end, d[0], 1);
-    for (int i = end + 1; i <= top; i++, runs++) {
-        int start = i;
-        while (i < top && d[i + 1] == d[start])
-            i++;
-        if (i == top && runs == 1) {      /* right after the first run */
-            if (d[start])
-                put_div_item(out, -1, d[start], 0);
-            break;
-        }
-        put_div_item(out, start, d[start], 0);
-        if (i == top && start < top && d[start])
-            put_div_item(out, -1, d[start], 0);
+    for (int i = end + 1; i <= stop; i++)
+        if (d[i])
+            put_div_item(out, i, d[i], 0);
+    if (use_gt) {
+        sb_put(out, ",>:");
+        sb_put_u64(out, d[top]);
     }
     sb_putc(out, ']');
 }
@@ -584,11 +582,11 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "max_non_split_rounding_mb", .type = "integer MiB",
-        .deflt = "20", .range = "0..17592186044415",
+        .deflt = "20", .range = "20..17592186044415",
         .help = "how much bigger than the request a cached block at or "
                 "above max_split_size_mb may be and still be used whole",
-        .accept = "an integer number of MiB >= 0 (up to 17592186044415)",
-        .offset = POOL_FIELD(max_non_split_rounding), .min = 0,
+        .accept = "an integer number of MiB >= 20 (up to 17592186044415)",
+        .offset = POOL_FIELD(max_non_split_rounding), .min = 20,
         .max = FP_MAX_MB, .parse = parse_mib, .format = format_mib,
     },
     {
@@ -598,7 +596,7 @@ static const fp_option fp_options[] = {
                 "for every size interval (1 MiB .. 32 GiB) or per interval",
         .accept = "0 or a power of two up to 1024, or a list like "
                   "[256:1,512:2,>:8] of increasing power-of-two sizes in "
-                  "MiB (1..32768) with such values, '>' last",
+                  "MiB with such values, '>' last",
         .offset = POOL_FIELD(roundup_divisions),
         .parse = parse_divs, .format = format_divs,
     },

@@ -29,11 +29,11 @@
               "summary_format, dump_on_sigusr1, trace"
 #define MSS "must be an integer number of MiB > 20 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
-#define NSR "must be an integer number of MiB >= 0 (up to 17592186044415)" \
+#define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
             KT("max_non_split_rounding_mb", "20")
 #define RPD "must be 0 or a power of two up to 1024, or a list like " \
             "[256:1,512:2,>:8] of increasing power-of-two sizes in MiB " \
-            "(1..32768) with such values, '>' last" \
+            "with such values, '>' last" \
             KT("roundup_power2_divisions", "0")
 #define GC "must be a decimal number > 0 and < 1 such as 0.6 (at most 15 " \
            "decimals), or off" KT("garbage_collection_threshold", "off")
@@ -204,7 +204,7 @@ static void test_good_mib(void **state)
         { "max_split_size_mb:unlimited", SIZE_MAX },
     };
     static const good_mib rounding[] = {
-        { "max_non_split_rounding_mb:0", 0 },
+        { "max_non_split_rounding_mb:20", 20 * MIB },
         { "max_non_split_rounding_mb:64", 64 * MIB },
         { "max_non_split_rounding_mb:17592186044415", 17592186044415 * MIB },
     };
@@ -317,9 +317,13 @@ static void test_divs_list(void **state)
         /* interval i covers [2^i MiB, 2^(i+1) MiB); 256 MiB is i = 8 */
         { "[256:1,512:2,>:8]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8 } },
         { "[1:4]", { 4 } },
-        { "[>:8]", { 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8 } },
+        /* '>' fills after the last size named: after interval 0 when none */
+        { "[>:8]", { 0, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8 } },
+        { "[65536:4]", { 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4 } },
+        /* intervals between two sizes keep 0, as in PyTorch */
+        { "[256:1,1024:4]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4 } },
         { "[32768:4]", { 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4 } },
-        { "[2:2,64:4,1024:8]", { 2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 8 } },
+        { "[2:2,64:4,1024:8]", { 2, 2, 0, 0, 0, 0, 4, 0, 0, 0, 8 } },
         { "[1:0,2:1,4:2,8:4,16:8,32:16,64:32,128:64,256:128,512:256,"
           "1024:512,2048:1024,4096:0,8192:1,16384:2,32768:4]",
           { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 0, 1, 2, 4 } },
@@ -346,7 +350,7 @@ static void test_whitespace_and_many(void **state)
     const char *text =
         "  max_split_size_mb : 512 ,\tgarbage_collection_threshold:0.6\n,"
         " roundup_power2_divisions : [256:1, 512:2, >:8] , max_reserved_mb:"
-        "4096,per_process_memory_fraction:0.8,max_non_split_rounding_mb:0,"
+        "4096,per_process_memory_fraction:0.8,max_non_split_rounding_mb:20,"
         "strict:True ";
     assert_int_equal(parse(text, &c, &cap), 0);
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
@@ -356,7 +360,7 @@ static void test_whitespace_and_many(void **state)
     assert_int_equal(c.pool.roundup_divisions[15], 8);
     assert_int_equal(c.pool.max_reserved, 4096 * MIB);
     assert_true(c.pool.memory_fraction == 0.8);
-    assert_int_equal(c.pool.max_non_split_rounding, 0);
+    assert_int_equal(c.pool.max_non_split_rounding, 20 * MIB);
     assert_int_equal(c.strict, 1);
     assert_int_equal(c.set_mask, 0x7f);
 }
@@ -535,16 +539,16 @@ static const bad_case bad[] = {
       P "'roundup_power2_divisions:[256:1': no closing ']'; " RPD "\n" },
     { "roundup_power2_divisions:[abc:1]", 1,
       P "'roundup_power2_divisions:[abc:1]': item 'abc:1': size must be a "
-        "power of two in 1..32768; " RPD "\n" },
+        "power of two (MiB); " RPD "\n" },
     { "roundup_power2_divisions:[3:1]", 1,
       P "'roundup_power2_divisions:[3:1]': item '3:1': size must be a "
-        "power of two in 1..32768; " RPD "\n" },
+        "power of two (MiB); " RPD "\n" },
     { "roundup_power2_divisions:[0:1]", 1,
       P "'roundup_power2_divisions:[0:1]': item '0:1': size must be a "
-        "power of two in 1..32768; " RPD "\n" },
-    { "roundup_power2_divisions:[65536:1]", 1,
-      P "'roundup_power2_divisions:[65536:1]': item '65536:1': size must "
-        "be a power of two in 1..32768; " RPD "\n" },
+        "power of two (MiB); " RPD "\n" },
+    { "roundup_power2_divisions:[65535:1]", 1,
+      P "'roundup_power2_divisions:[65535:1]': item '65535:1': size must "
+        "be a power of two (MiB); " RPD "\n" },
     { "roundup_power2_divisions:[512:2,256:1]", 1,
       P "'roundup_power2_divisions:[512:2,256:1]': item '256:1': sizes "
         "must increase; " RPD "\n" },
@@ -692,7 +696,7 @@ static void test_round_trip(void **state)
     (void)state;
     static const char *const texts[] = {
         "",
-        "max_split_size_mb:21,max_non_split_rounding_mb:0,strict:1",
+        "max_split_size_mb:21,max_non_split_rounding_mb:20,strict:1",
         "garbage_collection_threshold:0.6,per_process_memory_fraction:1",
         "garbage_collection_threshold:0.000000000000001,"
         "per_process_memory_fraction:0.123456789012345",
@@ -734,14 +738,16 @@ static void test_format_divs(void **state)
 {
     (void)state;
     static const char *const io[][2] = {
-        { "[256:1,512:2,>:8]", "[256:1,512:2,1024:8,>:8]" },
-        { "[2:2,64:4,1024:8]", "[32:2,64:4,1024:8,2048:0]" },
+        { "[256:1,512:2,>:8]", "[256:1,512:2,>:8]" },
+        { "[2:2,64:4,1024:8]", "[2:2,64:4,1024:8]" },
         { "[256:1]", "[256:1]" },
         { "[256:1,>:0]", "[256:1]" },
         { "[256:1,>:2]", "[256:1,>:2]" },
-        { "[1:0,256:1]", "[128:0,256:1,512:0]" },
+        { "[1:0,256:1]", "[128:0,256:1]" },
         { "[32768:8]", "8" },
-        { "[>:2]", "2" },
+        { "[>:2]", "[1:0,>:2]" },
+        { "[2:2,64:4,>:8]", "[2:2,64:4,>:8]" },
+        { "[2:2,1024:8,2048:8]", "[2:2,1024:8,2048:8]" },
     };
     for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) {
         char text[128], buf[1024], want[128];
