@@ -35,6 +35,9 @@ typedef struct CUgraph_st *CUgraph;          /* opaque */
 typedef struct CUgraphNode_st *CUgraphNode;  /* opaque */
 typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only used by pointer */
 typedef struct CUuuid_st { char bytes[16]; } CUuuid;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;            /* opaque */
+typedef unsigned long long CUmemGenericAllocationHandle;    /* VMM handle */
+typedef struct CUmemAllocationProp_st CUmemAllocationProp;  /* only used by pointer */
 typedef void (*CUhostFn)(void *userData);
 
 /* Special stream handles (not pointers to anything). */
@@ -246,6 +249,14 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuMemAllocManaged, (CUdeviceptr *dptr, size_t bytesize,                    \
                         unsigned int flags))                                   \
   X(cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream))   \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr *dptr, size_t bytesize,              \
+                              CUmemoryPool pool, CUstream hStream))            \
+  X(cuMemCreate, (CUmemGenericAllocationHandle *handle, size_t size,           \
+                  const CUmemAllocationProp *prop, unsigned long long flags))  \
+  X(cuMemAddressReserve, (CUdeviceptr *ptr, size_t size, size_t alignment,     \
+                          CUdeviceptr addr, unsigned long long flags))         \
+  X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset,                    \
+               CUmemGenericAllocationHandle handle, unsigned long long flags)) \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                      \
   X(cuPointerGetAttribute, (void *data, CUpointer_attribute attribute,         \
                             CUdeviceptr ptr))                                  \
@@ -349,6 +360,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize,                 \
                            CUstream hStream))                                  \
   X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))                 \
+  X(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize,         \
+                                   CUmemoryPool pool, CUstream hStream))       \
   X(cuStreamGetPriority_ptsz, (CUstream hStream, int *priority))               \
   X(cuStreamGetFlags_ptsz, (CUstream hStream, unsigned int *flags))            \
   X(cuStreamSynchronize_ptsz, (CUstream hStream))                              \

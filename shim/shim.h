@@ -42,7 +42,9 @@
     X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture)         \
     X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2)                  \
     X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture)                    \
-    X(cuStreamEndCapture_ptsz)
+    X(cuStreamEndCapture_ptsz) X(cuMemAllocFromPoolAsync)                  \
+    X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuMemAddressReserve)   \
+    X(cuMemMap)
 
 typedef struct fp_real_table {
 #define FP_REAL_FIELD(name) fp_PFN_##name name;

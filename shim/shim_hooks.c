@@ -30,6 +30,8 @@ static fp_hook hooks[] = {
     HOOK(cuMemAllocAsync), HOOK(cuMemAllocAsync_ptsz),
     HOOK(cuMemFreeAsync), HOOK(cuMemFreeAsync_ptsz), HOOK(cuMemGetInfo_v2),
     HOOK(cuMemAllocManaged), HOOK(cuMemAllocHost_v2), HOOK(cuMemHostAlloc),
+    HOOK(cuMemAllocFromPoolAsync), HOOK(cuMemAllocFromPoolAsync_ptsz),
+    HOOK(cuMemCreate), HOOK(cuMemAddressReserve), HOOK(cuMemMap),
     HOOK(cuCtxDestroy_v2), HOOK(cuDevicePrimaryCtxReset_v2),
     HOOK(cuDevicePrimaryCtxRelease_v2), HOOK(cuCtxSynchronize),
     HOOK(cuStreamCreate), HOOK(cuStreamCreateWithPriority),

@@ -309,6 +309,56 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
                                   : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* The driver's own stream-ordered pools and the virtual-memory calls are
+ * the program's business: passed through, counted for the summary. */
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    count(FP_PT_ASYNC_POOL);
+    fp_shim_init();
+    return fp_real.cuMemAllocFromPoolAsync
+               ? fp_real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream)
+               : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    count(FP_PT_ASYNC_POOL);
+    fp_shim_init();
+    return fp_real.cuMemAllocFromPoolAsync_ptsz
+               ? fp_real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream)
+               : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    count(FP_PT_VMM);
+    fp_shim_init();
+    return fp_real.cuMemCreate ? fp_real.cuMemCreate(handle, size, prop, flags)
+                               : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    count(FP_PT_VMM);
+    fp_shim_init();
+    return fp_real.cuMemAddressReserve
+               ? fp_real.cuMemAddressReserve(ptr, size, alignment, addr, flags)
+               : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    count(FP_PT_VMM);
+    fp_shim_init();
+    return fp_real.cuMemMap ? fp_real.cuMemMap(ptr, size, offset, handle, flags)
+                            : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* ---- synchronization makes everything pending safe -------------------------- */
 
 CUresult cuCtxSynchronize(void)
