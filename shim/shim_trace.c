@@ -12,7 +12,6 @@
  */
 #include "shim.h"
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -102,16 +101,34 @@ static unsigned stream_number(CUstream s)
     return nstreams;
 }
 
+/* Decimal digits of v at p, then c; returns the end.  snprintf would cost
+ * more than the allocation it records. */
+static char *put_u64(char *p, uint64_t v, char c)
+{
+    char tmp[20];
+    int n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n)
+        *p++ = tmp[--n];
+    *p++ = c;
+    return p;
+}
+
 void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s)
 {
     if (fd < 0)
         return;
     pthread_mutex_lock(&lock);
-    if (FP_TRACE_BUF - used < 96)
+    if (FP_TRACE_BUF - used < 96) /* a row is at most 4 x 20 digits + 6 */
         flush_locked();
-    int n = snprintf(buf + used, FP_TRACE_BUF - used, "%llu,%c,%llu,%llu,%u\n",
-                     (unsigned long long)seq++, op, (unsigned long long)id,
-                     (unsigned long long)size, stream_number(s));
-    used += n > 0 ? (size_t)n : 0;
+    char *p = put_u64(buf + used, seq++, ',');
+    *p++ = op;
+    *p++ = ',';
+    p = put_u64(p, id, ',');
+    p = put_u64(p, size, ',');
+    p = put_u64(p, stream_number(s), '\n');
+    used = (size_t)(p - buf);
     pthread_mutex_unlock(&lock);
 }
