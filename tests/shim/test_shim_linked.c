@@ -178,14 +178,20 @@ static void fork_child_without_cuda(void **state)
         exit(0);
     }
     close(fds[1]);
-    char buf[256];
-    ssize_t n = read(fds[0], buf, sizeof buf);
+    char buf[4096];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = '\0';
     close(fds[0]);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    assert_int_equal(n, 0); /* no summary from a child that used no CUDA */
+    /* No summary from a child that used no CUDA.  (Sanitizer runtimes may
+     * print notes of their own about the child's threads.) */
+    assert_null(strstr(buf, "fragpool"));
 }
 
 static void rtld_next_resolves_from_caller(void **state)
