@@ -53,6 +53,8 @@ typedef struct fp_dev_report {
     size_t nleaks;              /* entries in leaks                           */
     uint64_t leak_count;        /* all live allocations                       */
     uint64_t leak_bytes;        /* their requested bytes                      */
+    int running;                /* 1: a snapshot while the program runs (the
+                                   live blocks are not leaks yet)            */
 } fp_dev_report;
 
 typedef struct fp_run_report {

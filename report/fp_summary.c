@@ -438,7 +438,7 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
         fp_put_size(o, d->leak_bytes);
         fp_puts(o, ", largest first:");
     }
-    fp_val_end(&v, s, "Live at exit");
+    fp_val_end(&v, s, d->running ? "Live now" : "Live at exit");
     for (size_t i = 0; i < d->nleaks && d->leaks; i++) {
         o = fp_val_begin(&v);
         fp_put_size(o, d->leaks[i].size);

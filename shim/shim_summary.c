@@ -20,6 +20,7 @@ typedef struct collect {
     fp_dev_report devs[FP_MAX_REPORTS];
     fp_leak leaks[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS];
     size_t n;
+    bool running;        /* a SIGUSR1 dump, not the exit summary */
 } collect;
 
 static collect summary_data; /* static: the exit path needs no big stack */
@@ -27,10 +28,12 @@ static collect summary_data; /* static: the exit path needs no big stack */
 static void add_pool(fp_ctx_pool *d, void *ud)
 {
     collect *c = ud;
+    bool running = c->running;
     if (c->n == FP_MAX_REPORTS)
         return;
     fp_dev_report *r = &c->devs[c->n];
     memset(r, 0, sizeof *r);
+    r->running = running;
     r->device = d->dev;
     r->device_name = d->name[0] ? d->name : NULL;
     r->total_capacity = d->total;
@@ -137,6 +140,7 @@ static void write_summary(const char *mode, unsigned dump)
     const char *errs[32];
     collect *c = &summary_data;
     c->n = 0;
+    c->running = dump != 0;
     fp_pools_each(add_pool, c);
     gethostname(host, sizeof host - 1);
     fp_conf_format(&fp_shim.conf, conf, sizeof conf);
