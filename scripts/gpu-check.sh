@@ -387,9 +387,10 @@ train_val() {   # NAME KEY FIELD
 }
 
 train_note() {   # NAME: "step X ms, loss Y, peak allocated Z MiB", what is there
-  local s l m
+  local s l m r
   s=$(train_val "$1" STEP_MS 2) l=$(train_val "$1" LOSS 2) m=$(train_val "$1" MEM 3)
-  echo "${s:+step $s ms, }${l:+loss $l, }${m:+torch peak allocated $m MiB, }"
+  r=$(train_val "$1" MEM 5)
+  echo "${s:+step $s ms, }${l:+loss $l, }${m:+torch peak allocated $m MiB, }${r:+torch peak reserved $r MiB, }"
 }
 
 check_train() {
@@ -415,6 +416,13 @@ check_train() {
   fi
   r3=$J_RES
   record train_nocache_fp "$J_RES" "$(train_note train_nocache_fp)${STEP_SECS}s; $J_NOTE"
+  # The same with exact cudaFree semantics, to compare memory and time.
+  fp_env train_nocache_fp_sync free_policy:sync
+  if [ -f "$LIB" ] && [ "$r3" = PASS ]; then
+    run_step train_nocache_fp_sync 150 "${FPENV[@]}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python3 "$tr"
+    judge train_nocache_fp_sync 'CHECK train_torch OK' strict
+    record train_nocache_fp_sync "$J_RES" "$(train_note train_nocache_fp_sync)${STEP_SECS}s; $J_NOTE"
+  fi
 
   local k diff="" res=PASS h1 h2 h3
   for k in "LOSS 3" "LOSS_SHA256 2" "PARAM_SHA256 2"; do

@@ -114,6 +114,8 @@ typedef struct fp_defer {
     fp_pending recent[FP_RECENT]; /* last async frees, for same-stream use */
     size_t nrecent;
     atomic_bool nrecent_any;   /* any async free remembered (lock-free peek) */
+    atomic_bool nfences_any;   /* any fence in flight (lock-free peek)       */
+    atomic_uint allocs;        /* allocations, for polling on hits           */
 } fp_defer;
 
 /* shim_pools.c */

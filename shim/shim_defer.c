@@ -31,6 +31,7 @@
  * open bytes pass a quarter of what the pool reserves (at least
  * FP_SEAL_BYTES), which bounds the memory that waits for a fence. */
 #define FP_SEAL_BLOCKS 16
+#define FP_POLL_EVERY 32   /* allocations between two polls on cache hits */
 #define FP_SEAL_BYTES ((size_t)256 << 20)
 
 /* ---- the pending queue -------------------------------------------------- */
@@ -137,6 +138,7 @@ static bool seal_fence(fp_ctx_pool *d, bool force)
     }
     fc->end = f->tail;
     f->nfences++;
+    atomic_store_explicit(&f->nfences_any, true, memory_order_relaxed);
     f->open_bytes = 0;
     f->open_count = 0;
     d->nfences_sealed++;
@@ -171,6 +173,8 @@ static void pop_fence(fp_ctx_pool *d)
     memmove(f->fences, f->fences + 1, (size_t)(f->nfences - 1) * sizeof *f->fences);
     f->nfences--;
     f->fences[f->nfences].nev = 0; /* the vacated slot must not alias a live fence */
+    if (!f->nfences)
+        atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
 }
 
 /* Reclaims every completed fence, oldest first; true when any was. */
@@ -288,6 +292,15 @@ int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t
         if (hit)
             return 0;
     }
+    /* Every FP_POLL_EVERY allocations, return completed fences' blocks to
+     * the pool even on a hit, so best fit sees them: left pending longer,
+     * they push later requests onto other blocks and fragment the pool. */
+    if (atomic_fetch_add_explicit(&f->allocs, 1, memory_order_relaxed) % FP_POLL_EVERY == 0 &&
+        atomic_load_explicit(&f->nfences_any, memory_order_relaxed)) {
+        pthread_mutex_lock(&f->lock);
+        poll(d);
+        pthread_mutex_unlock(&f->lock);
+    }
     int err;
     while ((err = fp_pool_alloc_cached(d->pool, size, addr)) == EAGAIN) {
         pthread_mutex_lock(&f->lock);
@@ -307,6 +320,7 @@ void fp_defer_reclaim_all_locked(fp_ctx_pool *d)
     for (int i = 0; i < f->nfences; i++)
         fence_drop_events(f, &f->fences[i]);
     f->nfences = 0;
+    atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
     f->open_bytes = 0;
     f->open_count = 0;
 }
@@ -353,6 +367,7 @@ void fp_defer_forget(fp_ctx_pool *d)
     pthread_mutex_lock(&f->lock);
     f->head = f->tail;
     f->nfences = 0;
+    atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
     f->nspare = 0;
     f->pending_bytes = f->open_bytes = 0;
     f->open_count = 0;
