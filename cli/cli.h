@@ -6,6 +6,8 @@
 #define FP_CLI_H
 
 #include "fp_conf.h"
+#include "fp_report.h"
+#include "fp_trace.h"
 #include <stddef.h>
 
 int fp_cmd_replay(int argc, char **argv);
@@ -15,6 +17,17 @@ int fp_cmd_demo(int argc, char **argv);
 int fp_cmd_merge(int argc, char **argv);
 int fp_cmd_report(int argc, char **argv);
 int fp_cmd_config(int argc, char **argv);
+
+/* The summary of a replay, as the shim would write it: the pool p after
+ * replaying, its result r, the settings c and the device budget. */
+typedef struct fp_replay_report {
+    fp_run_report run;
+    fp_dev_report dev;
+    fp_leak leaks[FP_REPORT_TOP_LEAKS];
+    char conf[2048];
+} fp_replay_report;
+void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
+                          size_t budget, fp_replay_report *out);
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes.  0, or EINVAL. */
 int fp_parse_size(const char *s, size_t *out);

@@ -41,26 +41,31 @@ static int parse_args(int argc, char **argv, replay_args *a)
     return a->trace ? 0 : 2;
 }
 
+void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
+                          size_t budget, fp_replay_report *out)
+{
+    out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
+                               .total_capacity = budget, .device_free = (size_t)-1,
+                               .stats = r->stats, .leaks = out->leaks};
+    out->dev.idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
+                                 r->stats.allocated_bytes[FP_ALL].current);
+    out->dev.nleaks = fp_report_collect_leaks(p, out->leaks, FP_REPORT_TOP_LEAKS,
+                                              &out->dev.leak_count, &out->dev.leak_bytes);
+    fp_conf_format(c, out->conf, sizeof out->conf);
+    out->run = (fp_run_report){.pid = 0, .rank = -1, .config = out->conf, .mode = "replay",
+                               .devs = &out->dev, .ndevs = 1};
+}
+
 static void print_summary(const replay_args *a, const fp_conf *c, fp_pool *p,
                           const fp_replay_result *r)
 {
-    fp_leak leaks[FP_REPORT_TOP_LEAKS];
-    fp_dev_report dev = {.device = 0, .device_name = "replay (simulated device)",
-                         .total_capacity = a->budget, .device_free = (size_t)-1,
-                         .stats = r->stats, .leaks = leaks};
-    dev.idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
-                            r->stats.allocated_bytes[FP_ALL].current);
-    dev.nleaks = fp_report_collect_leaks(p, leaks, FP_REPORT_TOP_LEAKS, &dev.leak_count,
-                                         &dev.leak_bytes);
-    char conf[2048];
-    fp_conf_format(c, conf, sizeof conf);
-    fp_run_report run = {.pid = 0, .rank = -1, .config = conf, .mode = "replay",
-                         .devs = &dev, .ndevs = 1};
+    static fp_replay_report rep;
+    fp_replay_run_report(p, r, c, a->budget, &rep);
     fp_sink s = fp_sink_fd(1);
     if (a->json)
-        fp_summary_json(&run, &s);
+        fp_summary_json(&rep.run, &s);
     else
-        fp_summary_text(&run, &s);
+        fp_summary_text(&rep.run, &s);
 }
 
 static void print_first_oom(const fp_replay_result *r, const fp_conf *c, size_t budget)

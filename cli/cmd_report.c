@@ -146,18 +146,9 @@ typedef struct summaries {
 static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
                           size_t budget, summaries *out)
 {
-    fp_leak leaks[FP_REPORT_TOP_LEAKS];
-    fp_dev_report dev = {.device = 0, .device_name = "replay (simulated device)",
-                         .total_capacity = budget, .device_free = (size_t)-1,
-                         .stats = r->stats, .leaks = leaks};
-    dev.idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
-                            r->stats.allocated_bytes[FP_ALL].current);
-    dev.nleaks = fp_report_collect_leaks(p, leaks, FP_REPORT_TOP_LEAKS, &dev.leak_count,
-                                         &dev.leak_bytes);
-    char conf[2048];
-    fp_conf_format(c, conf, sizeof conf);
-    fp_run_report run = {.pid = 0, .rank = -1, .config = conf, .mode = "replay",
-                         .devs = &dev, .ndevs = 1};
+    static fp_replay_report rep;
+    fp_replay_run_report(p, r, c, budget, &rep);
+    const fp_run_report run = rep.run;
     memset(out, 0, sizeof *out);
     int err = render(fp_summary_json, &run, &out->json, &out->json_len);
     if (!err)
