@@ -139,6 +139,10 @@ int  fp_pool_free(fp_pool *p, uint64_t addr);
  * is still pending under that ticket, so a stale ticket can never touch a
  * block that was reused and freed again.  0, or EINVAL. */
 int  fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket);
+/* fp_pool_defer counts nothing when addr is no live block here (the caller
+ * may be trying each pool in turn); this counts an invalid free once the
+ * caller knows it is one. */
+void fp_pool_count_invalid_free(fp_pool *p);
 int  fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket);
 int  fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size);
 /* fp_pool_reclaim for n blocks under one lock; returns how many were

@@ -538,11 +538,16 @@ int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket)
         if (ticket)
             *ticket = b->stamp;
         p->st.num_frees++;
-    } else {
-        p->st.num_invalid_frees++;
     }
     pthread_mutex_unlock(&p->lock);
     return b ? 0 : EINVAL;
+}
+
+void fp_pool_count_invalid_free(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->st.num_invalid_frees++;
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* The pending block at addr deferred with this ticket, or NULL. */

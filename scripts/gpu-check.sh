@@ -19,7 +19,7 @@
 #   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_ONLY       space-separated check groups to run (default all):
-#                        alloc race pitch train cupy jax bench
+#                        alloc race multi pitch train cupy jax bench
 # Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
 # results table and "N passed, N failed, N skipped".
 set -u -o pipefail
@@ -31,7 +31,7 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
 BUILD_DIR=${GPU_CHECK_BUILD_DIR:-build-gpu}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-ONLY=${GPU_CHECK_ONLY:-alloc race pitch train cupy jax bench}
+ONLY=${GPU_CHECK_ONLY:-alloc race multi pitch train cupy jax bench}
 EXTRA_CONF=${GPU_CHECK_CONF:-}
 BIN=$BUILD_DIR/bin/gpu
 LIB=$BUILD_DIR/lib/libfragpool.so
@@ -265,6 +265,7 @@ nvcc_fallback() {
   build_one gpu_race race.cu & pids+=($!)
   build_one gpu_bench_alloc bench_alloc.cu & pids+=($!)
   build_one gpu_pitch_probe pitch_probe.cu -lcuda & pids+=($!)
+  build_one gpu_multi_gpu multi_gpu.cu & pids+=($!)
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   return $rc
 }
@@ -290,7 +291,7 @@ do_build() {
     timeout 400 cmake --build "$BUILD_DIR" -j"$(nproc)" "${keep[@]}" >>"$log" 2>&1 || rc=1
   fi
   grep -aE 'error|warning|CUDA|fragpool:' "$log" | grep -v '^--.*Looking' | head -n 40
-  progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_bench_alloc gpu_pitch_probe"
+  progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_bench_alloc gpu_pitch_probe gpu_multi_gpu"
   for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "not built by cmake: ${missing[*]}; building them with nvcc" | tee -a "$log"
@@ -358,6 +359,18 @@ check_race() {
   record race_fp_sync "$J_RES" "free_policy:sync; $(race_note race_fp_sync)${STEP_SECS}s; $J_NOTE"
   plain_run race_native 90 'CHECK race OK' -- "$BIN/gpu_race" 1000
   record race_native "$J_RES" "control without fragpool; $(race_note race_native)${STEP_SECS}s $J_NOTE"
+}
+
+check_multi() {   # every GPU of the machine, frees with another device current
+  local n
+  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "${n:-0}" -lt 2 ]; then
+    record multi_gpu SKIP "${n:-0} GPU on this machine (needs 2 or more)"
+    return
+  fi
+  need_bin gpu_multi_gpu multi_gpu || return
+  fp_run multi_gpu 90 strict 'CHECK multi_gpu OK' -- "$BIN/gpu_multi_gpu"
+  record multi_gpu "$J_RES" "$n GPUs; ${STEP_SECS}s; $J_NOTE"
 }
 
 check_pitch() {
@@ -493,6 +506,7 @@ main() {
   do_build
   want alloc && check_alloc
   want race && check_race
+  want multi && check_multi
   want pitch && check_pitch
   want train && check_train
   want cupy && check_py cupy cupy_check.py 'CHECK cupy OK' 150

@@ -142,6 +142,7 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
     if (!d)
         return 1;
     if (deferred()) {
+        fp_pool_count_invalid_free(d->pool);
         invalid_free(who, p);
         *res = CUDA_ERROR_INVALID_VALUE;
         return 0;
