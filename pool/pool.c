@@ -512,9 +512,12 @@ static fp_block *live_block(fp_pool *p, uint64_t addr, int state)
 int fp_pool_free(fp_pool *p, uint64_t addr)
 {
     pthread_mutex_lock(&p->lock);
-    fp_block *b = live_block(p, addr, FP_BLOCK_USED);
+    fp_block *b = fp_map_take(&p->live, addr); /* one probe, the common case */
+    if (b && b->state != FP_BLOCK_USED) {
+        fp_map_put(&p->live, b); /* pending: not the caller's to free */
+        b = NULL;
+    }
     if (b) {
-        fp_map_take(&p->live, addr);
         free_block(p, b);
         p->st.num_frees++;
     } else {
