@@ -2,9 +2,10 @@
  *
  * Each function keeps the driver's contract: the same arguments are
  * rejected with the same CUresult, failures return the driver's own code,
- * and whatever the pool does not own goes to the driver untouched.
- * Until deferred reuse exists, a free synchronizes the block's context
- * before the block can be handed out again, as cuMemFree does.
+ * and whatever the pool does not own goes to the driver untouched.  A
+ * freed block is handed out again only after the work queued before the
+ * free has finished: deferred (shim_defer.c), or with free_policy:sync by
+ * synchronizing in the free, as cuMemFree does.
  *
  * These are the only functions of the shim that return CUresult.
  */
@@ -77,7 +78,8 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
     int err = deferred() ? fp_defer_alloc(d, size, s, async, &addr)
                          : fp_pool_alloc(d->pool, size, &addr);
     add_time(t0);
-    atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
+    if (!atomic_load_explicit(&fp_shim.used, memory_order_relaxed)) /* keep the line shared */
+        atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
     debug_check(d);
     if (!err) {
         *dptr = addr;

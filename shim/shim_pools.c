@@ -65,15 +65,17 @@ int fp_pools_sync(fp_ctx_pool *d)
 {
     if (atomic_load(&fp_shim.exiting) || !fp_real.cuCtxSynchronize)
         return 0;
-    CUcontext cur = NULL;
+    CUcontext cur = NULL, popped;
     fp_real.cuCtxGetCurrent(&cur);
-    if (cur == d->ctx)
-        return fp_real.cuCtxSynchronize() == CUDA_SUCCESS ? 0 : EIO;
-    if (fp_real.cuCtxPushCurrent_v2(d->ctx) != CUDA_SUCCESS)
-        return EIO;
-    CUresult r = fp_real.cuCtxSynchronize();
-    CUcontext popped;
-    fp_real.cuCtxPopCurrent_v2(&popped);
+    bool push = cur != d->ctx;
+    CUresult r = push ? fp_real.cuCtxPushCurrent_v2(d->ctx) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        r = fp_real.cuCtxSynchronize();
+        if (push)
+            fp_real.cuCtxPopCurrent_v2(&popped);
+    }
+    if (r != CUDA_SUCCESS)
+        last_error = r; /* the caller returns the driver's own code */
     return r == CUDA_SUCCESS ? 0 : EIO;
 }
 
