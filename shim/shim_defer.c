@@ -295,8 +295,9 @@ int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t
     /* Every FP_POLL_EVERY allocations, return completed fences' blocks to
      * the pool even on a hit, so best fit sees them: left pending longer,
      * they push later requests onto other blocks and fragment the pool. */
-    if (atomic_fetch_add_explicit(&f->allocs, 1, memory_order_relaxed) % FP_POLL_EVERY == 0 &&
-        atomic_load_explicit(&f->nfences_any, memory_order_relaxed)) {
+    unsigned n = atomic_load_explicit(&f->allocs, memory_order_relaxed);
+    atomic_store_explicit(&f->allocs, n + 1, memory_order_relaxed); /* a hint: no locked add */
+    if (n % FP_POLL_EVERY == 0 && atomic_load_explicit(&f->nfences_any, memory_order_relaxed)) {
         pthread_mutex_lock(&f->lock);
         poll(d);
         pthread_mutex_unlock(&f->lock);
