@@ -567,6 +567,16 @@ static void format_divs(const fp_option *o, const fp_conf *c, fp_strbuf *out)
 /* ---- the table ---------------------------------------------------------- */
 #define POOL_FIELD(f) (offsetof(fp_conf, pool) + offsetof(fp_pool_opts, f))
 
+/* A 0/1 key stored in the int field of fp_conf of the same name. */
+#define FP_BOOL_OPTION(key, def, text)                                        \
+    {                                                                         \
+        .name = #key, .type = "bool", .deflt = def,                           \
+        .range = "0, 1, true, false, True, False", .help = text,              \
+        .accept = "0, 1, true, false, True or False",                         \
+        .offset = offsetof(fp_conf, key),                                     \
+        .parse = parse_bool, .format = format_bool,                           \
+    }
+
 static const fp_option fp_options[] = {
     {
         .name = "max_split_size_mb", .type = "integer MiB",
@@ -631,33 +641,15 @@ static const fp_option fp_options[] = {
         .off_word = "unlimited", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
-    {
-        .name = "strict", .type = "bool", .deflt = "0",
-        .range = "0, 1, true, false, True, False",
-        .help = "1: any problem in FRAGPOOL_CONF is fatal (exit status 2 "
-                "before main)",
-        .accept = "0, 1, true, false, True or False",
-        .offset = offsetof(fp_conf, strict),
-        .parse = parse_bool, .format = format_bool,
-    },
-    {
-        .name = "meminfo_counts_cache", .type = "bool", .deflt = "1",
-        .range = "0, 1, true, false, True, False",
-        .help = "1: cuMemGetInfo's free memory includes the bytes idle in "
-                "fragpool's cache",
-        .accept = "0, 1, true, false, True or False",
-        .offset = offsetof(fp_conf, meminfo_counts_cache),
-        .parse = parse_bool, .format = format_bool,
-    },
-    {
-        .name = "debug_check", .type = "bool", .deflt = "0",
-        .range = "0, 1, true, false, True, False",
-        .help = "1: verify every pool invariant after each allocation and "
-                "free, and abort with the broken one (slow)",
-        .accept = "0, 1, true, false, True or False",
-        .offset = offsetof(fp_conf, debug_check),
-        .parse = parse_bool, .format = format_bool,
-    },
+    FP_BOOL_OPTION(strict, "0",
+                   "1: any problem in FRAGPOOL_CONF is fatal (exit status 2 "
+                   "before main)"),
+    FP_BOOL_OPTION(meminfo_counts_cache, "1",
+                   "1: cuMemGetInfo's free memory includes the bytes idle in "
+                   "fragpool's cache"),
+    FP_BOOL_OPTION(debug_check, "0",
+                   "1: verify every pool invariant after each allocation and "
+                   "free, and abort with the broken one (slow)"),
     {
         .name = "free_policy", .type = "word", .deflt = "deferred",
         .range = "deferred, sync",
@@ -688,15 +680,9 @@ static const fp_option fp_options[] = {
         .words = (const char *const[]){"text", "json", NULL},
         .parse = parse_word, .format = format_word,
     },
-    {
-        .name = "dump_on_sigusr1", .type = "bool", .deflt = "0",
-        .range = "0, 1, true, false, True, False",
-        .help = "1: SIGUSR1 writes the current summary (to stderr, or to "
-                "PATH.N with a summary path) and the program runs on",
-        .accept = "0, 1, true, false, True or False",
-        .offset = offsetof(fp_conf, dump_on_sigusr1),
-        .parse = parse_bool, .format = format_bool,
-    },
+    FP_BOOL_OPTION(dump_on_sigusr1, "0",
+                   "1: SIGUSR1 writes the current summary (to stderr, or to "
+                   "PATH.N with a summary path) and the program runs on"),
     {
         .name = "trace", .type = "destination", .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
