@@ -27,19 +27,14 @@
  *    program runs normally.
  */
 #include "shim_test.h"
+#include "child_run.h"
 #include "fp_report.h"
 #include <errno.h>
-#include <fcntl.h>
-#include <glob.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define LIVE_SIZE 5767168u               /* exit_paths' live block, 5.50 MiB  */
 #define PEAK_ALLOCATED (1024u + (3u << 20) + LIVE_SIZE)
@@ -49,26 +44,8 @@ extern char **environ;
 
 /* ---- running exit_paths -------------------------------------------------- */
 
-/* Every buffer a case reads is held here and freed by the teardown, so a
- * failing case (cmocka longjmps out of it) leaks nothing either. */
-static void *held[256];
-static size_t nheld;
-
-static void *hold(void *p)
-{
-    assert_non_null(p);
-    assert_true(nheld < sizeof held / sizeof *held);
-    held[nheld++] = p;
-    return p;
-}
-
-static int release_held(void **state)
-{
-    (void)state;
-    while (nheld)
-        free(held[--nheld]);
-    return 0;
-}
+/* Every buffer a case reads is held (fp_t_hold, fp_t_slurp_*) and freed by
+ * the teardown, fp_t_release_held. */
 
 typedef struct run {
     pid_t pid;
@@ -76,101 +53,37 @@ typedef struct run {
     char *out, *err;   /* NUL-terminated stdout and stderr */
 } run;
 
-static int temp_fd(void)
-{
-    char name[] = "/tmp/fp-exit-io-XXXXXX";
-    int fd = mkstemp(name);
-    assert_true(fd >= 0);
-    unlink(name);
-    return fd;
-}
-
-static char *slurp_fd(int fd)
-{
-    off_t n = lseek(fd, 0, SEEK_END);
-    assert_true(n >= 0);
-    char *s = hold(malloc((size_t)n + 1));
-    assert_int_equal(pread(fd, s, (size_t)n, 0), n);
-    s[n] = '\0';
-    return s;
-}
-
-/* TSAN_OPTIONS for the child: ThreadSanitizer sleeps 1 s at exit when
- * threads remain (the simulated device's workers); these runs need not. */
-static char tsan_opts[1024];
-
-static const char *child_tsan_options(void)
-{
-    const char *cur = getenv("TSAN_OPTIONS");
-    snprintf(tsan_opts, sizeof tsan_opts, "TSAN_OPTIONS=%s%satexit_sleep_ms=0", cur ? cur : "",
-             cur && *cur ? ":" : "");
-    return tsan_opts;
-}
-
-static int is_dropped(const char *e)
-{
-    static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
-                                       "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
-                                       "TSAN_OPTIONS="};
-    for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
-        if (strncmp(e, drop[i], strlen(drop[i])) == 0)
-            return 1;
-    return 0;
-}
-
 /* Runs exit_paths MODE with this process's environment, FRAGPOOL_CONF=conf
  * (unset when NULL), no rank variables, plus extra (NULL-terminated, may be
  * NULL).  Waits at most RUN_TIMEOUT_S seconds. */
 static void run_client(run *r, const char *mode, const char *conf, const char *const *extra)
 {
-    size_t n = 0, k = 0;
-    while (environ[n])
-        n++;
-    char **env = hold(calloc(n + 16, sizeof *env));
+    static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
+                                       "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
+                                       NULL}; /* and TSAN_OPTIONS=, always */
+    const char *add[16];
+    size_t k = 0;
     char confvar[1024];
-    for (size_t i = 0; i < n; i++)
-        if (!is_dropped(environ[i]))
-            env[k++] = environ[i];
-    env[k++] = (char *)child_tsan_options();
     if (conf) {
         snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
-        env[k++] = confvar;
+        add[k++] = confvar;
     }
     for (size_t i = 0; extra && extra[i] && i < 8; i++)
-        env[k++] = (char *)extra[i];
-    env[k] = NULL;
+        add[k++] = extra[i];
+    add[k] = NULL;
+    char **env = fp_t_hold(fp_t_child_env(drop, add));
 
-    int out = temp_fd(), err = temp_fd();
+    int out = fp_t_temp_fd("/tmp/fp-exit-io-"), err = fp_t_temp_fd("/tmp/fp-exit-io-");
     char *argv[] = {(char *)FP_EXIT_PATHS, (char *)mode, NULL};
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(out, 1);
-        dup2(err, 2);
-        execve(FP_EXIT_PATHS, argv, env);
-        _exit(127);
-    }
-    struct timespec t0, now, nap = {0, 2000000};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - t0.tv_sec > RUN_TIMEOUT_S) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fail_msg("exit_paths %s (FRAGPOOL_CONF=%s) still running after %d s", mode,
-                     conf ? conf : "(unset)", RUN_TIMEOUT_S);
-        }
-        nanosleep(&nap, NULL);
-    }
-    assert_int_equal(w, pid);
+    pid_t pid = fp_t_spawn_wait(FP_EXIT_PATHS, argv, env, out, err, RUN_TIMEOUT_S, &st);
+    if (pid < 0)
+        fail_msg("exit_paths %s (FRAGPOOL_CONF=%s) still running after %d s", mode,
+                 conf ? conf : "(unset)", RUN_TIMEOUT_S);
     r->pid = pid;
     r->status = st;
-    r->out = slurp_fd(out);
-    r->err = slurp_fd(err);
+    r->out = fp_t_slurp_fd(out);
+    r->err = fp_t_slurp_fd(err);
     close(out);
     close(err);
 }
@@ -180,14 +93,6 @@ static void expect_exit(const run *r, int code)
     if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != code)
         fail_msg("exit_paths: status 0x%x (want exit %d)\nstdout:\n%s\nstderr:\n%s", r->status,
                  code, r->out, r->err);
-}
-
-static int count_of(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-        n++;
-    return n;
 }
 
 /* Lines of text that start with prefix. */
@@ -203,16 +108,6 @@ static int lines_starting(const char *text, const char *prefix)
     return n;
 }
 
-static char *slurp_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return NULL;
-    char *s = slurp_fd(fd);
-    close(fd);
-    return s;
-}
-
 static int path_exists(const char *path)
 {
     struct stat sb;
@@ -224,9 +119,9 @@ static int path_exists(const char *path)
 /* One complete text summary of one device, naming the live block. */
 static void check_text_summary(const char *text)
 {
-    assert_int_equal(count_of(text, "fragpool memory summary"), 1);
-    assert_int_equal(count_of(text, "fragpool memory summary, device ID 0"), 1);
-    assert_int_equal(count_of(text, "| fragpool run "), 1);
+    assert_int_equal(fp_t_count_of(text, "fragpool memory summary"), 1);
+    assert_int_equal(fp_t_count_of(text, "fragpool memory summary, device ID 0"), 1);
+    assert_int_equal(fp_t_count_of(text, "| fragpool run "), 1);
     assert_non_null(strstr(text, "| Live at exit          | 1 allocation, 5.50 MiB"));
     assert_non_null(strstr(text, "|                       | 5.50 MiB at 0x"));
     /* the box is closed: the last line is the rule */
@@ -291,7 +186,7 @@ static void fork_child_silent(void **state)
     snprintf(mine, sizeof mine, "/tmp/fp-exit-%d-fork-%d.txt", (int)getpid(), (int)r.pid);
     snprintf(childs, sizeof childs, "/tmp/fp-exit-%d-fork-%d.txt", (int)getpid(), child);
     assert_string_equal(r.err, "");
-    char *text = slurp_path(mine);
+    char *text = fp_t_slurp_path(mine);
     assert_non_null(text);
     check_text_summary(text);
     assert_false(path_exists(childs));
@@ -400,13 +295,13 @@ static void json_summary_file(void **state)
     expect_exit(&r, 0);
     assert_string_equal(r.err, "");
     snprintf(path, sizeof path, "/tmp/fp-exit-%d-%d.json", (int)getpid(), (int)r.pid);
-    char *text = slurp_path(path);
+    char *text = fp_t_slurp_path(path);
     if (!text)
         fail_msg("no summary at %s (the %%p of the pattern must be the client's pid)", path);
     fp_jdoc d;
     check_json(text, &d, r.pid);
     assert_int_equal(jtype(&d, "rank"), FP_JNULL);
-    assert_int_equal(count_of(text, "\n"), 1); /* one line */
+    assert_int_equal(fp_t_count_of(text, "\n"), 1); /* one line */
     unlink(path);
 }
 
@@ -434,7 +329,7 @@ static void rank_and_host_in_path(void **state)
     assert_string_equal(r.err, "");
     snprintf(path, sizeof path, "/tmp/fp-exit-%d-%d-r3-%s.json", (int)getpid(), (int)r.pid,
              host);
-    char *text = slurp_path(path);
+    char *text = fp_t_slurp_path(path);
     if (!text)
         fail_msg("no summary at %s", path);
     fp_jdoc d;
@@ -464,7 +359,7 @@ static void strict_exits_before_main(void **state)
             lines_starting(r.err,
                            "fragpool: strict:1 and 1 problem in FRAGPOOL_CONF: exiting with status 2\n"),
             1);
-        assert_int_equal(count_of(r.err, "\n"), 2); /* nothing else */
+        assert_int_equal(fp_t_count_of(r.err, "\n"), 2); /* nothing else */
     }
 }
 
@@ -477,14 +372,14 @@ static void bad_key_reported_once(void **state)
     expect_exit(&r, 0);
     assert_string_equal(r.out, "main=1\n");
     assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
-    assert_int_equal(count_of(r.err, "\n"), 1);
+    assert_int_equal(fp_t_count_of(r.err, "\n"), 1);
 
     /* A CUDA client with the summary off: it runs normally. */
     run_client(&r, "return", "foo:1,summary:off", NULL);
     expect_exit(&r, 0);
     assert_string_equal(r.out, "main=1\nlive=5767168\n");
     assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
-    assert_int_equal(count_of(r.err, "\n"), 1);
+    assert_int_equal(fp_t_count_of(r.err, "\n"), 1);
 
     /* With the summary on stderr: the line once, and the summary lists it
      * among its config errors (inside the box). */
@@ -493,7 +388,7 @@ static void bad_key_reported_once(void **state)
     assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
     assert_int_equal(lines_starting(r.err, "fragpool: "), 1);
     assert_non_null(strstr(r.err, "| Config errors         | fragpool: FRAGPOOL_CONF: unknown key"));
-    assert_int_equal(count_of(r.err, "fragpool memory summary"), 1);
+    assert_int_equal(fp_t_count_of(r.err, "fragpool memory summary"), 1);
 }
 
 static int check_env(void **state)
@@ -510,33 +405,26 @@ static int check_env(void **state)
 /* Group teardown: removes what a failed case left behind. */
 static int remove_leftovers(void **state)
 {
-    release_held(state);
-    char pat[128];
-    glob_t g;
-    snprintf(pat, sizeof pat, "/tmp/fp-exit-%d-*", (int)getpid());
-    if (glob(pat, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++)
-            unlink(g.gl_pathv[i]);
-        globfree(&g);
-    }
+    fp_t_release_held(state);
+    fp_t_remove_own_tmp("fp-exit");
     return 0;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(exit_return, release_held),
-        cmocka_unit_test_teardown(exit_exit, release_held),
-        cmocka_unit_test_teardown(exit_thread_exit, release_held),
-        cmocka_unit_test_teardown(exit_sync_policy, release_held),
-        cmocka_unit_test_teardown(fork_child_silent, release_held),
-        cmocka_unit_test_teardown(free_after_exit_handler, release_held),
-        cmocka_unit_test_teardown(summary_off_silent, release_held),
-        cmocka_unit_test_teardown(json_summary_file, release_held),
-        cmocka_unit_test_teardown(json_summary_stderr, release_held),
-        cmocka_unit_test_teardown(rank_and_host_in_path, release_held),
-        cmocka_unit_test_teardown(strict_exits_before_main, release_held),
-        cmocka_unit_test_teardown(bad_key_reported_once, release_held),
+        cmocka_unit_test_teardown(exit_return, fp_t_release_held),
+        cmocka_unit_test_teardown(exit_exit, fp_t_release_held),
+        cmocka_unit_test_teardown(exit_thread_exit, fp_t_release_held),
+        cmocka_unit_test_teardown(exit_sync_policy, fp_t_release_held),
+        cmocka_unit_test_teardown(fork_child_silent, fp_t_release_held),
+        cmocka_unit_test_teardown(free_after_exit_handler, fp_t_release_held),
+        cmocka_unit_test_teardown(summary_off_silent, fp_t_release_held),
+        cmocka_unit_test_teardown(json_summary_file, fp_t_release_held),
+        cmocka_unit_test_teardown(json_summary_stderr, fp_t_release_held),
+        cmocka_unit_test_teardown(rank_and_host_in_path, fp_t_release_held),
+        cmocka_unit_test_teardown(strict_exits_before_main, fp_t_release_held),
+        cmocka_unit_test_teardown(bad_key_reported_once, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, check_env, remove_leftovers);
 }

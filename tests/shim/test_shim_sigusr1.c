@@ -20,8 +20,7 @@
  *  - PATH itself holds the exit summary (mode "shim"), complete.
  */
 #include "shim_test.h"
-#include <fcntl.h>
-#include <glob.h>
+#include "child_run.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,8 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #define NTHREADS 8
 #define NSIGNALS 50
 #define CHILD_ALARM_S 30
@@ -41,38 +38,13 @@ extern char **environ;
 #define PARENT_ALARM_S 55
 #define RULE "|===========================================================================|"
 
-static char *slurp_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return NULL;
-    off_t n = lseek(fd, 0, SEEK_END);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!s || pread(fd, s, (size_t)n, 0) != n) {
-        free(s);
-        close(fd);
-        return NULL;
-    }
-    s[n] = '\0';
-    close(fd);
-    return s;
-}
-
-static int count_of(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-        n++;
-    return n;
-}
-
 /* 1 when text is one whole text summary of one device: header once, the
  * run block, and the closing rule as its last line. */
 static int complete_summary(const char *text)
 {
     size_t n = strlen(text), m = strlen(RULE "\n");
-    return count_of(text, "fragpool memory summary, device ID 0") == 1 &&
-           count_of(text, "| fragpool run ") == 1 && n > m &&
+    return fp_t_count_of(text, "fragpool memory summary, device ID 0") == 1 &&
+           fp_t_count_of(text, "| fragpool run ") == 1 && n > m &&
            strcmp(text + n - m, RULE "\n") == 0;
 }
 
@@ -163,7 +135,7 @@ static int child_main(void)
     snprintf(last, sizeof last, "%s%d%s.%d", pat, (int)getpid(), pp + 2, NSIGNALS);
     struct timespec nap = {0, 5 * 1000 * 1000};
     for (int i = 0; i < 2000; i++) { /* 10 s at most */
-        char *text = slurp_path(last);
+        char *text = fp_t_read_path(last);
         int done = text && complete_summary(text);
         free(text);
         if (done)
@@ -195,8 +167,8 @@ static int child_stderr_main(void)
             if (text && pread(2, text, (size_t)n, 0) == n) {
                 text[n] = '\0';
                 size_t m = strlen(RULE "\n");
-                done = count_of(text, "fragpool memory summary") == i + 1 &&
-                       count_of(text, "| fragpool run ") == i + 1 && (size_t)n > m &&
+                done = fp_t_count_of(text, "fragpool memory summary") == i + 1 &&
+                       fp_t_count_of(text, "| fragpool run ") == i + 1 && (size_t)n > m &&
                        strcmp(text + n - m, RULE "\n") == 0;
             }
             free(text);
@@ -212,77 +184,30 @@ static int child_stderr_main(void)
 
 /* ---- the parent: run the child, check the files ---------------------------- */
 
-/* TSAN_OPTIONS for the child: ThreadSanitizer sleeps 1 s at exit when
- * threads remain (the simulated device's workers); these runs need not. */
-static char tsan_opts[1024];
-
-static const char *child_tsan_options(void)
-{
-    const char *cur = getenv("TSAN_OPTIONS");
-    snprintf(tsan_opts, sizeof tsan_opts, "TSAN_OPTIONS=%s%satexit_sleep_ms=0", cur ? cur : "",
-             cur && *cur ? ":" : "");
-    return tsan_opts;
-}
-
 /* Re-executes this program as "test_shim_sigusr1 MODE" with
  * FRAGPOOL_CONF=conf; returns its pid, its stderr in errtext (caller frees). */
 static pid_t run_child(const char *mode, const char *conf, char **errtext)
 {
+    static const char *const drop[] = {"FRAGPOOL_CONF=", NULL}; /* and TSAN_OPTIONS= */
     char confvar[512];
     snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
-    size_t n = 0, k = 0;
-    while (environ[n])
-        n++;
-    char **env = calloc(n + 3, sizeof *env);
+    const char *const add[] = {confvar, NULL};
+    char **env = fp_t_child_env(drop, add);
     assert_non_null(env);
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0 &&
-            strncmp(environ[i], "TSAN_OPTIONS=", 13) != 0)
-            env[k++] = environ[i];
-    env[k++] = (char *)child_tsan_options();
-    env[k++] = confvar;
-    env[k] = NULL;
-    char errname[] = "/tmp/fp-sigusr1-err-XXXXXX";
-    int errfd = mkstemp(errname);
-    assert_true(errfd >= 0);
-    unlink(errname);
+    int errfd = fp_t_temp_fd("/tmp/fp-sigusr1-err-");
 
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     assert_true(len > 0);
     self[len] = '\0';
     char *argv[] = {self, (char *)mode, NULL};
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(errfd, 2);
-        execve(self, argv, env);
-        _exit(127);
-    }
-    free(env);
-
-    struct timespec t0, now, nap = {0, 5 * 1000 * 1000};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - t0.tv_sec > PARENT_DEADLINE_S) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fail_msg("the child still runs after %d s: deadlock", PARENT_DEADLINE_S);
-        }
-        nanosleep(&nap, NULL);
-    }
-    assert_int_equal(w, pid);
-    off_t elen = lseek(errfd, 0, SEEK_END);
-    assert_true(elen >= 0);
-    char *text = malloc((size_t)elen + 1);
+    pid_t pid = fp_t_spawn_wait(self, argv, env, -1, errfd, PARENT_DEADLINE_S, &st);
+    free(env);
+    if (pid < 0)
+        fail_msg("the child still runs after %d s: deadlock", PARENT_DEADLINE_S);
+    char *text = fp_t_read_fd(errfd);
     assert_non_null(text);
-    assert_int_equal(pread(errfd, text, (size_t)elen, 0), elen);
-    text[elen] = '\0';
     close(errfd);
     if (WIFSIGNALED(st))
         fail_msg("the child died of signal %d (SIGALRM is %d: deadlock); stderr:\n%s",
@@ -309,7 +234,7 @@ static void dumps_under_load(void **state)
     snprintf(base, sizeof base, "/tmp/fp-sigusr1-%d-%d.txt", me, (int)pid);
     for (int i = 1; i <= NSIGNALS + 1; i++) {
         snprintf(path, sizeof path, "%s.%d", base, i);
-        char *text = slurp_path(path);
+        char *text = fp_t_read_path(path);
         if (i == NSIGNALS + 1) {
             if (text)
                 fail_msg("%s: more dumps than signals", path);
@@ -322,7 +247,7 @@ static void dumps_under_load(void **state)
         free(text);
         unlink(path);
     }
-    char *text = slurp_path(base);
+    char *text = fp_t_read_path(base);
     if (!text)
         fail_msg("%s: no exit summary", base);
     if (!complete_summary(text) || !strstr(text, "| Mode                  | shim "))
@@ -341,14 +266,14 @@ static void dumps_on_stderr(void **state)
     alarm(PARENT_ALARM_S);
     char *err;
     run_child("stderr", "dump_on_sigusr1:1,summary:off", &err);
-    assert_int_equal(count_of(err, "fragpool memory summary, device ID 0"), 3);
-    assert_int_equal(count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
-    assert_int_equal(count_of(err, "| Mode                  | shim "), 0); /* no exit summary */
+    assert_int_equal(fp_t_count_of(err, "fragpool memory summary, device ID 0"), 3);
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim "), 0); /* no exit summary */
     free(err);
     run_child("stderr", "dump_on_sigusr1:1,summary:stderr", &err);
-    assert_int_equal(count_of(err, "fragpool memory summary, device ID 0"), 4);
-    assert_int_equal(count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
-    assert_int_equal(count_of(err, "| Mode                  | shim "), 1);
+    assert_int_equal(fp_t_count_of(err, "fragpool memory summary, device ID 0"), 4);
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim "), 1);
     size_t n = strlen(err), m = strlen(RULE "\n");
     assert_true(n > m);
     assert_string_equal(err + n - m, RULE "\n");
@@ -360,14 +285,7 @@ static void dumps_on_stderr(void **state)
 static int remove_leftovers(void **state)
 {
     (void)state;
-    char pat[128];
-    glob_t g;
-    snprintf(pat, sizeof pat, "/tmp/fp-sigusr1-%d-*", (int)getpid());
-    if (glob(pat, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++)
-            unlink(g.gl_pathv[i]);
-        globfree(&g);
-    }
+    fp_t_remove_own_tmp("fp-sigusr1");
     return 0;
 }
 

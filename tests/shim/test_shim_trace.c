@@ -23,125 +23,46 @@
  * nothing to the parent's trace).
  */
 #include "shim_test.h"
+#include "child_run.h"
 #include "fp_report.h"
 #include "fp_trace.h"
-#include <fcntl.h>
-#include <glob.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define RUN_TIMEOUT_S 30
 
 /* ---- running exit_paths -------------------------------------------------- */
 
-/* Every buffer a case reads is held here and freed by the teardown, so a
- * failing case (cmocka longjmps out of it) leaks nothing either. */
+/* Every buffer a case reads is held (fp_t_hold, fp_t_slurp_*) and freed by
+ * the teardown, release_held, so a failing case (cmocka longjmps out of it)
+ * leaks nothing either. */
 static fp_trace trace; /* the loaded trace, freed the same way */
-static void *held[256];
-static size_t nheld;
-
-static void *hold(void *p)
-{
-    assert_non_null(p);
-    assert_true(nheld < sizeof held / sizeof *held);
-    held[nheld++] = p;
-    return p;
-}
 
 static int release_held(void **state)
 {
-    (void)state;
-    while (nheld)
-        free(held[--nheld]);
+    fp_t_release_held(state);
     fp_trace_free(&trace);
     return 0;
 }
 
-
-static char *slurp_fd(int fd)
-{
-    off_t n = lseek(fd, 0, SEEK_END);
-    assert_true(n >= 0);
-    char *s = hold(malloc((size_t)n + 1));
-    assert_int_equal(pread(fd, s, (size_t)n, 0), n);
-    s[n] = '\0';
-    return s;
-}
-
-static char *slurp_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return NULL;
-    char *s = slurp_fd(fd);
-    close(fd);
-    return s;
-}
-
-/* TSAN_OPTIONS for the child: ThreadSanitizer sleeps 1 s at exit when
- * threads remain (the simulated device's workers); these runs need not. */
-static char tsan_opts[1024];
-
-static const char *child_tsan_options(void)
-{
-    const char *cur = getenv("TSAN_OPTIONS");
-    snprintf(tsan_opts, sizeof tsan_opts, "TSAN_OPTIONS=%s%satexit_sleep_ms=0", cur ? cur : "",
-             cur && *cur ? ":" : "");
-    return tsan_opts;
-}
-
 /* Runs exit_paths MODE with FRAGPOOL_CONF=conf; returns its pid, stdout in
- * *out (caller frees).  Its stderr is this test's. */
+ * *out (held until the teardown).  Its stderr is this test's. */
 static pid_t run_client(const char *mode, const char *conf, char **out)
 {
-    size_t n = 0, k = 0;
-    while (environ[n])
-        n++;
-    char **env = hold(calloc(n + 3, sizeof *env));
+    static const char *const drop[] = {"FRAGPOOL_CONF=", NULL}; /* and TSAN_OPTIONS= */
     char confvar[1024];
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "FRAGPOOL_CONF=", 14) != 0 &&
-            strncmp(environ[i], "TSAN_OPTIONS=", 13) != 0)
-            env[k++] = environ[i];
-    env[k++] = (char *)child_tsan_options();
     snprintf(confvar, sizeof confvar, "FRAGPOOL_CONF=%s", conf);
-    env[k++] = confvar;
-    env[k] = NULL;
-    char name[] = "/tmp/fp-trace-out-XXXXXX";
-    int fd = mkstemp(name);
-    assert_true(fd >= 0);
-    unlink(name);
+    const char *const add[] = {confvar, NULL};
+    char **env = fp_t_hold(fp_t_child_env(drop, add));
+    int fd = fp_t_temp_fd("/tmp/fp-trace-out-");
     char *argv[] = {(char *)FP_EXIT_PATHS, (char *)mode, NULL};
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd, 1);
-        execve(FP_EXIT_PATHS, argv, env);
-        _exit(127);
-    }
-    struct timespec t0, now, nap = {0, 2000000};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - t0.tv_sec > RUN_TIMEOUT_S) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fail_msg("exit_paths %s still running after %d s", mode, RUN_TIMEOUT_S);
-        }
-        nanosleep(&nap, NULL);
-    }
-    assert_int_equal(w, pid);
-    *out = slurp_fd(fd);
+    pid_t pid = fp_t_spawn_wait(FP_EXIT_PATHS, argv, env, fd, -1, RUN_TIMEOUT_S, &st);
+    if (pid < 0)
+        fail_msg("exit_paths %s still running after %d s", mode, RUN_TIMEOUT_S);
+    *out = fp_t_slurp_fd(fd);
     close(fd);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail_msg("exit_paths %s: status 0x%x; stdout:\n%s", mode, st, *out);
@@ -224,7 +145,7 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     assert_true(allocs > 1000 && frees > 1000);
 
     /* The shim's JSON summary of the run. */
-    char *json = slurp_path(sum_path);
+    char *json = fp_t_slurp_path(sum_path);
     if (!json)
         fail_msg("no summary at %s", sum_path);
     fp_jdoc d;
@@ -237,7 +158,7 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     assert_int_equal(jint(&d, "devices.0.oom_count"), 0);
 
     /* The raw file. */
-    char *raw = slurp_path(trace_path);
+    char *raw = fp_t_slurp_path(trace_path);
     if (!raw)
         fail_msg("no trace at %s (%%p must be the client's pid)", trace_path);
     raw_counts rc;
@@ -260,8 +181,8 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
         fail_msg("fp_trace_load: %s", err);
     t = trace;
     assert_int_equal(t.n, allocs + frees);
-    uint64_t *live_id = hold(calloc(t.n, sizeof *live_id));
-    uint64_t *live_size = hold(calloc(t.n, sizeof *live_size));
+    uint64_t *live_id = fp_t_hold(calloc(t.n, sizeof *live_id));
+    uint64_t *live_size = fp_t_hold(calloc(t.n, sizeof *live_size));
     size_t nlive = 0, na = 0, nf = 0;
     for (size_t i = 0; i < t.n; i++) {
         const fp_trace_event *e = &t.ev[i];
@@ -332,14 +253,7 @@ static void trace_survives_fork(void **state)
 static int remove_leftovers(void **state)
 {
     release_held(state);
-    char pat[128];
-    glob_t g;
-    snprintf(pat, sizeof pat, "/tmp/fp-trace-%d-*", (int)getpid());
-    if (glob(pat, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++)
-            unlink(g.gl_pathv[i]);
-        globfree(&g);
-    }
+    fp_t_remove_own_tmp("fp-trace");
     return 0;
 }
 
