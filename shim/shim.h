@@ -105,8 +105,8 @@ typedef struct fp_defer {
     fp_pending *q;           /* ring of pending entries, in free order     */
     size_t qcap;             /* a power of two                             */
     uint64_t head, tail;     /* q positions (monotonic)                    */
-    fp_fence fences[FP_MAX_FENCES];
-    int nfences;             /* sealed, oldest first                       */
+    fp_fence fences[FP_MAX_FENCES]; /* a ring: the oldest at fhead         */
+    int fhead, nfences;      /* sealed fences in flight                    */
     CUevent spare[FP_SPARE_EVENTS];
     int nspare;
     size_t pending_bytes;    /* bytes in q                                 */

@@ -16,8 +16,9 @@
  * same stream may take such a block back at once, since stream order puts
  * the new work after the old.
  *
- * Invariants: q holds pending entries in free order; fences[i].end is the
- * q position sealed by fence i, increasing; entries before fences[0].end
+ * Invariants: q holds pending entries in free order; fences form a ring
+ * (oldest at fhead); fence(f, i).end is the q position sealed by the i-th
+ * oldest fence, increasing; entries before fence(f, 0).end
  * belong to the oldest fence, those from the last fence's end on are open.
  * A reclaim or reuse presents the ticket from the deferral, so an entry
  * made stale by reuse can never release a block that is live again.
@@ -77,6 +78,12 @@ static void reclaim_until(fp_ctx_pool *d, uint64_t end)
 
 /* ---- events and fences ---------------------------------------------------- */
 
+/* The i-th oldest fence in flight (i == nfences: the next free slot). */
+static fp_fence *fence(fp_defer *f, int i)
+{
+    return &f->fences[(f->fhead + i) % FP_MAX_FENCES];
+}
+
 static CUevent event_get(fp_defer *f)
 {
     if (f->nspare)
@@ -121,11 +128,11 @@ static bool fence_add(fp_defer *f, fp_fence *fc, CUstream s)
 static bool seal_fence(fp_ctx_pool *d, bool force)
 {
     fp_defer *f = &d->defer;
-    uint64_t open_from = f->nfences ? f->fences[f->nfences - 1].end : f->head;
+    uint64_t open_from = f->nfences ? fence(f, f->nfences - 1)->end : f->head;
     if ((open_from == f->tail && !force) || f->nfences == FP_MAX_FENCES ||
         fp_streams_capturing())
         return false;
-    fp_fence *fc = &f->fences[f->nfences];
+    fp_fence *fc = fence(f, f->nfences);
     fc->nev = 0;
     CUstream streams[FP_FENCE_EVENTS - 1];
     size_t n = fp_streams_of(d->ctx, streams, FP_FENCE_EVENTS - 1);
@@ -168,11 +175,10 @@ static void fence_wait(const fp_fence *fc)
 static void pop_fence(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
-    reclaim_until(d, f->fences[0].end);
-    fence_drop_events(f, &f->fences[0]);
-    memmove(f->fences, f->fences + 1, (size_t)(f->nfences - 1) * sizeof *f->fences);
+    reclaim_until(d, fence(f, 0)->end);
+    fence_drop_events(f, fence(f, 0)); /* leaves the slot empty (nev 0) */
+    f->fhead = (f->fhead + 1) % FP_MAX_FENCES;
     f->nfences--;
-    f->fences[f->nfences].nev = 0; /* the vacated slot must not alias a live fence */
     if (!f->nfences)
         atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
 }
@@ -182,7 +188,7 @@ static bool poll(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
     bool any = false;
-    while (f->nfences && fence_done(&f->fences[0])) {
+    while (f->nfences && fence_done(fence(f, 0))) {
         pop_fence(d);
         any = true;
     }
@@ -276,7 +282,7 @@ static bool drain_some(fp_ctx_pool *d)
         d->nsyncs++;
         return true;
     }
-    fence_wait(&f->fences[0]);
+    fence_wait(fence(f, 0));
     pop_fence(d);
     d->nfence_waits++;
     return true;
@@ -319,7 +325,7 @@ void fp_defer_reclaim_all_locked(fp_ctx_pool *d)
     fp_defer *f = &d->defer;
     reclaim_until(d, f->tail);
     for (int i = 0; i < f->nfences; i++)
-        fence_drop_events(f, &f->fences[i]);
+        fence_drop_events(f, fence(f, i));
     f->nfences = 0;
     atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
     f->open_bytes = 0;
