@@ -19,7 +19,7 @@
 #   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_ONLY       space-separated check groups to run (default all):
-#                        alloc race multi pitch train cupy jax bench
+#                        alloc race multi demo pitch train cupy jax bench
 # Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
 # results table and "N passed, N failed, N skipped".
 set -u -o pipefail
@@ -31,7 +31,7 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
 BUILD_DIR=${GPU_CHECK_BUILD_DIR:-build-gpu}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-ONLY=${GPU_CHECK_ONLY:-alloc race multi pitch train cupy jax bench}
+ONLY=${GPU_CHECK_ONLY:-alloc race multi demo pitch train cupy jax bench}
 EXTRA_CONF=${GPU_CHECK_CONF:-}
 BIN=$BUILD_DIR/bin/gpu
 LIB=$BUILD_DIR/lib/libfragpool.so
@@ -361,6 +361,22 @@ check_race() {
   record race_native "$J_RES" "control without fragpool; $(race_note race_native)${STEP_SECS}s $J_NOTE"
 }
 
+check_demo() {   # the README's first command, on the real GPU
+  local cli="$BUILD_DIR/bin/fragpool"
+  if [ ! -x "$cli" ]; then
+    record demo FAIL "no $cli (build failed)"
+    return
+  fi
+  plain_run demo 120 'every buffer checked' -- "$cli" demo
+  if [ "$J_RES" = PASS ] && ! grep -q 'a real GPU answered' "$OUT_DIR/demo.out"; then
+    J_RES=FAIL J_NOTE="the demo did not use the GPU"
+  fi
+  if [ "$J_RES" = PASS ] && [ "$(grep -c 'every buffer checked' "$OUT_DIR/demo.out")" -lt 2 ]; then
+    J_RES=FAIL J_NOTE="one of the two runs did not finish"
+  fi
+  record demo "$J_RES" "${STEP_SECS}s; $(grep -h 'us per pair' "$OUT_DIR/demo.out" | tr '\n' ';') $J_NOTE"
+}
+
 check_multi() {   # every GPU of the machine, frees with another device current
   local n
   n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -507,6 +523,7 @@ main() {
   want alloc && check_alloc
   want race && check_race
   want multi && check_multi
+  want demo && check_demo
   want pitch && check_pitch
   want train && check_train
   want cupy && check_py cupy cupy_check.py 'CHECK cupy OK' 150
