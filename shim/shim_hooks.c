@@ -82,6 +82,8 @@ static void *dlsym_on_handle(fp_dlsym_fn real, void *handle, const char *name)
 __attribute__((visibility("default"))) void *dlsym(void *handle, const char *name)
 {
     fp_dlsym_fn real = fp_dlsym_target();
+    if (!real) /* no glibc dlsym to reach: nothing can be resolved */
+        return NULL;
     if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) {
 #if defined(__clang__) && __has_attribute(musttail)
         __attribute__((musttail))
