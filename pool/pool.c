@@ -511,6 +511,7 @@ static fp_block *live_block(fp_pool *p, uint64_t addr, int state)
 
 int fp_pool_free(fp_pool *p, uint64_t addr)
 {
+    fp_map_prefetch(&p->live, addr);
     pthread_mutex_lock(&p->lock);
     fp_block *b = fp_map_take(&p->live, addr); /* one probe, the common case */
     if (b && b->state != FP_BLOCK_USED) {

@@ -106,14 +106,14 @@ static int check_segment(fp_pool *p, const fp_segment *s, tally *t, char *msg, s
     return 0;
 }
 
-/* In-order walk of a treap: sorted keys, heap priorities, free blocks of
- * the right pool.  Returns the node count, or -1 on a violation. */
+/* In-order walk of a treap: sorted keys, heap priorities, parent links,
+ * free blocks of the right pool.  Returns the node count, or -1 on a violation. */
 static long check_tree(const fp_block *t, bool small, const fp_block **last)
 {
     if (!t)
         return 0;
-    if ((t->left && fp_block_prio(t->left) > fp_block_prio(t)) ||
-        (t->right && fp_block_prio(t->right) > fp_block_prio(t)))
+    if ((t->left && (fp_block_prio(t->left) > fp_block_prio(t) || t->left->parent != t)) ||
+        (t->right && (fp_block_prio(t->right) > fp_block_prio(t) || t->right->parent != t)))
         return -1;
     long l = check_tree(t->left, small, last);
     if (l < 0 || t->state != FP_BLOCK_FREE || t->small != small)
@@ -126,18 +126,33 @@ static long check_tree(const fp_block *t, bool small, const fp_block **last)
     return r < 0 ? -1 : l + 1 + r;
 }
 
+/* Each summary bit must say whether the word below it has any bit set. */
+static bool check_bitmap(const fp_index *ix)
+{
+    for (unsigned w = 0; w < FP_NBINWORDS; w++)
+        if (((ix->mid[w / 64] >> (w % 64)) & 1) != (ix->used[w] != 0))
+            return false;
+    for (unsigned m = 0; m < FP_NMIDWORDS; m++)
+        if (((ix->top >> m) & 1) != (ix->mid[m] != 0))
+            return false;
+    return true;
+}
+
 /* Every bin in order: together they must be one sorted sequence, and a
  * bin's bitmap bit must say whether it holds anything. */
 static long check_index(const fp_index *ix, bool small)
 {
     const fp_block *last = NULL;
     long total = 0;
+    if (!check_bitmap(ix))
+        return -1;
     for (unsigned bin = 0; bin < FP_NBINS; bin++) {
         const fp_block *root = fp_index_bin(ix, bin);
         bool marked = (ix->used[bin / 64] >> (bin % 64)) & 1;
-        bool word = (ix->words >> (bin / 64)) & 1;
-        if (marked != (root != NULL) || (marked && !word))
+        if (marked != (root != NULL) || (root && root->parent))
             return -1;
+        if (!root)
+            continue;
         long n = check_tree(root, small, &last);
         if (n < 0)
             return -1;
@@ -243,7 +258,7 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
         }
         n = 0;
         for (const fp_block *b = s->first; b; b = b->next)
-            v[n++] = (fp_block_info){b->addr, b->size, b->requested, b->state,
+            v[n++] = (fp_block_info){b->addr, b->size, fp_block_requested(b), b->state,
                                      b->state == FP_BLOCK_USED ? b->stamp : 0};
         fn(ud, s->addr, s->size, s->small, v, n);
     }

@@ -1,12 +1,13 @@
 /* pool_index.c - the free-block index: an ordered set of blocks keyed by
- * (size, address).  Sizes map to segregated bins (bin_of); a two-level
+ * (size, address).  Sizes map to segregated bins (bin_of); a three-level
  * bitmap finds the next non-empty bin; each bin is a treap threaded
- * through the block headers.
+ * through the block headers, with parent links so that a removal needs
+ * no search.
  *
  * Invariants: bin_of is monotonic in size, so bins partition the order;
- * bit b of used[] is set iff bins[b] is non-empty, and bit w of words iff
- * used[w] != 0; inside a bin, in-order traversal is sorted by (size, addr)
- * and priorities form a max-heap.  lower_bound gives PyTorch's best fit:
+ * bit b of used[] is set iff bins[b] is non-empty, bit w of mid[] iff
+ * used[w] != 0, and bit m of top iff mid[m] != 0; inside a bin, in-order traversal is sorted by (size, addr)
+ * priorities form a max-heap, and every child's parent link points back.  lower_bound gives PyTorch's best fit:
  * the smallest block that fits, lowest address first.
  */
 #include "pool_internal.h"
@@ -16,87 +17,102 @@ static bool key_less(size_t size, uint64_t addr, const fp_block *b)
     return size < b->size || (size == b->size && addr < b->addr);
 }
 
-static fp_block *rotate_right(fp_block *t)
+/* The link that points at t: its parent's child pointer, or the root. */
+static fp_block **link_of(fp_block **root, fp_block *t)
 {
-    fp_block *l = t->left;
-    t->left = l->right;
-    l->right = t;
-    return l;
+    fp_block *up = t->parent;
+    if (!up)
+        return root;
+    return up->left == t ? &up->left : &up->right;
 }
 
-static fp_block *rotate_left(fp_block *t)
+/* Lifts child c over its parent, keeping the in-order sequence. */
+static void rotate_up(fp_block **root, fp_block *c)
 {
-    fp_block *r = t->right;
-    t->right = r->left;
-    r->left = t;
-    return r;
-}
-
-static fp_block *insert_at(fp_block *t, fp_block *b)
-{
-    if (!t)
-        return b;
-    if (key_less(b->size, b->addr, t)) {
-        t->left = insert_at(t->left, b);
-        if (fp_block_prio(t->left) > fp_block_prio(t))
-            t = rotate_right(t);
+    fp_block *t = c->parent, **link = link_of(root, t);
+    if (t->left == c) {
+        t->left = c->right;
+        if (c->right)
+            c->right->parent = t;
+        c->right = t;
     } else {
-        t->right = insert_at(t->right, b);
-        if (fp_block_prio(t->right) > fp_block_prio(t))
-            t = rotate_left(t);
+        t->right = c->left;
+        if (c->left)
+            c->left->parent = t;
+        c->left = t;
     }
-    return t;
+    c->parent = t->parent;
+    t->parent = c;
+    *link = c;
 }
 
-/* Joins two treaps whose keys are all ordered a < b. */
-static fp_block *join(fp_block *a, fp_block *b)
+/* A leaf at b's key, then rotations up while its priority beats its
+ * parent's. */
+static void tree_insert(fp_block **root, fp_block *b)
 {
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    if (fp_block_prio(a) > fp_block_prio(b)) {
-        a->right = join(a->right, b);
-        return a;
+    fp_block *up = NULL, **link = root;
+    while (*link) {
+        up = *link;
+        link = key_less(b->size, b->addr, up) ? &up->left : &up->right;
     }
-    b->left = join(a, b->left);
-    return b;
+    b->left = b->right = NULL;
+    b->parent = up;
+    *link = b;
+    uint32_t prio = fp_block_prio(b);
+    while (b->parent && prio > fp_block_prio(b->parent))
+        rotate_up(root, b);
 }
 
-static fp_block *remove_at(fp_block *t, fp_block *b)
+/* Rotates b down below its higher-priority child until it has at most
+ * one, then splices it out: no search from the root. */
+static void tree_remove(fp_block **root, fp_block *b)
 {
-    if (t == b)
-        return join(b->left, b->right);
-    if (key_less(b->size, b->addr, t))
-        t->left = remove_at(t->left, b);
-    else
-        t->right = remove_at(t->right, b);
-    return t;
+    while (b->left && b->right)
+        rotate_up(root, fp_block_prio(b->left) > fp_block_prio(b->right) ? b->left
+                                                                          : b->right);
+    fp_block *c = b->left ? b->left : b->right;
+    *link_of(root, b) = c;
+    if (c)
+        c->parent = b->parent;
+    b->left = b->right = b->parent = NULL;
 }
 
-/* 512-byte units below 64 have a bin each; above, 64 bins per octave. */
+/* A bin per 512-byte unit below FP_BIN_EXACT units; above, FP_BIN_SUB
+ * bins per power of two. */
 static unsigned bin_of(size_t size)
 {
     size_t units = size >> 9;
-    if (units < FP_BIN_SUB)
+    if (units < FP_BIN_EXACT)
         return (unsigned)units;
     unsigned fl = 63u - (unsigned)__builtin_clzll((unsigned long long)units);
-    unsigned sl = (unsigned)(units >> (fl - 6)) & (FP_BIN_SUB - 1);
-    unsigned b = FP_BIN_SUB + (fl - 6) * FP_BIN_SUB + sl;
+    unsigned sl = (unsigned)(units >> (fl - 8)) & (FP_BIN_SUB - 1);
+    unsigned b = FP_BIN_EXACT + (fl - 11) * FP_BIN_SUB + sl;
     return b < FP_NBINS ? b : FP_NBINS - 1;
 }
 
 static void mark(fp_index *ix, unsigned b)
 {
-    ix->used[b / 64] |= 1ull << (b % 64);
-    ix->words |= 1ull << (b / 64);
+    unsigned w = b / 64;
+    ix->used[w] |= 1ull << (b % 64);
+    ix->mid[w / 64] |= 1ull << (w % 64);
+    ix->top |= 1ull << (w / 64);
 }
 
 static void unmark(fp_index *ix, unsigned b)
 {
-    ix->used[b / 64] &= ~(1ull << (b % 64));
-    if (!ix->used[b / 64])
-        ix->words &= ~(1ull << (b / 64));
+    unsigned w = b / 64;
+    if ((ix->used[w] &= ~(1ull << (b % 64))))
+        return;
+    if ((ix->mid[w / 64] &= ~(1ull << (w % 64))))
+        return;
+    ix->top &= ~(1ull << (w / 64));
+}
+
+/* The lowest set bit at or above bit i of v, or -1. */
+static int bit_from(uint64_t v, unsigned i)
+{
+    v = i < 64 ? v & (~0ull << i) : 0;
+    return v ? __builtin_ctzll(v) : -1;
 }
 
 /* The first non-empty bin >= b, or FP_NBINS. */
@@ -104,22 +120,26 @@ static unsigned next_bin(const fp_index *ix, unsigned b)
 {
     if (b >= FP_NBINS)
         return FP_NBINS;
-    unsigned w = b / 64;
-    uint64_t m = ix->used[w] & (~0ull << (b % 64));
-    if (m)
-        return w * 64 + (unsigned)__builtin_ctzll(m);
-    uint64_t ws = w + 1 < 64 ? ix->words & (~0ull << (w + 1)) : 0;
-    if (!ws)
-        return FP_NBINS;
-    w = (unsigned)__builtin_ctzll(ws);
+    unsigned w = b / 64, m = w / 64;
+    int i = bit_from(ix->used[w], b % 64);
+    if (i >= 0)
+        return w * 64 + (unsigned)i;
+    i = bit_from(ix->mid[m], w % 64 + 1);
+    if (i < 0) {
+        int j = bit_from(ix->top, m + 1);
+        if (j < 0)
+            return FP_NBINS;
+        m = (unsigned)j;
+        i = __builtin_ctzll(ix->mid[m]);
+    }
+    w = m * 64 + (unsigned)i;
     return w * 64 + (unsigned)__builtin_ctzll(ix->used[w]);
 }
 
 void fp_index_insert(fp_index *ix, fp_block *b)
 {
     unsigned bin = bin_of(b->size);
-    b->left = b->right = NULL;
-    ix->bins[bin] = insert_at(ix->bins[bin], b);
+    tree_insert(&ix->bins[bin], b);
     mark(ix, bin);
     ix->count++;
 }
@@ -127,10 +147,9 @@ void fp_index_insert(fp_index *ix, fp_block *b)
 void fp_index_remove(fp_index *ix, fp_block *b)
 {
     unsigned bin = bin_of(b->size);
-    ix->bins[bin] = remove_at(ix->bins[bin], b);
+    tree_remove(&ix->bins[bin], b);
     if (!ix->bins[bin])
         unmark(ix, bin);
-    b->left = b->right = NULL;
     ix->count--;
 }
 
@@ -164,9 +183,10 @@ fp_block *fp_index_lower_bound(const fp_index *ix, size_t size)
 
 fp_block *fp_index_max(const fp_index *ix)
 {
-    if (!ix->words)
+    if (!ix->top)
         return NULL;
-    unsigned w = 63u - (unsigned)__builtin_clzll(ix->words);
+    unsigned m = 63u - (unsigned)__builtin_clzll(ix->top);
+    unsigned w = m * 64 + 63u - (unsigned)__builtin_clzll(ix->mid[m]);
     unsigned bin = w * 64 + 63u - (unsigned)__builtin_clzll(ix->used[w]);
     fp_block *t = ix->bins[bin];
     while (t->right)

@@ -26,18 +26,33 @@ typedef struct fp_block fp_block;
  * caller reclaims it (or reuses it where stream order makes that safe). */
 enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1, FP_BLOCK_PENDING = 2 };
 
-/* One cache line: the hot path touches a header once. */
+/* One cache line: the hot path touches a header once.  A free block is
+ * in the index and needs its tree links; a used or pending one is not and
+ * needs its request, so the two share storage. */
 struct fp_block {
     uint64_t addr;          /* device address                         */
     size_t size;            /* bytes, a multiple of 512               */
     fp_block *prev, *next;  /* physical neighbours in the segment     */
-    fp_block *left, *right; /* free index links (treap)               */
-    uint64_t stamp;         /* alloc sequence when used; free time when free */
-    uint64_t requested : 48;/* caller's bytes while allocated         */
+    union {
+        struct {            /* free: free index links (treap)         */
+            fp_block *left, *right, *parent;
+        };
+        uint64_t requested; /* used: the caller's bytes; pending: 0   */
+    };
+    uint64_t stamp : 61;    /* alloc ordinal when used, clock ticket when
+                               pending, free time when free           */
     uint64_t state : 2;     /* FP_BLOCK_FREE, _USED or _PENDING       */
     uint64_t small : 1;     /* belongs to the small pool              */
 };
 
+/* The caller's bytes: 0 unless the block is in use. */
+static inline uint64_t fp_block_requested(const fp_block *b)
+{
+    return b->state == FP_BLOCK_FREE ? 0 : b->requested;
+}
+
+/* A larger request fails at once: no device holds 256 TiB, and sizes
+ * stay far from overflow in every sum the pool makes. */
 #define FP_MAX_REQUEST (((uint64_t)1 << 48) - 1)
 
 /* Treap priority, derived from the address so it needs no storage. */
@@ -57,18 +72,22 @@ struct fp_segment {
 };
 
 /* The free-block index: an ordered set by (size, addr).  Sizes fall into
- * segregated bins (exact below 32 KiB, then 64 bins per power of two, as in
- * TLSF); a bitmap finds the next non-empty bin in O(1) and each bin is a
- * small treap.  Bins partition sizes in increasing order, so the first
+ * segregated bins: one per 512-byte size below 1 MiB (so every small-pool
+ * size has its own bin), then 256 per power of two, as in TLSF.  A
+ * three-level bitmap finds the next non-empty bin in O(1) and each bin is
+ * a small treap.  Bins partition sizes in increasing order, so the first
  * fitting block of the first bin that has one is the exact best fit. */
-#define FP_BIN_SUB   64
-#define FP_NBINS     (FP_BIN_SUB + 50 * FP_BIN_SUB)
+#define FP_BIN_EXACT 2048u  /* 512-byte units with a bin each          */
+#define FP_BIN_SUB   256u   /* bins per power of two above that        */
+#define FP_NBINS     (FP_BIN_EXACT + 44u * FP_BIN_SUB) /* units < 2^55  */
 #define FP_NBINWORDS ((FP_NBINS + 63) / 64)
+#define FP_NMIDWORDS ((FP_NBINWORDS + 63) / 64)
 
 typedef struct fp_index {
     fp_block *bins[FP_NBINS];     /* treap roots                          */
     uint64_t used[FP_NBINWORDS];  /* bit set when a bin is non-empty      */
-    uint64_t words;               /* bit w set when used[w] != 0          */
+    uint64_t mid[FP_NMIDWORDS];   /* bit w set when used[w] != 0          */
+    uint64_t top;                 /* bit m set when mid[m] != 0           */
     size_t count;                 /* blocks indexed                       */
 } fp_index;
 
@@ -96,6 +115,7 @@ void      fp_map_fini(fp_map *m);
 int       fp_map_make_room(fp_map *m);      /* then one put cannot fail */
 void      fp_map_put(fp_map *m, fp_block *b);
 fp_block *fp_map_get(const fp_map *m, uint64_t addr);
+void      fp_map_prefetch(const fp_map *m, uint64_t addr); /* no lock needed */
 fp_block *fp_map_take(fp_map *m, uint64_t addr);
 
 /* Sorted array of segments by address, for "does the pool own addr". */

@@ -49,8 +49,9 @@ static int grow(fp_map *m)
         if (m->slots[i].b)
             place(ns, ncap - 1, m->slots[i].key, m->slots[i].b);
     free(m->slots);
-    m->slots = ns;
-    m->mask = ncap - 1;
+    /* Atomic stores: fp_map_prefetch reads these without the lock. */
+    __atomic_store_n(&m->slots, ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->mask, ncap - 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -63,6 +64,16 @@ void fp_map_put(fp_map *m, fp_block *b)
 {
     place(m->slots, m->mask, b->addr, b);
     m->count++;
+}
+
+/* A hint, taken before the pool's lock: start loading the slot where the
+ * key's probe will begin.  A stale slots/mask pair only wastes the hint;
+ * a prefetch never faults. */
+void fp_map_prefetch(const fp_map *m, uint64_t addr)
+{
+    const fp_map_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
+    size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
+    __builtin_prefetch(&slots[hash_addr(addr) & mask]);
 }
 
 static size_t find_slot(const fp_map *m, uint64_t addr)
