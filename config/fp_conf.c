@@ -662,6 +662,16 @@ static const fp_option fp_options[] = {
         .parse = parse_word, .format = format_word,
     },
     {
+        .name = "defer_headroom_mb", .type = "integer MiB", .deflt = "0",
+        .range = "0..17592186044415",
+        .help = "with free_policy:deferred, the pool may grow by reserving "
+                "while up to this many MiB of freed blocks still wait for the "
+                "GPU; past that it waits for them first (0: always wait)",
+        .accept = "an integer number of MiB >= 0 (up to 17592186044415)",
+        .offset = offsetof(fp_conf, defer_headroom), .min = 0, .max = FP_MAX_MB,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
         .name = "summary", .type = "destination", .deflt = "stderr",
         .range = "off, stderr, PATH (%p pid, %r rank, %h host)",
         .help = "where the memory summary goes at exit",

@@ -33,6 +33,7 @@ typedef struct fp_conf {
     int meminfo_counts_cache; /* cuMemGetInfo's free includes idle cache  */
     int debug_check;     /* run the pool checker after every operation    */
     int free_policy;     /* FP_FREE_DEFERRED or FP_FREE_SYNC              */
+    size_t defer_headroom; /* bytes pending reuse while the pool may grow */
     char summary[FP_CONF_PATH_MAX]; /* "off", "stderr" or a path pattern  */
     int summary_format;  /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
     int dump_on_sigusr1; /* SIGUSR1 writes the summary, the program runs on */

@@ -155,6 +155,10 @@ size_t fp_pool_reclaim_n(fp_pool *p, const fp_claim *v, size_t n);
 /* Like fp_pool_alloc but never reserves a segment: EAGAIN when the cache
  * holds no block for the request. */
 int  fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr);
+/* Like fp_pool_alloc but with no release-and-retry: a new segment only if
+ * the cap and the backend allow one at once, else EAGAIN (no OOM is
+ * recorded; the caller has another way to find memory). */
+int  fp_pool_alloc_fresh(fp_pool *p, size_t size, uint64_t *addr);
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
 int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);

@@ -384,7 +384,10 @@ static void note_oom(fp_pool *p, size_t size, size_t rounded)
     p->st.num_ooms++;
 }
 
-static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, bool may_grow)
+/* How far an allocation may go when the cache has no block for it. */
+typedef enum { GROW_NEVER, GROW_FRESH, GROW_FULL } grow_mode;
+
+static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, grow_mode mode)
 {
     size_t rounded = fp_round_size(&p->opts, size);
     if (size > FP_MAX_REQUEST) {
@@ -396,8 +399,11 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, bool may_grow)
     fp_block *b = find_free(p, rounded, small);
     if (b) {
         p->st.num_cache_hits++;
-    } else if (!may_grow) {
+    } else if (mode == GROW_NEVER) {
         return EAGAIN;
+    } else if (mode == GROW_FRESH) {
+        if (new_segment(p, fp_segment_size(rounded), small, &b))
+            return EAGAIN;
     } else {
         int err = grow(p, rounded, small, &b);
         if (err) {
@@ -425,7 +431,7 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, bool may_grow)
 int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr)
 {
     pthread_mutex_lock(&p->lock);
-    int err = alloc_locked(p, size, addr, true);
+    int err = alloc_locked(p, size, addr, GROW_FULL);
     pthread_mutex_unlock(&p->lock);
     return err;
 }
@@ -433,7 +439,15 @@ int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr)
 int fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr)
 {
     pthread_mutex_lock(&p->lock);
-    int err = alloc_locked(p, size, addr, false);
+    int err = alloc_locked(p, size, addr, GROW_NEVER);
+    pthread_mutex_unlock(&p->lock);
+    return err;
+}
+
+int fp_pool_alloc_fresh(fp_pool *p, size_t size, uint64_t *addr)
+{
+    pthread_mutex_lock(&p->lock);
+    int err = alloc_locked(p, size, addr, GROW_FRESH);
     pthread_mutex_unlock(&p->lock);
     return err;
 }

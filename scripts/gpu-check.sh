@@ -499,12 +499,38 @@ bench_note() {   # NAME: "malloc+free us: 512B .., ...; async: ..."
        }' "$OUT_DIR/$1.out"
 }
 
+costs_note() {   # NAME: "name ns, ..." from COST lines
+  awk '$1=="COST" {printf "%s%s %s ns", (n++ ? ", " : ""), $2, $3} END {if (n) printf "; "}' \
+    "$OUT_DIR/$1.out" 2>/dev/null
+}
+
+pool_note() {   # NAME: bench_pool's table, one line
+  awk '/^live blocks/ {t=1; next} /^working set/ {t=2; next}
+       t==1 && NF==2 {printf "%s live %s ns/pair, ", $1, $2}
+       t==2 && NF==3 {printf "load@%s MiB %s ns, ", $1, $3}' "$OUT_DIR/$1.out" 2>/dev/null
+}
+
 check_bench() {
   need_bin gpu_bench_alloc bench || return
   plain_run bench_native 120 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
   record bench_native "$J_RES" "$(bench_note bench_native)${STEP_SECS}s $J_NOTE"
   fp_run bench_fp 120 strict 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
   record bench_fp "$J_RES" "$(bench_note bench_fp)${STEP_SECS}s; $J_NOTE"
+  # The same with a bounded headroom: the pool may grow while up to 1 GiB
+  # of freed blocks waits for its fence, instead of synchronizing.
+  fp_run bench_fp_headroom 120 strict 'CHECK bench_alloc OK' defer_headroom_mb:1024 -- \
+    "$BIN/gpu_bench_alloc" 20000 1500
+  record bench_fp_headroom "$J_RES" "$(bench_note bench_fp_headroom)${STEP_SECS}s; $J_NOTE"
+  if need_bin gpu_host_costs host_costs; then
+    plain_run host_costs 60 'CHECK host_costs OK' -- "$BIN/gpu_host_costs"
+    record host_costs "$J_RES" "$(costs_note host_costs)${STEP_SECS}s $J_NOTE"
+  fi
+  if [ -x "$BUILD_DIR/bin/bench_pool" ]; then
+    plain_run pool_cpu 120 'working set' -- "$BUILD_DIR/bin/bench_pool"
+    record pool_cpu "$J_RES" "$(pool_note pool_cpu)${STEP_SECS}s $J_NOTE"
+  else
+    record pool_cpu FAIL "no $BUILD_DIR/bin/bench_pool (build failed)"
+  fi
 }
 
 # ---- main ---------------------------------------------------------------------------

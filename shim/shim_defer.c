@@ -11,6 +11,8 @@
  * finished.  Allocations poll fences with cuEventQuery; when one cannot be
  * served from the cache, it waits for the oldest fence, or synchronizes
  * the context when no fence is in flight, before the pool may grow.
+ * defer_headroom_mb relaxes that last rule by a bound: the pool may grow
+ * while at most that many bytes wait for a fence.
  *
  * cuMemFreeAsync(p, s) also remembers the stream: cuMemAllocAsync on the
  * same stream may take such a block back at once, since stream order puts
@@ -195,11 +197,16 @@ static bool poll(fp_ctx_pool *d)
     return any;
 }
 
+/* With defer_headroom_mb, half the headroom also seals: the fence is then
+ * in flight well before the headroom runs out. */
 static bool seal_due(fp_ctx_pool *d)
 {
     fp_defer *f = &d->defer;
     size_t quarter = fp_pool_reserved_bytes(d->pool) / 4;
     size_t limit = quarter > FP_SEAL_BYTES ? quarter : FP_SEAL_BYTES;
+    size_t half_headroom = fp_shim.conf.defer_headroom / 2;
+    if (half_headroom && half_headroom < limit)
+        limit = half_headroom;
     return f->open_count >= FP_SEAL_BLOCKS || f->open_bytes >= limit;
 }
 
@@ -260,32 +267,38 @@ static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *a
     return false;
 }
 
+/* What an allocation does after the cache missed. */
+typedef enum { MISS_RETRY, MISS_GROW, MISS_FULL } miss_step;
+
 /* The cache missed: make pending memory reusable before the pool may
  * grow.  In order: reclaim completed fences (cuEventQuery, no waiting);
- * when no fence is in flight, synchronize the context (as cheap as one
- * event on an idle H200, and what a fence sealed now would wait for
- * anyway) and reclaim everything; else wait for the oldest fence only, so
- * that work queued since goes on.  Returns true when anything was
- * reclaimed, false when nothing is pending or while a capture forbids
- * waiting. */
-static bool drain_some(fp_ctx_pool *d)
+ * with defer_headroom_mb, let the pool grow while at most that much waits
+ * (headroom false once growing was refused); when no fence is in flight,
+ * synchronize the context (as cheap as one event on an idle H200, and
+ * what a fence sealed now would wait for anyway) and reclaim everything;
+ * else wait for the oldest fence only, so that work queued since goes on.
+ * MISS_FULL: nothing is pending, a capture forbids waiting, or the
+ * synchronization failed; the pool's own rules take over. */
+static miss_step after_miss(fp_ctx_pool *d, bool headroom)
 {
     fp_defer *f = &d->defer;
     if (f->head == f->tail || fp_streams_capturing())
-        return false;
+        return MISS_FULL;
     if (poll(d))
-        return true;
+        return MISS_RETRY;
+    if (headroom && f->pending_bytes <= fp_shim.conf.defer_headroom)
+        return MISS_GROW;
     if (!f->nfences) {
         if (fp_pools_sync(d) != 0)
-            return false;
+            return MISS_FULL;
         fp_defer_reclaim_all_locked(d);
         d->nsyncs++;
-        return true;
+        return MISS_RETRY;
     }
     fence_wait(fence(f, 0));
     pop_fence(d);
     d->nfence_waits++;
-    return true;
+    return MISS_RETRY;
 }
 
 int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr)
@@ -309,12 +322,18 @@ int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t
         pthread_mutex_unlock(&f->lock);
     }
     int err;
+    bool headroom = fp_shim.conf.defer_headroom > 0;
     while ((err = fp_pool_alloc_cached(d->pool, size, addr)) == EAGAIN) {
         pthread_mutex_lock(&f->lock);
-        bool more = drain_some(d);
+        miss_step step = after_miss(d, headroom);
         pthread_mutex_unlock(&f->lock);
-        if (!more)
+        if (step == MISS_FULL)
             return fp_pool_alloc(d->pool, size, addr);
+        if (step == MISS_GROW) {
+            if (fp_pool_alloc_fresh(d->pool, size, addr) == 0)
+                return 0;
+            headroom = false; /* cap or driver said no: reclaim first */
+        }
     }
     return err;
 }

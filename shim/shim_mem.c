@@ -17,8 +17,8 @@
 /* Time in the allocator, summed per thread and added to the process total
  * every 32 calls: an atomic add per call would cost as much as a cached
  * allocation.  A thread's last few calls before exit may go uncounted. */
-static _Thread_local uint64_t tl_ticks;
-static _Thread_local unsigned tl_calls;
+static FP_THREAD_LOCAL uint64_t tl_ticks;
+static FP_THREAD_LOCAL unsigned tl_calls;
 
 static void add_time(uint64_t t0)
 {

@@ -21,7 +21,7 @@
 static fp_ctx_pool pools[FP_MAX_POOLS];
 static atomic_int npools;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local CUresult last_error;
+static FP_THREAD_LOCAL CUresult last_error;
 
 atomic_ullong fp_passthrough[FP_PT_NKINDS];
 atomic_ullong fp_alloc_ticks;
