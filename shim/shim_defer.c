@@ -134,6 +134,7 @@ static bool seal_fence(fp_ctx_pool *d, bool force)
     if ((open_from == f->tail && !force) || f->nfences == FP_MAX_FENCES ||
         fp_streams_capturing())
         return false;
+    fp_time_slow();
     fp_fence *fc = fence(f, f->nfences);
     fc->nev = 0;
     CUstream streams[FP_FENCE_EVENTS - 1];
@@ -161,6 +162,7 @@ static bool seal(fp_ctx_pool *d)
 
 static bool fence_done(const fp_fence *fc)
 {
+    fp_time_slow();
     for (int i = 0; i < fc->nev; i++)
         if (fp_real.cuEventQuery(fc->ev[i]) == CUDA_ERROR_NOT_READY)
             return false;
@@ -169,6 +171,7 @@ static bool fence_done(const fp_fence *fc)
 
 static void fence_wait(const fp_fence *fc)
 {
+    fp_time_slow();
     for (int i = 0; i < fc->nev; i++)
         fp_real.cuEventSynchronize(fc->ev[i]);
 }

@@ -14,21 +14,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* Time in the allocator, summed per thread and added to the process total
- * every 32 calls: an atomic add per call would cost as much as a cached
- * allocation.  A thread's last few calls before exit may go uncounted. */
-static FP_THREAD_LOCAL uint64_t tl_ticks;
-static FP_THREAD_LOCAL unsigned tl_calls;
-
-static void add_time(uint64_t t0)
-{
-    tl_ticks += fp_ticks() - t0;
-    if (++tl_calls % 32 == 0) {
-        atomic_fetch_add_explicit(&fp_alloc_ticks, tl_ticks, memory_order_relaxed);
-        tl_ticks = 0;
-    }
-}
-
 static void count(int k)
 {
     atomic_fetch_add_explicit(&fp_passthrough[k], 1, memory_order_relaxed);
@@ -74,10 +59,10 @@ static bool deferred(void)
 static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s,
                            bool async)
 {
-    uint64_t t0 = fp_ticks(), addr = 0;
+    uint64_t t0 = fp_time_begin(), addr = 0;
     int err = deferred() ? fp_defer_alloc(d, size, s, async, &addr)
                          : fp_pool_alloc(d->pool, size, &addr);
-    add_time(t0);
+    fp_time_end(t0);
     if (!atomic_load_explicit(&fp_shim.used, memory_order_relaxed)) /* keep the line shared */
         atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
     debug_check(d);
@@ -133,11 +118,11 @@ static bool try_defer(fp_ctx_pool *d, void *ud)
 static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchronize sync,
                    const char *who, CUresult *res)
 {
-    uint64_t t0 = fp_ticks();
+    uint64_t t0 = fp_time_begin();
     defer_req req = {p, s, async};
     *res = CUDA_SUCCESS;
     if (deferred() && fp_pools_find(try_defer, &req)) {
-        add_time(t0);
+        fp_time_end(t0);
         return 0;
     }
     fp_ctx_pool *d = fp_pools_owner(p);
@@ -156,10 +141,10 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
             return 0;
         }
     }
-    t0 = fp_ticks();
+    t0 = fp_time_begin();
     trace_block(d, 'f', p, s);
     int err = fp_pool_free(d->pool, p);
-    add_time(t0);
+    fp_time_end(t0);
     debug_check(d);
     if (err) {
         invalid_free(who, p);

@@ -37,6 +37,7 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
 {
     (void)ud;
     CUdeviceptr p = 0;
+    fp_time_slow();
     CUresult r = fp_real.cuMemAlloc_v2(&p, size);
     if (r == CUDA_SUCCESS) {
         *addr = p;
@@ -53,6 +54,7 @@ static int be_release(void *ud, uint64_t addr, size_t size)
     fp_trace_event('r', addr, size, NULL);
     if (atomic_load(&fp_shim.exiting))
         return 0; /* the driver frees everything at teardown */
+    fp_time_slow();
     return fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
 }
 
@@ -65,6 +67,7 @@ int fp_pools_sync(fp_ctx_pool *d)
 {
     if (atomic_load(&fp_shim.exiting) || !fp_real.cuCtxSynchronize)
         return 0;
+    fp_time_slow();
     CUcontext cur = NULL, popped;
     fp_real.cuCtxGetCurrent(&cur);
     bool push = cur != d->ctx;

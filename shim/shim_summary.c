@@ -45,6 +45,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     r->nleaks = fp_report_collect_leaks(d->pool, c->leaks[c->n], FP_REPORT_TOP_LEAKS,
                                         &r->leak_count, &r->leak_bytes);
     if (c->n == 0) { /* process-wide counters ride on the first entry */
+        fp_time_flush();
         r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
         for (int k = 0; k < FP_PT_NKINDS; k++)
             r->passthrough[k] = atomic_load(&fp_passthrough[k]);

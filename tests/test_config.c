@@ -25,8 +25,9 @@
 #define KNOWN "known keys: max_split_size_mb, max_non_split_rounding_mb, " \
               "roundup_power2_divisions, garbage_collection_threshold, " \
               "per_process_memory_fraction, max_reserved_mb, strict, " \
-              "meminfo_counts_cache, debug_check, free_policy, summary, " \
-              "summary_format, dump_on_sigusr1, trace"
+              "meminfo_counts_cache, debug_check, free_policy, " \
+              "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
+              "trace"
 #define MSS "must be an integer number of MiB > 20 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
@@ -108,7 +109,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "per_process_memory_fraction:unlimited," \
                  "max_reserved_mb:unlimited,strict:0," \
                  "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
-                 "summary:stderr," \
+                 "defer_headroom_mb:0,summary:stderr," \
                  "summary_format:text,dump_on_sigusr1:0,trace:off"
 
 static void test_defaults(void **state)
@@ -136,7 +137,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 14);
+    assert_int_equal(fp_conf_noptions(), 15);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -269,6 +270,11 @@ static void test_good_shim_keys(void **state)
     assert_int_equal(c.free_policy, FP_FREE_DEFERRED);
     assert_int_equal(fp_conf_parse("free_policy:sync", &c, NULL, NULL), 0);
     assert_int_equal(c.free_policy, FP_FREE_SYNC);
+    assert_int_equal(c.defer_headroom, 0);
+    assert_int_equal(fp_conf_parse("defer_headroom_mb:512", &c, NULL, NULL), 0);
+    assert_int_equal(c.defer_headroom, 512 * MIB);
+    assert_int_equal(fp_conf_parse("defer_headroom_mb:0", &c, NULL, NULL), 0);
+    assert_int_equal(c.defer_headroom, 0);
     assert_int_equal(fp_conf_parse("trace:/tmp/t-%p.csv,dump_on_sigusr1:1", &c, NULL, NULL), 0);
     assert_string_equal(c.trace, "/tmp/t-%p.csv");
     assert_int_equal(c.dump_on_sigusr1, 1);
@@ -447,6 +453,12 @@ static const bad_case bad[] = {
     { "trace:", 1,
       P "'trace:': empty value; must be off, or a file path shorter than 256 "
         "bytes (%p pid, %r rank, %h host)" KT("trace", "off") "\n" },
+    { "defer_headroom_mb:-1", 1,
+      P "'defer_headroom_mb:-1': must be an integer number of MiB >= 0 (up to "
+        "17592186044415)" KT("defer_headroom_mb", "0") "\n" },
+    { "defer_headroom_mb:1.5", 1,
+      P "'defer_headroom_mb:1.5': must be an integer number of MiB >= 0 (up to "
+        "17592186044415)" KT("defer_headroom_mb", "0") "\n" },
     { "free_policy:lazy", 1,
       P "'free_policy:lazy': must be deferred or sync"
         KT("free_policy", "deferred") "\n" },

@@ -8,8 +8,9 @@
  * contents intact.  The same when the slow stream is destroyed with that
  * work still queued, before or after the free (the driver's destroy does
  * not wait).  Also: same-stream reuse after cuMemFreeAsync, and reclaim
- * after cuCtxSynchronize.  Run with free_policy:deferred (the
- * default) and again with free_policy:sync.
+ * after cuCtxSynchronize, and the bound on defer_headroom_mb.  Run with
+ * free_policy:deferred (the default), with free_policy:sync, and with
+ * defer_headroom_mb:64.
  */
 #include "shim_test.h"
 #include "fpsim.h"
@@ -19,6 +20,7 @@
 
 static CUcontext ctx;
 static int sync_policy;
+static size_t headroom; /* defer_headroom_mb, in bytes */
 
 typedef struct slow_read {
     const unsigned char *a; /* the simulated device's memory is host memory */
@@ -43,6 +45,8 @@ static int setup(void **state)
     (void)state;
     const char *conf = getenv("FRAGPOOL_CONF");
     sync_policy = conf && strstr(conf, "free_policy:sync") != NULL;
+    const char *h = conf ? strstr(conf, "defer_headroom_mb:") : NULL;
+    headroom = h ? (size_t)atol(h + strlen("defer_headroom_mb:")) << 20 : 0;
     CUdevice dev;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
         cuCtxSetCurrent(ctx))
@@ -205,6 +209,62 @@ static void double_free_of_pending(void **state)
     assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Device bytes reserved since the counters were last reset, at most. */
+static size_t growth_since_reset(void)
+{
+    fpsim_counts c;
+    assert_int_equal(fpsim_stats(0, &c), 0);
+    return (size_t)c.bytes_peak;
+}
+
+/* An idle device, 8 MiB freed and asked for again 200 times.  With a
+ * headroom the pool grows a little instead of synchronizing, ever. */
+static void idle_loop(void **state)
+{
+    (void)state;
+    fpsim_counts before, after;
+    CU(cuCtxSynchronize());
+    assert_int_equal(fpsim_reset_stats(0), 0);
+    assert_int_equal(fpsim_stats(0, &before), 0);
+    for (int i = 0; i < 200; i++) {
+        CUdeviceptr p;
+        CU(cuMemAlloc_v2(&p, 8u << 20));
+        CU(cuMemsetD8_v2(p, (unsigned char)i, 8u << 20));
+        CU(cuMemFree_v2(p));
+    }
+    assert_int_equal(fpsim_stats(0, &after), 0);
+    unsigned long long syncs = after.device_syncs - before.device_syncs;
+    if (headroom) {
+        assert_int_equal(syncs, 0);
+        assert_true(growth_since_reset() - before.bytes_in_use <= 2 * headroom + (20u << 20));
+    }
+}
+
+/* Slow work on the legacy stream keeps every fence open.  Freeing and
+ * asking for 8 MiB again and again (1.6 GB in all, more than the earlier
+ * tests leave cached) must then wait for that work once the headroom (if
+ * any) is spent: the pool grows by a bounded amount, never without end,
+ * and the loop outlasts the work. */
+static void headroom_is_bounded(void **state)
+{
+    (void)state;
+    slow_read r = {.n = 0};
+    CU(cuCtxSynchronize());
+    assert_int_equal(fpsim_reset_stats(0), 0);
+    fpsim_counts before;
+    assert_int_equal(fpsim_stats(0, &before), 0);
+    CU(cuLaunchHostFunc(CU_STREAM_LEGACY, slow_reader, &r));
+    for (int i = 0; i < 200; i++) {
+        CUdeviceptr p;
+        CU(cuMemAlloc_v2(&p, 8u << 20));
+        CU(cuMemFree_v2(p));
+    }
+    assert_true(atomic_load(&r.done)); /* some allocation waited for it */
+    size_t grew = growth_since_reset() - before.bytes_in_use;
+    assert_true(grew <= 2 * headroom + (20u << 20));
+    CU(cuCtxSynchronize());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +274,8 @@ int main(void)
         cmocka_unit_test(same_stream_reuse),
         cmocka_unit_test(synchronize_reclaims),
         cmocka_unit_test(double_free_of_pending),
+        cmocka_unit_test(idle_loop),
+        cmocka_unit_test(headroom_is_bounded),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
