@@ -40,6 +40,17 @@ typedef struct fp_leak {
     uint64_t seq;        /* allocation order number              */
 } fp_leak;
 
+/* Deferred reuse (the shim's free_policy:deferred): how freed blocks
+ * became reusable, and what that cost. */
+typedef struct fp_defer_counts {
+    uint64_t fences;          /* fences sealed (a batch of frees each)      */
+    uint64_t fence_waits;     /* allocations that waited for a fence        */
+    uint64_t syncs;           /* context synchronizations before growing    */
+    uint64_t stream_reuses;   /* cuMemAllocAsync served from its stream's
+                                 own cuMemFreeAsync at once                 */
+    uint64_t headroom_grows;  /* segments reserved within defer_headroom_mb */
+} fp_defer_counts;
+
 typedef struct fp_dev_report {
     int device;                 /* device ordinal                             */
     const char *device_name;    /* may be NULL                                */
@@ -49,6 +60,8 @@ typedef struct fp_dev_report {
     size_t idle_now;            /* reserved - allocated now                   */
     uint64_t alloc_ns;          /* time spent inside the allocator            */
     uint64_t passthrough[FP_PT_NKINDS]; /* calls passed to the driver         */
+    int deferred;               /* 1: defer holds deferred reuse's counters   */
+    fp_defer_counts defer;
     const fp_leak *leaks;       /* live at exit, largest first, up to 10      */
     size_t nleaks;              /* entries in leaks                           */
     uint64_t leak_count;        /* all live allocations                       */

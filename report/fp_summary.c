@@ -426,6 +426,31 @@ static void fp_text_passthrough(fp_sink *s, const fp_dev_report *d)
     fp_val_end(&v, s, "Passed to the driver");
 }
 
+static void fp_put_count(fp_sink *o, uint64_t n, const char *one, const char *many)
+{
+    fp_put_u64(o, n);
+    fp_puts(o, n == 1 ? one : many);
+}
+
+static void fp_text_defer(fp_sink *s, const fp_dev_report *d)
+{
+    if (!d->deferred)
+        return;
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    fp_put_count(o, d->defer.fences, " fence sealed, ", " fences sealed, ");
+    fp_put_count(o, d->defer.fence_waits, " wait for a fence", " waits for a fence");
+    fp_val_end(&v, s, "Deferred reuse");
+    o = fp_val_begin(&v);
+    fp_put_count(o, d->defer.syncs, " synchronization", " synchronizations");
+    fp_puts(o, " before the pool grew");
+    fp_val_end(&v, s, NULL);
+    o = fp_val_begin(&v);
+    fp_put_count(o, d->defer.stream_reuses, " same-stream reuse, ", " same-stream reuses, ");
+    fp_put_count(o, d->defer.headroom_grows, " headroom segment", " headroom segments");
+    fp_val_end(&v, s, NULL);
+}
+
 static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
 {
     fp_val v;
@@ -469,6 +494,7 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_cache(s, &d->stats);
     fp_text_time(s, d);
     fp_text_passthrough(s, d);
+    fp_text_defer(s, d);
     fp_text_leaks(s, d);
 }
 
@@ -630,6 +656,22 @@ static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
     fp_json_end_obj(j);
 }
 
+/* "deferred": the counters, or null where there was no deferred reuse. */
+static void fp_json_defer(fp_json *j, const fp_dev_report *d)
+{
+    if (!d->deferred) {
+        fp_json_null(j, "deferred");
+        return;
+    }
+    fp_json_obj(j, "deferred");
+    fp_json_u64(j, "fences", d->defer.fences);
+    fp_json_u64(j, "fence_waits", d->defer.fence_waits);
+    fp_json_u64(j, "syncs", d->defer.syncs);
+    fp_json_u64(j, "stream_reuses", d->defer.stream_reuses);
+    fp_json_u64(j, "headroom_grows", d->defer.headroom_grows);
+    fp_json_end_obj(j);
+}
+
 static void fp_json_device(fp_json *j, const fp_dev_report *d)
 {
     fp_json_obj(j, NULL);
@@ -649,6 +691,7 @@ static void fp_json_device(fp_json *j, const fp_dev_report *d)
     for (int k = 0; k < FP_PT_NKINDS; k++)
         fp_json_u64(j, fp_pt_name(k), d->passthrough[k]);
     fp_json_end_obj(j);
+    fp_json_defer(j, d);
     fp_json_leaks(j, d);
     fp_json_end_obj(j);
 }

@@ -132,7 +132,8 @@ typedef struct fp_ctx_pool {
     char name[64];                /* device name, for the summary       */
     atomic_bool retired;          /* context destroyed: pool forgotten  */
     fp_defer defer;               /* blocks freed, not yet reusable     */
-    uint64_t nfences_sealed, nfence_waits, nsyncs, nstream_reuses;
+    fp_defer_counts counts;       /* for the summary; under defer.lock  */
+    atomic_ullong headroom_grows; /* counts.headroom_grows, lock-free   */
 } fp_ctx_pool;
 
 int  fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async);
@@ -141,6 +142,7 @@ void fp_defer_synchronized(fp_ctx_pool *d);
 void fp_defer_reclaim_all_locked(fp_ctx_pool *d);
 void fp_defer_forget(fp_ctx_pool *d);
 void fp_defer_stream_gone(CUcontext ctx, CUstream s);
+void fp_defer_counts_get(fp_ctx_pool *d, fp_defer_counts *out);
 
 /* shim_streams.c */
 bool   fp_streams_capturing(void);

@@ -151,7 +151,7 @@ static bool seal_fence(fp_ctx_pool *d, bool force)
     atomic_store_explicit(&f->nfences_any, true, memory_order_relaxed);
     f->open_bytes = 0;
     f->open_count = 0;
-    d->nfences_sealed++;
+    d->counts.fences++;
     return true;
 }
 
@@ -263,7 +263,7 @@ static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *a
             fp_pool_reuse(d->pool, e->addr, e->ticket, size) == 0) {
             *addr = e->addr;
             e->addr = 0;
-            d->nstream_reuses++;
+            d->counts.stream_reuses++;
             return true;
         }
     }
@@ -295,12 +295,12 @@ static miss_step after_miss(fp_ctx_pool *d, bool headroom)
         if (fp_pools_sync(d) != 0)
             return MISS_FULL;
         fp_defer_reclaim_all_locked(d);
-        d->nsyncs++;
+        d->counts.syncs++;
         return MISS_RETRY;
     }
     fence_wait(fence(f, 0));
     pop_fence(d);
-    d->nfence_waits++;
+    d->counts.fence_waits++;
     return MISS_RETRY;
 }
 
@@ -333,8 +333,10 @@ int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t
         if (step == MISS_FULL)
             return fp_pool_alloc(d->pool, size, addr);
         if (step == MISS_GROW) {
-            if (fp_pool_alloc_fresh(d->pool, size, addr) == 0)
+            if (fp_pool_alloc_fresh(d->pool, size, addr) == 0) {
+                atomic_fetch_add_explicit(&d->headroom_grows, 1, memory_order_relaxed);
                 return 0;
+            }
             headroom = false; /* cap or driver said no: reclaim first */
         }
     }
@@ -361,6 +363,14 @@ void fp_defer_synchronized(fp_ctx_pool *d)
     pthread_mutex_lock(&f->lock);
     fp_defer_reclaim_all_locked(d);
     pthread_mutex_unlock(&f->lock);
+}
+
+void fp_defer_counts_get(fp_ctx_pool *d, fp_defer_counts *out)
+{
+    pthread_mutex_lock(&d->defer.lock);
+    *out = d->counts;
+    pthread_mutex_unlock(&d->defer.lock);
+    out->headroom_grows = atomic_load_explicit(&d->headroom_grows, memory_order_relaxed);
 }
 
 static bool has_ctx(fp_ctx_pool *d, void *ud)

@@ -44,6 +44,9 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     r->leaks = c->leaks[c->n];
     r->nleaks = fp_report_collect_leaks(d->pool, c->leaks[c->n], FP_REPORT_TOP_LEAKS,
                                         &r->leak_count, &r->leak_bytes);
+    r->deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
+    if (r->deferred)
+        fp_defer_counts_get(d, &r->defer);
     if (c->n == 0) { /* process-wide counters ride on the first entry */
         fp_time_flush();
         r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));

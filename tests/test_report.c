@@ -82,6 +82,9 @@ static void make_run(int rank)
     dev.alloc_ns = 1234567;
     for (int k = 0; k < FP_PT_NKINDS; k++)
         dev.passthrough[k] = (uint64_t)k + 1;
+    dev.deferred = 1;
+    dev.defer = (fp_defer_counts){.fences = 120, .fence_waits = 1, .syncs = 3,
+                                  .stream_reuses = 0, .headroom_grows = 1};
     dev.leaks = leaks;
     dev.nleaks = 3;
     dev.leak_count = 12;
@@ -285,6 +288,9 @@ static void text_extras(void **state)
     has(t, "| Driver calls saved    | ~1980 ");
     has(t, "| Time in allocator     | 1.23 ms; 649 ns per call (1900 allocs and frees) ");
     has(t, "| Passed to the driver  | managed 1, async_pool 2, host 3, vmm 4,");
+    has(t, "| Deferred reuse        | 120 fences sealed, 1 wait for a fence ");
+    has(t, "|                       | 3 synchronizations before the pool grew ");
+    has(t, "|                       | 0 same-stream reuses, 1 headroom segment ");
     has(t, "| Live at exit          | 12 allocations, 1.00 GiB, largest first:");
     has(t, "|                       | 1024.00 MiB at 0x7f0000001000 (allocation #17)");
     has(t, "|                       | 1.50 MiB at 0x7f0040000000 (allocation #4)");
@@ -413,7 +419,9 @@ static void json_every_field(void **state)
         "alloc_retries", "largest_free_block", "largest_free_block_at_peak",
         "fragmentation", "cache_hits", "allocs", "frees", "alloc_ns",
         "passthrough.managed", "passthrough.async_pool", "passthrough.host",
-        "passthrough.vmm", "passthrough.other", "leaks.count", "leaks.bytes",
+        "passthrough.vmm", "passthrough.other", "deferred.fences",
+        "deferred.fence_waits", "deferred.syncs", "deferred.stream_reuses",
+        "deferred.headroom_grows", "leaks.count", "leaks.bytes",
         "leaks.top.0.size", "leaks.top.0.seq", "leaks.top.2.size"};
     char path[160];
     for (size_t i = 0; i < sizeof dev_nums / sizeof dev_nums[0]; i++) {
@@ -449,6 +457,9 @@ static void json_values(void **state)
     assert_int_equal(jint(&d, "devices.0.alloc_retries"), 5);
     assert_int_equal(jint(&d, "devices.0.cache_hits"), 990);
     assert_int_equal(jint(&d, "devices.0.passthrough.other"), 5);
+    assert_int_equal(jint(&d, "devices.0.deferred.fences"), 120);
+    assert_int_equal(jint(&d, "devices.0.deferred.syncs"), 3);
+    assert_int_equal(jint(&d, "devices.0.deferred.headroom_grows"), 1);
     assert_int_equal(jint(&d, "devices.0.leaks.count"), 12);
     assert_int_equal(jint(&d, "devices.0.leaks.top.0.seq"), 17);
     assert_int_equal(jint(&d, "devices.0.largest_free_block_at_peak"), GIB);
@@ -516,13 +527,14 @@ static void json_nulls(void **state)
     dev.device_name = NULL;
     dev.total_capacity = 0;
     dev.device_free = (size_t)-1;
+    dev.deferred = 0;
     memset(&dev.stats, 0, sizeof dev.stats);
     fp_jdoc d;
     parse(&d, json_summary());
     static const char *const nulls[] = {
         "rank", "host", "mode", "pid", "config.oddentry", "devices.0.name",
         "devices.0.total_capacity", "devices.0.device_free",
-        "devices.0.fragmentation"};
+        "devices.0.fragmentation", "devices.0.deferred"};
     for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
         jtype(&d, nulls[i], FP_JNULL);
     assert_string_equal(jstr(&d, "config.strict"), "1");
