@@ -6,7 +6,9 @@
  * GPU.  Plain C: it loads libcuda.so.1 with dlopen, so it builds without
  * the CUDA toolkit and cannot rot; scripts/gpu-check.sh runs it (not under
  * the shim) so the numbers in docs/benchmarks.md can be added up against
- * the measured cost of a cuMemAlloc+cuMemFree pair.
+ * the measured cost of a cuMemAlloc+cuMemFree pair.  Also cuEventQuery on
+ * an event that has not completed, which costs far more than on one that
+ * has.
  *
  * Prints "COST <name> <ns per call>" lines, then "CHECK host_costs OK".
  */
@@ -50,6 +52,13 @@ static void *idle_thread(void *arg)
 
 /* Timed with a second thread started first: glibc takes a mutex without
  * atomics while a process has only one thread, and CUDA programs never do. */
+static void nap(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
 static void cpu_costs(void)
 {
     pthread_t t;
@@ -85,6 +94,7 @@ int main(void)
     fp_PFN_cuEventRecord ev_record = (fp_PFN_cuEventRecord)sym(h, "cuEventRecord");
     fp_PFN_cuEventQuery ev_query = (fp_PFN_cuEventQuery)sym(h, "cuEventQuery");
     fp_PFN_cuStreamQuery st_query = (fp_PFN_cuStreamQuery)sym(h, "cuStreamQuery");
+    fp_PFN_cuLaunchHostFunc host_func = (fp_PFN_cuLaunchHostFunc)sym(h, "cuLaunchHostFunc");
     CUdevice dev;
     CUcontext ctx, cur;
     CUevent ev;
@@ -100,6 +110,17 @@ int main(void)
     ctx_sync();
     TIME("cuEventQuery_done", 100000, ev_query(ev));
     TIME("cuEventRecord+Query_idle", 100000, ev_record(ev, CU_STREAM_LEGACY); ev_query(ev));
+    /* An event behind 50 ms of host-function work: every query says
+     * CUDA_ERROR_NOT_READY (checked at the end). */
+    CUresult busy = host_func(CU_STREAM_LEGACY, nap, NULL);
+    if (!busy)
+        busy = ev_record(ev, CU_STREAM_LEGACY);
+    if (!busy) {
+        TIME("cuEventQuery_not_ready", 10000, ev_query(ev));
+        if (ev_query(ev) != CUDA_ERROR_NOT_READY)
+            printf("COST note: the event completed during the not-ready loop\n");
+    }
+    ctx_sync();
     printf("CHECK host_costs OK\n");
     return 0;
 }
