@@ -11,7 +11,7 @@
  *
  * Invariants: see pool_internal.h.  Every public entry takes p->lock.
  */
-#include "pool_internal.h"
+#include "pool_stats.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

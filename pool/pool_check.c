@@ -4,7 +4,7 @@
  * fp_pool_check recomputes everything from the segments and compares it
  * with the indexes and the stats; it changes nothing.
  */
-#include "pool_internal.h"
+#include "pool_stats.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -124,25 +124,6 @@ typedef struct fp_segtab {
     size_t n, cap;
 } fp_segtab;
 
-/* Stat updates: one call per change keeps current/peak/totals coherent. */
-static inline void fp_stat_add(fp_stat *s, int64_t d)
-{
-    s->current += d;
-    if (d > 0) {
-        s->allocated += d;
-        if (s->current > s->peak)
-            s->peak = s->current;
-    } else {
-        s->freed -= d;
-    }
-}
-
-static inline void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d)
-{
-    fp_stat_add(&s[FP_ALL], d);
-    fp_stat_add(&s[small ? FP_SMALL : FP_LARGE], d);
-}
-
 /* Everything one device's pool holds. */
 struct fp_pool {
     pthread_mutex_t lock;
@@ -177,12 +158,5 @@ void      fp_block_put(fp_pool *p, fp_block *b);
 int         fp_segtab_insert(fp_segtab *t, fp_segment *s);
 void        fp_segtab_remove(fp_segtab *t, fp_segment *s);
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr);
-
-/* Accounting that the checker mirrors (pool_stats.c). */
-void fp_account_used(fp_pool *p, fp_block *b, int64_t sign);
-void fp_account_active(fp_pool *p, fp_block *b, int64_t sign);
-void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign);
-void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign);
-bool fp_block_is_split(const fp_block *b);
 
 #endif

@@ -1,19 +1,42 @@
-/* pool_stats.c - the pool's statistics: {current, peak, allocated, freed}
+/* pool_stats.h - the pool's statistics: {current, peak, allocated, freed}
  * counters and the accounting rules that tie them to blocks and segments.
+ * Inline: these run several times per allocation and free.
  *
  * Invariant: every change to a block's state or a segment's existence goes
  * through one of the fp_account_* calls, so fp_pool_check can recompute
  * every "current" value from a walk and compare.
  */
+#ifndef FP_POOL_STATS_H
+#define FP_POOL_STATS_H
+
 #include "pool_internal.h"
 
-bool fp_block_is_split(const fp_block *b)
+/* Stat updates: one call per change keeps current/peak/totals coherent. */
+static inline void fp_stat_add(fp_stat *s, int64_t d)
+{
+    s->current += d;
+    if (d > 0) {
+        s->allocated += d;
+        if (s->current > s->peak)
+            s->peak = s->current;
+    } else {
+        s->freed -= d;
+    }
+}
+
+static inline void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d)
+{
+    fp_stat_add(&s[FP_ALL], d);
+    fp_stat_add(&s[small ? FP_SMALL : FP_LARGE], d);
+}
+
+static inline bool fp_block_is_split(const fp_block *b)
 {
     return b->prev || b->next;
 }
 
 /* A block handed to its user (sign +1) or given back by them (-1). */
-void fp_account_used(fp_pool *p, fp_block *b, int64_t sign)
+static inline void fp_account_used(fp_pool *p, fp_block *b, int64_t sign)
 {
     bool small = b->small;
     fp_pool_stats *st = &p->st;
@@ -26,14 +49,14 @@ void fp_account_used(fp_pool *p, fp_block *b, int64_t sign)
 
 /* A block leaving the free state (+1) or entering it (-1): active covers
  * blocks in use and blocks pending reuse. */
-void fp_account_active(fp_pool *p, fp_block *b, int64_t sign)
+static inline void fp_account_active(fp_pool *p, fp_block *b, int64_t sign)
 {
     fp_stat_add3(p->st.active_bytes, b->small, sign * (int64_t)b->size);
     fp_stat_add3(p->st.active, b->small, sign);
 }
 
 /* A segment reserved (+1) or released (-1). */
-void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
+static inline void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
 {
     fp_stat_add3(p->st.reserved_bytes, s->small, sign * (int64_t)s->size);
     __atomic_store_n(&p->reserved_mirror, (size_t)p->st.reserved_bytes[FP_ALL].current,
@@ -45,10 +68,12 @@ void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
 
 /* A free block of a split segment appears (+1) or goes (-1): PyTorch's
  * "non-releasable" memory, held idle inside a partly used segment. */
-void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign)
+static inline void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign)
 {
     if (b->state != FP_BLOCK_FREE || !fp_block_is_split(b))
         return;
     fp_stat_add3(p->st.inactive_split_bytes, b->small, sign * (int64_t)b->size);
     fp_stat_add3(p->st.inactive_split, b->small, sign);
 }
+
+#endif
