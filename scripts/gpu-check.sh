@@ -18,6 +18,7 @@
 #                        checks that would start past it are SKIP
 #   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
+#   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default all):
 #                        alloc race multi demo pitch train cupy jax bench
 # Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
@@ -589,7 +590,9 @@ check_bench_repeat() {
 
 main() {
   echo "fragpool GPU check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname)"
-  echo "repo $ROOT ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ', with uncommitted changes'))"
+  # GPU_CHECK_COMMIT: the commit the tree was copied from, where the copy's
+  # own .git is not that commit's (a synced working tree).
+  echo "repo $ROOT (${GPU_CHECK_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ', with uncommitted changes')})"
   echo "results in $OUT_DIR (JSON summaries in $JSON_DIR); budget ${BUDGET_S}s; checks: $ONLY"
   rm -f "$OUT_DIR"/*.json "$OUT_DIR"/*.out "$OUT_DIR/results.tsv" "$JSON_DIR"/*.json 2>/dev/null
   timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1 | head -n 8
