@@ -402,6 +402,7 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, grow_mode mode)
     } else if (mode == GROW_NEVER) {
         return EAGAIN;
     } else if (mode == GROW_FRESH) {
+        collect_garbage(p);
         if (new_segment(p, fp_segment_size(rounded), small, &b))
             return EAGAIN;
     } else {

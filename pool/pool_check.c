@@ -107,7 +107,8 @@ static int check_segment(fp_pool *p, const fp_segment *s, tally *t, char *msg, s
 }
 
 /* In-order walk of a treap: sorted keys, heap priorities, parent links,
- * free blocks of the right pool.  Returns the node count, or -1 on a violation. */
+ * free blocks of the right pool.  Returns the node count, or -1 on a
+ * violation. */
 static long check_tree(const fp_block *t, bool small, const fp_block **last)
 {
     if (!t)

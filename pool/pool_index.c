@@ -6,9 +6,11 @@
  *
  * Invariants: bin_of is monotonic in size, so bins partition the order;
  * bit b of used[] is set iff bins[b] is non-empty, bit w of mid[] iff
- * used[w] != 0, and bit m of top iff mid[m] != 0; inside a bin, in-order traversal is sorted by (size, addr)
- * priorities form a max-heap, and every child's parent link points back.  lower_bound gives PyTorch's best fit:
- * the smallest block that fits, lowest address first.
+ * used[w] != 0, and bit m of top iff mid[m] != 0; inside a bin, in-order
+ * traversal is sorted by (size, addr), priorities form a max-heap, and
+ * every child's parent link points back (a root's is NULL).  lower_bound
+ * gives PyTorch's best fit: the smallest block that fits, lowest address
+ * first.
  */
 #include "pool_internal.h"
 

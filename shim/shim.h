@@ -81,12 +81,12 @@ bool fp_shim_init(void);
 /* One line on stderr, prefixed "fragpool: ", built without malloc. */
 void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* shim_defer.c: deferred reuse (see there). */
 /* Thread-local data of the shim.  initial-exec: a direct %fs access
  * instead of a __tls_get_addr call on every allocation; the few bytes fit
  * the static TLS that glibc keeps spare for libraries loaded later. */
 #define FP_THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
 
+/* shim_defer.c: deferred reuse (see there). */
 #define FP_FENCE_EVENTS 32   /* events per fence: legacy + non-blocking streams */
 #define FP_MAX_FENCES 64     /* fences in flight per context                    */
 #define FP_SPARE_EVENTS 256  /* recycled events kept per context                */

@@ -2025,6 +2025,42 @@ static void test_alloc_cached(void **state)
     fx_close(&f);
 }
 
+/* fp_pool_alloc_fresh: the cache first, then a new segment if the backend
+ * gives one at once; when it refuses, EAGAIN with nothing released, no
+ * retry, no OOM counted and nothing synchronized. */
+static void test_alloc_fresh(void **state)
+{
+    (void)state;
+    fx f;
+    fx_open(&f, NULL, 40 * MiB);
+    uint64_t x = 0, y = 0, z = 0;
+    EQ(fp_pool_alloc_fresh(f.p, 1000, &x), 0); /* grew: a small segment */
+    check(f.p);
+    EQ(f.m.reserve_calls, 1);
+    EQ(fp_pool_alloc_fresh(f.p, 1000, &y), 0); /* from the cache */
+    check(f.p);
+    EQ(y, x + 1024);
+    EQ(f.m.reserve_calls, 1);
+    EQ(fp_pool_alloc_fresh(f.p, 30 * MiB, &z), 0); /* a segment of its own */
+    check(f.p);
+    F(f.p, z);                                  /* 30 MiB idle, cached */
+    uint64_t before = f.m.release_calls, syncs = f.m.sync_calls;
+    EQ(fp_pool_alloc_fresh(f.p, 9 * MiB, &z), 0); /* fits the cached block */
+    check(f.p);
+    uint64_t w = 0;
+    EQ(fp_pool_alloc_fresh(f.p, 30 * MiB, &w), EAGAIN); /* 2 + 30 of 40 MiB */
+    check(f.p);
+    EQ(f.m.release_calls, before); /* nothing released to make room */
+    EQ(f.m.sync_calls, syncs);
+    fp_pool_stats s = S(f.p);
+    EQ(s.num_ooms, 0);
+    EQ(s.num_alloc_retries, 0);
+    EQ(Atry(f.p, 30 * MiB, &w), ENOMEM); /* the full path does retry */
+    check(f.p);
+    EQ(S(f.p).num_alloc_retries, 1);
+    fx_close(&f);
+}
+
 /* ======================================================================= */
 /* threads                                                                 */
 /* ======================================================================= */
@@ -2929,6 +2965,7 @@ int main(void)
         cmocka_unit_test(test_huge),
         cmocka_unit_test(test_deferred),
         cmocka_unit_test(test_alloc_cached),
+        cmocka_unit_test(test_alloc_fresh),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_random),
     };
