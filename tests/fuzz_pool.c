@@ -20,6 +20,7 @@
  *          defer a live block, reclaim or reuse a deferred one
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,12 +179,26 @@ static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size,
         die("ENOMEM, but the segment fits", NULL);
 }
 
-static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size)
+/* fresh: fp_pool_alloc_fresh, which may refuse (EAGAIN) but never
+ * releases, retries or counts an OOM. */
+static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size, bool fresh)
 {
     unsigned eio0 = M.eio_used, inj0 = M.injected;
     uint64_t a = 0;
-    int rc = fp_pool_alloc(p, size, &a);
+    fp_pool_stats before;
+    fp_pool_get_stats(p, &before);
+    int rc = fresh ? fp_pool_alloc_fresh(p, size, &a) : fp_pool_alloc(p, size, &a);
     check(p);
+    if (fresh && rc == EAGAIN) {
+        fp_pool_stats after;
+        fp_pool_get_stats(p, &after);
+        uint64_t released = after.num_release_calls - before.num_release_calls;
+        uint64_t collected = after.num_gc_releases - before.num_gc_releases;
+        if (after.num_ooms != before.num_ooms ||
+            after.num_alloc_retries != before.num_alloc_retries || released != collected)
+            die("a refused fresh allocation released, retried or counted an OOM", NULL);
+        return;
+    }
     if (rc == ENOMEM) {
         oom_is_real(p, o, size, M.injected != inj0);
         return;
@@ -371,7 +386,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint32_t mant = (uint32_t)data[i + 1] << 8 | data[i + 2];
             i += 3;
             size_t s = ((size_t)1 << e) + (size_t)(((uint64_t)mant << e) >> 16);
-            do_alloc(p, &o, s);
+            do_alloc(p, &o, s, op & 0x80);
             break;
         }
         case 4: case 5:
