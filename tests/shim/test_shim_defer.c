@@ -218,10 +218,13 @@ static size_t growth_since_reset(void)
 }
 
 /* An idle device, 8 MiB freed and asked for again 200 times.  With a
- * headroom the pool grows a little instead of synchronizing, ever. */
+ * headroom the pool grows a little instead of synchronizing, ever (only
+ * the headroom run checks anything here). */
 static void idle_loop(void **state)
 {
     (void)state;
+    if (!headroom)
+        skip();
     fpsim_counts before, after;
     CU(cuCtxSynchronize());
     assert_int_equal(fpsim_reset_stats(0), 0);
@@ -233,11 +236,8 @@ static void idle_loop(void **state)
         CU(cuMemFree_v2(p));
     }
     assert_int_equal(fpsim_stats(0, &after), 0);
-    unsigned long long syncs = after.device_syncs - before.device_syncs;
-    if (headroom) {
-        assert_int_equal(syncs, 0);
-        assert_true(growth_since_reset() - before.bytes_in_use <= 2 * headroom + (20u << 20));
-    }
+    assert_int_equal(after.device_syncs - before.device_syncs, 0);
+    assert_true(growth_since_reset() - before.bytes_in_use <= 2 * headroom + (20u << 20));
 }
 
 /* Slow work on the legacy stream keeps every fence open.  Freeing and
