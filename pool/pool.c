@@ -294,14 +294,17 @@ static void collect_garbage(fp_pool *p)
     }
 }
 
-/* A new segment for the request, releasing cache and retrying on ENOMEM.
- * The caller takes the new segment's block as it is: the max_split
- * refusals apply to cached blocks, not to a segment made for the request. */
-static int grow(fp_pool *p, size_t rounded, bool small, fp_block **out)
+/* A new segment for the request; with retry, releasing cache and retrying
+ * on ENOMEM.  The caller takes the new segment's block as it is: the
+ * max_split refusals apply to cached blocks, not to a segment made for the
+ * request. */
+static int grow(fp_pool *p, size_t rounded, bool small, bool retry, fp_block **out)
 {
     size_t size = fp_segment_size(rounded);
     collect_garbage(p);
     int err = new_segment(p, size, small, out);
+    if (!retry)
+        return err;
     if (err == ENOMEM && release_oversize(p, rounded, small))
         err = new_segment(p, size, small, out);
     if (err == ENOMEM) {
@@ -401,12 +404,10 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, grow_mode mode)
         p->st.num_cache_hits++;
     } else if (mode == GROW_NEVER) {
         return EAGAIN;
-    } else if (mode == GROW_FRESH) {
-        collect_garbage(p);
-        if (new_segment(p, fp_segment_size(rounded), small, &b))
-            return EAGAIN;
     } else {
-        int err = grow(p, rounded, small, &b);
+        int err = grow(p, rounded, small, mode == GROW_FULL, &b);
+        if (err && mode == GROW_FRESH)
+            return EAGAIN;
         if (err) {
             if (err == ENOMEM)
                 note_oom(p, size, rounded);
