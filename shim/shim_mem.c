@@ -135,13 +135,14 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
         return 0;
     }
     if (!atomic_load(&fp_shim.exiting)) {
+        fp_time_slow(); /* the synchronization is this free's wait */
         CUresult r = sync ? sync(s) : (fp_pools_sync(d) ? fp_pools_last_error() : CUDA_SUCCESS);
         if (r != CUDA_SUCCESS) {
             *res = r ? r : CUDA_ERROR_UNKNOWN;
+            fp_time_end(t0);
             return 0;
         }
     }
-    t0 = fp_time_begin();
     trace_block(d, 'f', p, s);
     int err = fp_pool_free(d->pool, p);
     fp_time_end(t0);
