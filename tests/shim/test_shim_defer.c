@@ -209,8 +209,8 @@ static void double_free_of_pending(void **state)
     assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
 }
 
-/* Device bytes reserved since the counters were last reset, at most. */
-static size_t growth_since_reset(void)
+/* The simulated device's peak bytes in use since its counters were reset. */
+static size_t peak_bytes_since_reset(void)
 {
     fpsim_counts c;
     assert_int_equal(fpsim_stats(0, &c), 0);
@@ -237,7 +237,7 @@ static void idle_loop(void **state)
     }
     assert_int_equal(fpsim_stats(0, &after), 0);
     assert_int_equal(after.device_syncs - before.device_syncs, 0);
-    assert_true(growth_since_reset() - before.bytes_in_use <= 2 * headroom + (20u << 20));
+    assert_true(peak_bytes_since_reset() - before.bytes_in_use <= 2 * headroom + (20u << 20));
 }
 
 /* Slow work on the legacy stream keeps every fence open.  Freeing and
@@ -260,7 +260,7 @@ static void headroom_is_bounded(void **state)
         CU(cuMemFree_v2(p));
     }
     assert_true(atomic_load(&r.done)); /* some allocation waited for it */
-    size_t grew = growth_since_reset() - before.bytes_in_use;
+    size_t grew = peak_bytes_since_reset() - before.bytes_in_use;
     assert_true(grew <= 2 * headroom + (20u << 20));
     CU(cuCtxSynchronize());
 }
