@@ -438,16 +438,24 @@ static void fp_text_defer(fp_sink *s, const fp_dev_report *d)
         return;
     fp_val v;
     fp_sink *o = fp_val_begin(&v);
-    fp_put_count(o, d->defer.fences, " fence sealed, ", " fences sealed, ");
-    fp_put_count(o, d->defer.fence_waits, " wait for a fence", " waits for a fence");
-    fp_val_end(&v, s, "Deferred reuse");
+    const char *label = "Deferred reuse";
+    unsigned n = 0;
+#define FP_DEFER_TEXT(field, key, one, many)                                \
+    if (n && n % 2 == 0) {                                                  \
+        fp_val_end(&v, s, label);                                           \
+        label = NULL;                                                       \
+        o = fp_val_begin(&v);                                               \
+    } else if (n) {                                                         \
+        fp_puts(o, ", ");                                                   \
+    }                                                                       \
+    fp_put_count(o, d->defer.field, one, many);                             \
+    n++;
+    FP_DEFER_COUNTS(FP_DEFER_TEXT)
+#undef FP_DEFER_TEXT
+    fp_val_end(&v, s, label);
     o = fp_val_begin(&v);
-    fp_put_count(o, d->defer.syncs, " synchronization", " synchronizations");
-    fp_puts(o, " before the pool grew");
-    fp_val_end(&v, s, NULL);
-    o = fp_val_begin(&v);
-    fp_put_count(o, d->defer.stream_reuses, " same-stream reuse, ", " same-stream reuses, ");
-    fp_put_count(o, d->defer.headroom_grows, " headroom segment", " headroom segments");
+    fp_puts(o, d->defer.ctx_events ? "the device orders reuse (context events)"
+                                   : "reuse synchronizes (no context events here)");
     fp_val_end(&v, s, NULL);
 }
 
@@ -664,11 +672,10 @@ static void fp_json_defer(fp_json *j, const fp_dev_report *d)
         return;
     }
     fp_json_obj(j, "deferred");
-    fp_json_u64(j, "fences", d->defer.fences);
-    fp_json_u64(j, "fence_waits", d->defer.fence_waits);
-    fp_json_u64(j, "syncs", d->defer.syncs);
-    fp_json_u64(j, "stream_reuses", d->defer.stream_reuses);
-    fp_json_u64(j, "headroom_grows", d->defer.headroom_grows);
+    fp_json_u64(j, "ctx_events", (uint64_t)d->defer.ctx_events);
+#define FP_DEFER_JSON(field, key, one, many) fp_json_u64(j, key, d->defer.field);
+    FP_DEFER_COUNTS(FP_DEFER_JSON)
+#undef FP_DEFER_JSON
     fp_json_end_obj(j);
 }
 

@@ -46,7 +46,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
                                         &r->leak_count, &r->leak_bytes);
     r->deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
     if (r->deferred)
-        fp_defer_counts_get(d, &r->defer);
+        fp_defer_counts_get(d->defer, &r->defer);
     if (c->n == 0) { /* process-wide counters ride on the first entry */
         fp_time_flush();
         r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
