@@ -229,7 +229,7 @@ run_bisect() {
     for e in "${VENV[@]}"; do envargs+=(--env "$e"); done
     # shellcheck disable=SC2086
     python3 "$ROOT/scripts/gpu_budget.py" --name "$w-$v" --lo "$lo" --hi "$hi" --resolution "$BISECT_RES" \
-      --deadline "$each" --run-timeout "$(workload_timeout "$w")" --ok-text 'CHECK train_real OK' \
+      --deadline "$each" --run-timeout "$(( $(workload_timeout "$w") * 3 / 5 ))" --ok-text 'CHECK train_real OK' \
       --log-dir "$OUT_DIR/budget-logs" --json "$OUT_DIR/budget-$w-$v.json" "${probe[@]}" "${envargs[@]}" \
       -- python3 "$TR" $args $EXTRA_ARGS $BISECT_ARGS 2>&1 | grep -v '^BUDGET_DETAIL' | tee -a "$OUT_DIR/budget.out"
   done

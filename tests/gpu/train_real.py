@@ -279,7 +279,23 @@ def is_oom(e, torch=None):
 
 # ---- models ----------------------------------------------------------------------
 
+def mha_takes_causal_hint(torch, nn):
+    """Whether nn.MultiheadAttention takes attn_mask together with is_causal=True
+    (PyTorch 2.x passes is_causal on to SDPA then); probed once on the CPU."""
+    try:
+        m = nn.MultiheadAttention(8, 2, batch_first=True)
+        x = torch.zeros(1, 3, 8)
+        mask = nn.Transformer.generate_square_subsequent_mask(3, dtype=x.dtype)
+        m(x, x, x, attn_mask=mask, need_weights=False, is_causal=True)
+        return True
+    except Exception:  # noqa: BLE001 - an older rule: the mask alone
+        return False
+
+
 def build_gpt(a, torch, nn, F):
+    hint = a.attn == "mha" and mha_takes_causal_hint(torch, nn)
+    a.mha_causal_hint = hint
+
     class Attention(nn.Module):
         def __init__(self):
             super().__init__()
@@ -293,7 +309,7 @@ def build_gpt(a, torch, nn, F):
             B, T, C = x.shape
             if a.attn == "mha":
                 mask = nn.Transformer.generate_square_subsequent_mask(T, device=x.device, dtype=x.dtype)
-                y, _ = self.mha(x, x, x, attn_mask=mask, need_weights=False, is_causal=True)
+                y, _ = self.mha(x, x, x, attn_mask=mask, need_weights=False, is_causal=hint)
                 return y
             q, k, v = self.qkv(x).split(C, dim=2)
             hd = C // a.heads
@@ -429,7 +445,7 @@ def run(a, torch, nn, F, nvml):
 
     if a.model == "gpt":
         model = build_gpt(a, torch, nn, F)
-        what = f"gpt attn={a.attn}"
+        what = f"gpt attn={a.attn}" + (f" is_causal_hint={int(a.mha_causal_hint)}" if a.attn == "mha" else "")
     else:
         model, what = build_cnn(a, torch, nn, F)
     model = model.to(dev)
