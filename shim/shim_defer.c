@@ -69,9 +69,20 @@ static bool driver_has_ctx_events(void)
            fp_real.cuDriverGetVersion(&v) == CUDA_SUCCESS && v >= FP_CTX_EVENTS_VERSION;
 }
 
+/* defer_headroom_mb let the old deferral grow instead of waiting on the
+ * host; nothing waits on the host now.  Said once, then ignored. */
+static void say_headroom_ignored(void)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (fp_shim.conf.defer_headroom && !atomic_flag_test_and_set(&said))
+        fp_say("defer_headroom_mb has no effect: deferred reuse never waits for the GPU "
+               "and never grows while freed memory could serve (ignored)");
+}
+
 /* Called with ctx current (the pool is made on its first allocation). */
 fp_defer *fp_defer_new(CUcontext ctx)
 {
+    say_headroom_ignored();
     fp_defer *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
