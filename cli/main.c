@@ -93,8 +93,11 @@ static int exe_dir(char *out, size_t len)
 
 /* Fills p for the layout whose libfragpool.so is in lib, with the workload
  * at work; 0 when libfragpool.so is there. */
-static int try_layout(fp_paths *p, const char *lib, const char *work)
+static int try_layout(fp_paths *p, const char *dir, const char *work)
 {
+    char lib[PATH_MAX];
+    if (!realpath(dir, lib))   /* no "bin/.." in what the user sees */
+        return ENOENT;
     int a = snprintf(p->lib, sizeof p->lib, "%s/libfragpool.so", lib);
     int b = snprintf(p->simdev, sizeof p->simdev, "%s/simdev", lib);
     int c = snprintf(p->workload, sizeof p->workload, "%s", work);
