@@ -81,7 +81,7 @@ int main(void) { return zlibVersion() ? 0 : 1; }' -lz ;;
 package() {
   case $1 in
     cmake) echo cmake ;;
-    cc) echo gcc ;;
+    cc) echo gcc libc6-dev ;;
     clang) echo clang ;;
     fuzzer)
       local major
