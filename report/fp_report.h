@@ -90,6 +90,11 @@ typedef struct fp_run_report {
     const char *const *config_errors; /* one line each, arbitrary text       */
     size_t nconfig_errors;
     const char *mode;           /* "shim", "replay", ...; may be NULL         */
+    const char *config_source;  /* where config came from: "FRAGPOOL_CONF",
+                                   "PYTORCH_ALLOC_CONF", "defaults", ...;
+                                   NULL: not shown (null in JSON)            */
+    const char *const *notes;   /* advice, one line each (PyTorch's cache)    */
+    size_t nnotes;
     const fp_dev_report *devs;  /* one per device                             */
     size_t ndevs;
 } fp_run_report;

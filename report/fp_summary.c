@@ -568,6 +568,21 @@ static void fp_text_config_errors(fp_sink *s, const fp_run_report *r)
         fp_tbl_kv(s, label, "none", 4);
 }
 
+/* Where the configuration came from, and any notes (none: no row). */
+static void fp_text_source_notes(fp_sink *s, const fp_run_report *r)
+{
+    const char *label = "Notes";
+    fp_val v;
+    if (r->config_source)
+        fp_tbl_kv(s, "Config source", r->config_source, strlen(r->config_source));
+    for (size_t i = 0; i < r->nnotes; i++) {
+        const char *e = r->notes[i] ? r->notes[i] : "";
+        fp_put_visible(fp_val_begin(&v), e, strlen(e));
+        fp_val_end(&v, s, label);
+        label = NULL;
+    }
+}
+
 static void fp_text_run(fp_sink *s, const fp_run_report *r)
 {
     static const char title[] = "fragpool run";
@@ -577,6 +592,7 @@ static void fp_text_run(fp_sink *s, const fp_run_report *r)
     fp_text_process(s, r);
     fp_text_config(s, r);
     fp_text_config_errors(s, r);
+    fp_text_source_notes(s, r);
     fp_tbl_rule(s, '=');
 }
 
@@ -734,6 +750,11 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
     fp_json_arr(&j, "config_errors");
     for (size_t i = 0; i < r->nconfig_errors; i++)
         fp_json_str(&j, NULL, r->config_errors[i] ? r->config_errors[i] : "");
+    fp_json_end_arr(&j);
+    fp_json_str(&j, "config_source", r->config_source);
+    fp_json_arr(&j, "notes");
+    for (size_t i = 0; i < r->nnotes; i++)
+        fp_json_str(&j, NULL, r->notes[i] ? r->notes[i] : "");
     fp_json_end_arr(&j);
     fp_json_arr(&j, "devices");
     for (size_t i = 0; i < r->ndevs; i++)

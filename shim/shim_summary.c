@@ -7,6 +7,7 @@
  * whose name may hold %p (pid), %r (rank) and %h (host).
  */
 #include "shim.h"
+#include "shim_framework.h"
 #include "fp_report.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -142,6 +143,7 @@ static void write_summary(const char *mode, unsigned dump)
 {
     static char host[256], conf[2048];
     const char *errs[32];
+    const char *notes[4];
     collect *c = &summary_data;
     c->n = 0;
     c->running = dump != 0;
@@ -151,6 +153,8 @@ static void write_summary(const char *mode, unsigned dump)
     fp_run_report r = {.pid = (int)getpid(), .rank = rank_from_env(), .host = host,
                        .config = conf, .config_errors = errs,
                        .nconfig_errors = error_lines(errs, 32), .mode = mode,
+                       .config_source = fp_fw_conf_source(), .notes = notes,
+                       .nnotes = fp_fw_notes(notes, 4),
                        .devs = c->devs, .ndevs = c->n};
     int fd = open_destination(r.rank, host, dump);
     if (fd < 0)
