@@ -2,7 +2,7 @@
  * driver the way the CUDA runtime does (dlopen libcuda.so.1, then
  * cuGetProcAddress_v2 by name and version) and runs variable-shape
  * "training steps": long-lived weights, per-layer activations whose size
- * follows a random batch and sequence length, gradients allocated while
+ * follows a sequence length drawn anew each step, gradients allocated while
  * activations are freed in reverse, and small temporaries.  That pattern
  * fragments a cache.  Every buffer is filled and read back.
  */
@@ -29,6 +29,7 @@ static struct {
 
 static double alloc_seconds;
 static unsigned long long nallocs, nfrees;
+static size_t live_bytes, peak_live; /* requested bytes live, and their peak */
 
 static double now(void)
 {
@@ -74,6 +75,9 @@ static CUdeviceptr take(size_t bytes, unsigned char fill)
         exit(1);
     }
     nallocs++;
+    live_bytes += bytes;
+    if (live_bytes > peak_live)
+        peak_live = live_bytes;
     if (cu.memset8(p, fill, bytes) != CUDA_SUCCESS)
         exit(1);
     return p;
@@ -92,17 +96,19 @@ static void give(CUdeviceptr p, size_t bytes, unsigned char fill)
     if (r != CUDA_SUCCESS)
         exit(1);
     nfrees++;
+    live_bytes -= bytes;
 }
 
 static void step(unsigned *seed)
 {
-    size_t batch = 8 + rand_r(seed) % 25, seq = 128 + 64 * (rand_r(seed) % 15);
+    size_t batch = 16, seq = 256 + 64 * (rand_r(seed) % 13);
     size_t act = batch * seq * 512 * 2;
     CUdeviceptr a[LAYERS], tmp[LAYERS];
     for (int l = 0; l < LAYERS; l++) {
         a[l] = take(act + (size_t)l * 4096, (unsigned char)l);
-        tmp[l] = take(4096 + rand_r(seed) % 65536, 0x5a);
-        give(tmp[l], 4096, 0x5a);
+        size_t tsize = 4096 + rand_r(seed) % 65536;
+        tmp[l] = take(tsize, 0x5a);
+        give(tmp[l], tsize, 0x5a);
     }
     for (int l = LAYERS - 1; l >= 0; l--) {
         CUdeviceptr g = take(act / 2 + 512, 0xee);
@@ -136,6 +142,7 @@ int main(void)
            total * 1e3, nallocs, nfrees);
     printf("host time in cuMemAlloc+cuMemFree: %.2f us per pair\n",
            alloc_seconds * 1e6 / (double)(nallocs ? nallocs : 1));
+    printf("peak live: %.2f MiB requested at once\n", (double)peak_live / (1 << 20));
     fflush(stdout);
     return 0;
 }
