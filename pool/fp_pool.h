@@ -196,6 +196,11 @@ typedef void (*fp_segment_fn)(void *ud, uint64_t addr, size_t size, int small,
                               const fp_block_info *blocks, size_t nblocks);
 void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud);
 
+/* fork(): take the pool's lock before, and after it give it back in the
+ * parent or make it new in the child (the only thread there). */
+void fp_pool_fork_prepare(fp_pool *p);
+void fp_pool_fork_after(fp_pool *p, int child);
+
 /* Verify every invariant; 0 when sound, else EFAULT with a description. */
 int  fp_pool_check(fp_pool *p, char *msg, size_t msglen);
 

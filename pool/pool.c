@@ -691,3 +691,16 @@ size_t fp_pool_idle_bytes(fp_pool *p)
     pthread_mutex_unlock(&p->lock);
     return idle;
 }
+
+void fp_pool_fork_prepare(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+}
+
+void fp_pool_fork_after(fp_pool *p, int child)
+{
+    if (child)
+        pthread_mutex_init(&p->lock, NULL);
+    else
+        pthread_mutex_unlock(&p->lock);
+}

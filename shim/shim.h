@@ -102,6 +102,8 @@ void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stam
 /* The context was synchronized; the synchronization began at pool clock. */
 void fp_defer_synchronized(fp_defer *f, uint64_t clock);
 void fp_defer_forget(fp_defer *f);   /* the context is gone */
+void fp_defer_fork_prepare(fp_defer *f);             /* fork: take the lock */
+void fp_defer_fork_after(fp_defer *f, bool child);   /* give back, or renew */
 void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out);
 
 /* shim_pools.c */
@@ -121,6 +123,8 @@ bool fp_streams_capturing(void);
  * capture is under way; false, holding nothing, when one is. */
 bool fp_capture_gate_enter(void);
 void fp_capture_gate_leave(void);
+void fp_capture_gate_fork_prepare(void);
+void fp_capture_gate_fork_after(bool child);
 
 /* Calls passed to the driver, by kind (FP_PT_* of fp_report.h). */
 typedef int fp_pt_kind;
@@ -154,6 +158,11 @@ void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device);
 int  fp_pools_sync(fp_ctx_pool *d);
 /* Idle cached bytes of every pool of device dev. */
 size_t fp_pools_idle(CUdevice dev);
+/* fork: every lock of the pools, taken in the order the shim nests them
+ * (the capture gate, each deferral, each pool), then given back in the
+ * parent or made new in the child. */
+void fp_pools_fork_prepare(void);
+void fp_pools_fork_after(bool child);
 /* Visits every pool, retired ones too. */
 void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud);
 /* The driver's error of the last failed backend call on this thread. */

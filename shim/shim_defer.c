@@ -245,3 +245,16 @@ void fp_defer_forget(fp_defer *f)
     atomic_store_explicit(&f->any_recent, false, memory_order_relaxed);
     pthread_mutex_unlock(&f->lock);
 }
+
+void fp_defer_fork_prepare(fp_defer *f)
+{
+    pthread_mutex_lock(&f->lock);
+}
+
+void fp_defer_fork_after(fp_defer *f, bool child)
+{
+    if (child)
+        pthread_mutex_init(&f->lock, NULL);
+    else
+        pthread_mutex_unlock(&f->lock);
+}

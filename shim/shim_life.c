@@ -81,6 +81,21 @@ static void on_exit_handler(void)
         fp_shim_write_summary("shim");
 }
 
+/* fork: every lock of fragpool's is taken before (pools first, then the
+ * trace's, the order in which they nest) so that no child inherits one
+ * held by a thread it does not have. */
+static void on_fork_prepare(void)
+{
+    fp_pools_fork_prepare();
+    fp_trace_fork_prepare();
+}
+
+static void on_fork_parent(void)
+{
+    fp_trace_fork_parent();
+    fp_pools_fork_after(false);
+}
+
 static void on_fork_child(void)
 {
     /* The child inherits the parent's pools but not its CUDA state: it
@@ -88,6 +103,7 @@ static void on_fork_child(void)
      * records no trace (the parent's rows are the parent's). */
     atomic_store(&fp_shim.used, false);
     fp_trace_fork_child();
+    fp_pools_fork_after(true);
 }
 
 /* ---- dump_on_sigusr1: the handler only writes a byte to a pipe; a thread
@@ -147,7 +163,7 @@ static void setup(void)
     fp_trace_open();
     start_dump_thread();
     atexit(on_exit_handler);
-    pthread_atfork(fp_trace_fork_prepare, fp_trace_fork_parent, on_fork_child);
+    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     fp_shim.ready = true;
 }
 

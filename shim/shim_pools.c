@@ -195,3 +195,28 @@ void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud)
     for (int i = 0; i < n; i++)
         fn(&pools[i], ud);
 }
+
+void fp_pools_fork_prepare(void)
+{
+    pthread_mutex_lock(&grow_lock);
+    fp_capture_gate_fork_prepare();
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        fp_defer_fork_prepare(pools[i].defer);
+        fp_pool_fork_prepare(pools[i].pool);
+    }
+}
+
+void fp_pools_fork_after(bool child)
+{
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = n - 1; i >= 0; i--) {
+        fp_pool_fork_after(pools[i].pool, child);
+        fp_defer_fork_after(pools[i].defer, child);
+    }
+    fp_capture_gate_fork_after(child);
+    if (child)
+        pthread_mutex_init(&grow_lock, NULL);
+    else
+        pthread_mutex_unlock(&grow_lock);
+}

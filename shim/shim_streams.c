@@ -35,6 +35,20 @@ void fp_capture_gate_leave(void)
     pthread_rwlock_unlock(&gate);
 }
 
+/* fork: no fence is being made while the process is copied. */
+void fp_capture_gate_fork_prepare(void)
+{
+    pthread_rwlock_wrlock(&gate);
+}
+
+void fp_capture_gate_fork_after(bool child)
+{
+    if (child) /* the writer's thread id is the parent's: start afresh */
+        pthread_rwlock_init(&gate, NULL);
+    else
+        pthread_rwlock_unlock(&gate);
+}
+
 /* ---- the wrapped driver calls ------------------------------------------- */
 
 #define REAL_OR(fn, ...) (fp_shim_init() && fp_real.fn ? fp_real.fn(__VA_ARGS__) \
