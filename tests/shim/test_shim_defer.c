@@ -28,13 +28,17 @@ typedef struct slow_read {
     const unsigned char *a; /* the simulated device's memory is host memory */
     size_t n;
     unsigned char want;
-    atomic_int done, intact;
+    atomic_int go, done, intact;
 } slow_read;
 
+/* Holds its stream until the test says go (at most 10 s), so that the work
+ * is certainly still queued where the test needs it to be, then reads. */
 static void slow_reader(void *arg)
 {
     slow_read *r = arg;
-    usleep(20000);
+    for (int ms = 0; ms < 10000 && !atomic_load(&r->go); ms++)
+        usleep(1000);
+    usleep(2000);
     int ok = 1;
     for (size_t i = 0; i < r->n; i += 61)
         ok &= r->a[i] == r->want;
@@ -76,6 +80,14 @@ static void note_reuse(CUdeviceptr a, CUdeviceptr b, size_t n, int early)
         reused_in_flight++;
 }
 
+/* Lets the slow work go where the host would otherwise wait for it: at a
+ * free that synchronizes, or at a reuse that does (no context events). */
+static void release_before(slow_read *r, int waits)
+{
+    if (waits)
+        atomic_store(&r->go, 1);
+}
+
 static void one_trial(CUstream slow, CUstream other, size_t n, unsigned char x)
 {
     CUdeviceptr a, b;
@@ -83,12 +95,15 @@ static void one_trial(CUstream slow, CUstream other, size_t n, unsigned char x)
     CU(cuMemsetD8_v2(a, x, n));
     slow_read r = {.a = (const unsigned char *)(uintptr_t)a, .n = n, .want = x};
     CU(cuLaunchHostFunc(slow, slow_reader, &r));
+    release_before(&r, sync_policy);
     CU(cuMemFree_v2(a));
     if (!sync_policy) /* the free did not wait for the device */
         assert_int_equal(cuStreamQuery(slow), CUDA_ERROR_NOT_READY);
+    release_before(&r, !ordered);
     CU(cuMemAlloc_v2(&b, n));
     note_reuse(a, b, n, !atomic_load(&r.done));
     CU(cuMemsetD8Async(b, (unsigned char)~x, n, other));
+    atomic_store(&r.go, 1); /* queued first, the write must still wait */
     CU(cuStreamSynchronize(other));
     CU(cuStreamSynchronize(slow));
     assert_true(atomic_load(&r.intact));
@@ -147,6 +162,7 @@ static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigne
     r = (slow_read){.a = (const unsigned char *)(uintptr_t)a, .n = n, .want = x};
     CU(cuLaunchHostFunc(slow, slow_reader, &r));
     CU(cuEventRecord(over, slow));
+    release_before(&r, sync_policy);
     if (destroy_first)
         CU(cuStreamDestroy_v2(slow));
     CU(cuMemFree_v2(a));
@@ -158,9 +174,11 @@ static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigne
         assert_true(atomic_load(&r.done));
     else /* neither the destroy nor the frees waited */
         assert_int_equal(cuEventQuery(over), CUDA_ERROR_NOT_READY);
+    release_before(&r, !ordered);
     CU(cuMemAlloc_v2(&b, n));
     note_reuse(a, b, n, !atomic_load(&r.done));
     CU(cuMemsetD8Async(b, (unsigned char)~x, n, other));
+    atomic_store(&r.go, 1);
     CU(cuStreamSynchronize(other));
     CU(cuEventSynchronize(over));
     assert_true(atomic_load(&r.intact));
