@@ -102,6 +102,7 @@ void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stam
 /* The context was synchronized; the synchronization began at pool clock. */
 void fp_defer_synchronized(fp_defer *f, uint64_t clock);
 void fp_defer_forget(fp_defer *f);   /* the context is gone */
+void fp_defer_free(fp_defer *f);     /* the pool is dropped */
 void fp_defer_fork_prepare(fp_defer *f);             /* fork: take the lock */
 void fp_defer_fork_after(fp_defer *f, bool child);   /* give back, or renew */
 void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out);

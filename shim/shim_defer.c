@@ -258,3 +258,12 @@ void fp_defer_fork_after(fp_defer *f, bool child)
     else
         pthread_mutex_unlock(&f->lock);
 }
+
+/* The deferral of a pool that is dropped (its context is long gone). */
+void fp_defer_free(fp_defer *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}

@@ -8,8 +8,11 @@
  * context is destroyed or reset, the driver frees its memory: the pool is
  * retired (its stats stay for the summary, its segments are forgotten).
  *
- * Invariants: pools[] only grows; an entry is fully written before
- * npools publishes it; a retired pool is never used for allocation again.
+ * Invariants: an entry is fully written before npools (a new slot) or
+ * retired = false (a reused one) publishes it; a retired pool is never
+ * used for allocation again.  Once all FP_MAX_POOLS slots have been used,
+ * a new context takes the slot of a retired one, whose numbers then leave
+ * the summary.
  */
 #include "shim.h"
 #include <errno.h>
@@ -101,13 +104,41 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->ctx = ctx;
     d->dev = dev;
     d->total = total;
-    atomic_store(&d->retired, false);
     int err = fp_pool_create(&o, &be, &d->pool);
     if (!err && !(d->defer = fp_defer_new(ctx))) {
         fp_pool_destroy(d->pool, 1);
         err = ENOMEM;
     }
+    if (!err)
+        atomic_store_explicit(&d->retired, false, memory_order_release);
     return err;
+}
+
+
+/* A retired slot to make a new pool in, its old pool dropped (its
+ * numbers leave the summary), or NULL.  Readers skip a slot while it is
+ * retired, so it is rewritten before it is published again. */
+static fp_ctx_pool *reuse_retired(void)
+{
+    for (int i = 0; i < FP_MAX_POOLS; i++) {
+        fp_ctx_pool *d = &pools[i];
+        if (atomic_load(&d->retired)) {
+            fp_pool_destroy(d->pool, 1);
+            fp_defer_free(d->defer);
+            d->pool = NULL;
+            d->defer = NULL;
+            return d;
+        }
+    }
+    return NULL;
+}
+
+static void say_full_once(void)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        fp_say("%d CUDA contexts live at once; allocations of further contexts go to the "
+               "driver uncached", FP_MAX_POOLS);
 }
 
 static fp_ctx_pool *add_pool(CUcontext ctx)
@@ -119,8 +150,11 @@ static fp_ctx_pool *add_pool(CUcontext ctx)
         d = &pools[n];
         atomic_store_explicit(&npools, n + 1, memory_order_release);
     } else if (!d && n == FP_MAX_POOLS) {
-        fp_say("more than %d CUDA contexts; allocations of the rest go to the driver uncached",
-               FP_MAX_POOLS);
+        fp_ctx_pool *slot = reuse_retired();
+        if (slot && make_pool(slot, ctx) == 0) /* published when whole */
+            d = slot;
+        else if (!slot)
+            say_full_once();
     }
     pthread_mutex_unlock(&grow_lock);
     return d;
@@ -193,7 +227,8 @@ void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud)
 {
     int n = atomic_load_explicit(&npools, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        fn(&pools[i], ud);
+        if (pools[i].pool) /* a reused slot whose new pool could not be made */
+            fn(&pools[i], ud);
 }
 
 void fp_pools_fork_prepare(void)
@@ -202,6 +237,8 @@ void fp_pools_fork_prepare(void)
     fp_capture_gate_fork_prepare();
     int n = atomic_load_explicit(&npools, memory_order_acquire);
     for (int i = 0; i < n; i++) {
+        if (!pools[i].pool)
+            continue;
         fp_defer_fork_prepare(pools[i].defer);
         fp_pool_fork_prepare(pools[i].pool);
     }
@@ -211,6 +248,8 @@ void fp_pools_fork_after(bool child)
 {
     int n = atomic_load_explicit(&npools, memory_order_acquire);
     for (int i = n - 1; i >= 0; i--) {
+        if (!pools[i].pool)
+            continue;
         fp_pool_fork_after(pools[i].pool, child);
         fp_defer_fork_after(pools[i].defer, child);
     }
