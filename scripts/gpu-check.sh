@@ -19,8 +19,10 @@
 #   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
-#   GPU_CHECK_ONLY       space-separated check groups to run (default all):
-#                        alloc race multi demo pitch train cupy jax bench
+#   GPU_CHECK_ONLY       space-separated check groups to run (default all but
+#                        real): alloc race multi demo pitch train cupy jax bench;
+#                        real runs scripts/gpu-real.sh (PyTorch as people write
+#                        it, NVML peaks; about 6 minutes on its own)
 # Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
 # results table and "N passed, N failed, N skipped".
 set -u -o pipefail
@@ -264,6 +266,7 @@ nvcc_fallback() {
   build_one gpu_alloc_check_shared alloc_check.cu -cudart shared \
     ${libdir:+-Xlinker -rpath -Xlinker "$libdir"} & pids+=($!)
   build_one gpu_race race.cu & pids+=($!)
+  build_one gpu_ctx_fence ctx_fence.cu -lcuda & pids+=($!)
   build_one gpu_bench_alloc bench_alloc.cu & pids+=($!)
   build_one gpu_pitch_probe pitch_probe.cu -lcuda & pids+=($!)
   build_one gpu_multi_gpu multi_gpu.cu & pids+=($!)
@@ -310,7 +313,7 @@ do_build() {
     timeout 400 cmake --build "$BUILD_DIR" -j"$(nproc)" "${keep[@]}" >>"$log" 2>&1 || rc=1
   fi
   grep -aE 'error|warning|CUDA|fragpool:' "$log" | grep -v '^--.*Looking' | head -n 40
-  progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_bench_alloc gpu_pitch_probe gpu_multi_gpu"
+  progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_ctx_fence gpu_bench_alloc gpu_pitch_probe gpu_multi_gpu"
   for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "not built by cmake: ${missing[*]}; building them with nvcc" | tee -a "$log"
@@ -372,6 +375,10 @@ race_note() {   # NAME: the key numbers of a race run
 }
 
 check_race() {
+  if need_bin gpu_ctx_fence ctx_fence; then
+    plain_run ctx_fence 60 'CHECK ctx_fence OK' -- "$BIN/gpu_ctx_fence"
+    record ctx_fence "$J_RES" "$(awk '$1=="COST" && ($2=="ctxRecord+Wait" || $2=="ctxRecordEvent") {printf "%s %s %s ns, ", $2, $3, $4}' "$OUT_DIR/ctx_fence.out" 2>/dev/null)${STEP_SECS}s $J_NOTE"
+  fi
   need_bin gpu_race race_fp || return
   fp_run race_fp 90 strict 'CHECK race OK' -- "$BIN/gpu_race" 1000
   record race_fp "$J_RES" "$(race_note race_fp)${STEP_SECS}s; $J_NOTE"
@@ -536,11 +543,6 @@ check_bench() {
   record bench_native "$J_RES" "$(bench_note bench_native)${STEP_SECS}s $J_NOTE"
   fp_run bench_fp 120 strict 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
   record bench_fp "$J_RES" "$(bench_note bench_fp)${STEP_SECS}s; $J_NOTE"
-  # The same with a bounded headroom: the pool may grow while up to 1 GiB
-  # of freed blocks waits for its fence, instead of synchronizing.
-  fp_run bench_fp_headroom 120 strict 'CHECK bench_alloc OK' defer_headroom_mb:1024 -- \
-    "$BIN/gpu_bench_alloc" 20000 1500
-  record bench_fp_headroom "$J_RES" "$(bench_note bench_fp_headroom)${STEP_SECS}s; $J_NOTE"
   if need_bin gpu_host_costs host_costs; then
     plain_run host_costs 60 'CHECK host_costs OK' -- "$BIN/gpu_host_costs"
     record host_costs "$J_RES" "$(costs_note host_costs)${STEP_SECS}s $J_NOTE"
@@ -554,21 +556,38 @@ check_bench() {
 }
 
 # The host is shared and its speed drifts within seconds (docs/gpu.md), so a
-# single run says little: run the fragpool bench 5 times, alternating the
-# default with defer_headroom_mb:1024, and report per case the median of the
-# 5 medians and their range.
+# single run says little: run the bench 5 times, alternating native runs
+# (whose cudaMallocAsync pairs are the reference) with fragpool's default,
+# and report per case the median of the 5 medians and their range.
 rep_note() {   # PREFIX: "case median [min-max], ..." over $OUT_DIR/PREFIX-*.out
   awk '$1=="BENCH" && $2=="malloc_free" {v[$3]=v[$3] " " $4}
        END {
-         split("512 1048576 8388608 67108864 random128", k, " ")
-         split("512B 1MiB 8MiB 64MiB random", nm, " ")
-         for (i = 1; i <= 5; i++) {
+         split("512 1048576 8388608 67108864 536870912 random128", k, " ")
+         split("512B 1MiB 8MiB 64MiB 512MiB random", nm, " ")
+         for (i = 1; i <= 6; i++) {
            n = split(v[k[i]], a, " ")
            if (!n) continue
            for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] + 0 < a[x] + 0) {t = a[x]; a[x] = a[y]; a[y] = t}
            printf "%s %s [%s-%s], ", nm[i], a[int((n + 1) / 2)], a[1], a[n]
          }
        }' "$OUT_DIR/$1"-*.out 2>/dev/null
+}
+
+async_note() {   # PREFIX: rep_note for the mallocasync_freeasync rows
+  sed 's/^BENCH mallocasync_freeasync /BENCH malloc_free /;t;d' "$OUT_DIR/$1"-*.out \
+    >"$OUT_DIR/$1-async.tmp" 2>/dev/null
+  awk '$1=="BENCH" && $2=="malloc_free" {v[$3]=v[$3] " " $4}
+       END {
+         split("512 1048576 8388608 67108864 536870912 random128", k, " ")
+         split("512B 1MiB 8MiB 64MiB 512MiB random", nm, " ")
+         for (i = 1; i <= 6; i++) {
+           n = split(v[k[i]], a, " ")
+           if (!n) continue
+           for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] + 0 < a[x] + 0) {t = a[x]; a[x] = a[y]; a[y] = t}
+           printf "%s %s [%s-%s], ", nm[i], a[int((n + 1) / 2)], a[1], a[n]
+         }
+       }' "$OUT_DIR/$1-async.tmp"
+  rm -f "$OUT_DIR/$1-async.tmp"
 }
 
 check_bench_repeat() {
@@ -578,12 +597,20 @@ check_bench_repeat() {
   for i in 1 2 3 4 5; do
     fp_run "benchrep_default-$i" 60 served 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
     [ "$J_RES" = PASS ] || res=$J_RES
-    fp_run "benchrep_headroom-$i" 60 served 'CHECK bench_alloc OK' defer_headroom_mb:1024 -- \
-      "$BIN/gpu_bench_alloc" 20000 1500
+    plain_run "benchrep_native-$i" 60 'CHECK bench_alloc OK' -- "$BIN/gpu_bench_alloc" 20000 1500
     [ "$J_RES" = PASS ] || res=$J_RES
   done
   record bench_repeat_default "$res" "5 runs, cudaMalloc+cudaFree us, median [range]: $(rep_note benchrep_default)"
-  record bench_repeat_headroom "$res" "defer_headroom_mb:1024, 5 runs: $(rep_note benchrep_headroom)"
+  record bench_repeat_native "$res" "native cudaMallocAsync+cudaFreeAsync us, 5 runs: $(async_note benchrep_native)"
+}
+
+# PyTorch as people write it (scripts/gpu-real.sh, one round), judged there.
+check_real() {
+  run_step real "$(left)" OUT="$OUT_DIR/real" REAL_REPEAT=1 REAL_SKIP_BUILD=1 \
+    REAL_BUILD_DIR="$BUILD_DIR" REAL_BUDGET_S=$(( $(left) - 30 )) -- "$ROOT/scripts/gpu-real.sh"
+  local res=PASS
+  [ "$STEP_RC" -eq 0 ] || res=FAIL
+  record real "$res" "$(grep -a '^MUST' "$OUT_DIR/real.out" 2>/dev/null | cut -c6- | tr '\n' ' ' | cut -c1-400)"
 }
 
 # ---- main ---------------------------------------------------------------------------
@@ -611,6 +638,7 @@ main() {
   want jax && check_py jax jax_check.py 'CHECK jax OK' 180
   want bench && check_bench
   want bench && check_bench_repeat
+  want real && check_real
 
   if [ "$JSON_DIR" != "$OUT_DIR" ]; then
     cp -f "$JSON_DIR"/*.json "$OUT_DIR"/ 2>/dev/null
