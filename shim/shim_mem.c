@@ -247,6 +247,14 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
     return real ? real(p, s) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* The stream a _ptsz entry point means: there, 0 is the calling thread's
+ * per-thread stream, which fragpool's own calls (and its same-stream
+ * matching) must name explicitly. */
+static CUstream per_thread(CUstream s)
+{
+    return s ? s : CU_STREAM_PER_THREAD;
+}
+
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     return alloc_async(dptr, bytesize, hStream, fp_real.cuMemAllocAsync, fp_real.cuStreamIsCapturing);
@@ -254,7 +262,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    return alloc_async(dptr, bytesize, hStream, fp_real.cuMemAllocAsync_ptsz,
+    return alloc_async(dptr, bytesize, per_thread(hStream), fp_real.cuMemAllocAsync_ptsz,
                        fp_real.cuStreamIsCapturing_ptsz);
 }
 
@@ -266,7 +274,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    return free_async(dptr, hStream, fp_real.cuMemFreeAsync_ptsz,
+    return free_async(dptr, per_thread(hStream), fp_real.cuMemFreeAsync_ptsz,
                       fp_real.cuStreamIsCapturing_ptsz, fp_real.cuStreamSynchronize_ptsz);
 }
 
