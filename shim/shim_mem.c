@@ -72,6 +72,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
         return CUDA_SUCCESS;
     }
     if (err == ENOMEM) {
+        fp_trace_event('o', 0, size, s); /* the request the run failed on */
         fp_pools_report_oom(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

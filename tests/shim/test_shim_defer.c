@@ -252,6 +252,22 @@ static void double_free_of_deferred(void **state)
     assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* An invalid stream handle gets the driver's own error, before the pool
+ * does anything: nothing is allocated, and a block stays allocated. */
+static void bad_stream_handle(void **state)
+{
+    (void)state;
+    CUstream bogus = (CUstream)(uintptr_t)0xdead0;
+    CUdeviceptr a = 0, b = 0;
+    CUresult r = cuMemAllocAsync(&b, 1 << 20, bogus);
+    assert_int_not_equal(r, CUDA_SUCCESS);
+    CU(cuMemAlloc_v2(&a, 1 << 20));
+    assert_int_equal(cuMemFreeAsync(a, bogus), r);
+    CU(cuMemsetD8_v2(a, 7, 1 << 20)); /* still ours */
+    CU(cuMemFree_v2(a));
+    assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE); /* freed once */
+}
+
 /* An idle device, 8 MiB freed and asked for again 200 times: the same
  * block each time, with no device synchronization under the deferred
  * policy when the driver has context events (a fence each time instead),
@@ -288,6 +304,7 @@ int main(void)
         cmocka_unit_test(synchronize_covers),
         cmocka_unit_test(double_free_of_deferred),
         cmocka_unit_test(idle_loop),
+        cmocka_unit_test(bad_stream_handle),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
