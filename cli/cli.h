@@ -31,8 +31,15 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes.  0, or EINVAL. */
 int fp_parse_size(const char *s, size_t *out);
+/* --budget's value for the subcommand cmd: 0, or 2 after one line on
+ * stderr (not a size, or less than one byte: "0.5"). */
+int fp_parse_budget(const char *cmd, const char *s, size_t *out);
+/* After a subcommand wrote its output: flushes stdout; when that, or the
+ * fp_sink error sink_err (0: none), failed, one line on stderr and 1. */
+int fp_cli_output_done(const char *cmd, int sink_err);
 /* Defaults, then FRAGPOOL_CONF from the environment, then text; problems
- * are printed on stderr.  Returns the number of problems. */
+ * are printed on stderr, those of text labelled "--conf".  Returns the
+ * number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
 /* The folder holding this executable's libraries (build/lib). */
 int fp_lib_dir(char *out, size_t len);

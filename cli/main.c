@@ -55,17 +55,22 @@ int fp_parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* ud: NULL, or the label of the text's source ("--conf"), which replaces
+ * config/'s "FRAGPOOL_CONF" in the line. */
 static void print_problem(void *ud, const char *line)
 {
-    (void)ud;
-    fprintf(stderr, "%s\n", line);
+    static const char env[] = "fragpool: FRAGPOOL_CONF: ";
+    if (ud && !strncmp(line, env, sizeof env - 1))
+        fprintf(stderr, "fragpool: %s: %s\n", (const char *)ud, line + sizeof env - 1);
+    else
+        fprintf(stderr, "%s\n", line);
 }
 
 int fp_cli_conf(const char *text, fp_conf *c)
 {
     fp_conf_default(c);
     int n = fp_conf_parse(getenv("FRAGPOOL_CONF"), c, print_problem, NULL);
-    return n + fp_conf_parse(text, c, print_problem, NULL);
+    return n + fp_conf_parse(text, c, print_problem, "--conf");
 }
 
 int fp_lib_dir(char *out, size_t len)
