@@ -41,11 +41,16 @@ void fp_say(const char *fmt, ...)
 
 /* ---- configuration, before main ------------------------------------------- */
 
+/* Kept whole or not at all (the summary counts the others: "... and N
+ * more"); every problem is printed on stderr. */
 static void keep_problem(void *ud, const char *line)
 {
     (void)ud;
-    size_t used = strlen(fp_shim.conf_errors);
-    snprintf(fp_shim.conf_errors + used, sizeof fp_shim.conf_errors - used, "%s\n", line);
+    size_t used = strlen(fp_shim.conf_errors), n = strlen(line);
+    if (n + 2 <= sizeof fp_shim.conf_errors - used) {
+        memcpy(fp_shim.conf_errors + used, line, n);
+        memcpy(fp_shim.conf_errors + used + n, "\n", 2);
+    }
     fp_shim.nconf_errors++;
     size_t len = strlen(line);
     ssize_t w = write(2, line, len);
@@ -79,6 +84,8 @@ static void on_exit_handler(void)
         fp_shim_write_summary("shim");
 }
 
+static void dump_fork_child(void);
+
 static void on_fork_child(void)
 {
     /* The child inherits the parent's pools but not its CUDA state: it
@@ -86,6 +93,7 @@ static void on_fork_child(void)
      * records no trace (the parent's rows are the parent's). */
     atomic_store(&fp_shim.used, false);
     fp_trace_fork_child();
+    dump_fork_child();
 }
 
 /* ---- dump_on_sigusr1: the handler only writes a byte to a pipe; a thread
@@ -126,11 +134,38 @@ static void arm_sigusr1(void)
     sigaction(SIGUSR1, &sa, NULL);
 }
 
+static bool dump_thread_on;   /* this process has a dump thread */
+
 static void start_dump_thread(void)
 {
     pthread_t t;
-    if (dump_pipe[0] >= 0 && pthread_create(&t, NULL, dump_thread, NULL) == 0)
+    if (dump_pipe[0] >= 0 && pthread_create(&t, NULL, dump_thread, NULL) == 0) {
         pthread_detach(t);
+        dump_thread_on = true;
+    }
+}
+
+/* A forked child must not write into its parent's pipe, which the
+ * parent's thread reads (SIGUSR1 sent to the child would dump the
+ * parent): it gets a pipe of its own, and a thread of its own when the
+ * parent had one (threads do not survive fork). */
+static void dump_fork_child(void)
+{
+    int p[2], old[2] = {dump_pipe[0], dump_pipe[1]};
+    if (old[0] < 0)
+        return;
+    if (pipe2(p, O_CLOEXEC) != 0)
+        p[0] = p[1] = -1;   /* the handler's write then fails harmlessly */
+    else
+        fcntl(p[1], F_SETFL, O_NONBLOCK);
+    dump_pipe[0] = p[0];
+    dump_pipe[1] = p[1];
+    close(old[0]);
+    close(old[1]);
+    if (dump_thread_on) {
+        dump_thread_on = false;
+        start_dump_thread();
+    }
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
