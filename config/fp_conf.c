@@ -374,7 +374,9 @@ static void format_word(const fp_option *o, const fp_conf *c, fp_strbuf *out)
  * than FP_CONF_PATH_MAX), stored as text.  '[', ']' and ',' would cut or
  * join entries of the formatted text, so the formatter writes them as
  * %5B, %5D and %2C, and the parser turns these back (either case); %%
- * stays as it is, and the other escapes (%p, ...) are the shim's. */
+ * stays as it is, and the other escapes (%p, ...) are the shim's.  A '%'
+ * right before one of the three is refused: it is no escape, and its
+ * formatted form would read back as %%. */
 static int hex_escape(const char *v, size_t n, size_t i, char *out)
 {
     static const char *const esc[] = {"5B[", "5D]", "2C,"};
@@ -408,10 +410,16 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
             sb_put(why, "path too long");
             return -1;
         }
-        if (!pair && hex_escape(v, n, i, &ch))
+        char next;
+        if (!pair && hex_escape(v, n, i, &ch)) {
             i += 2;
-        else if (pair)
+        } else if (pair) {
             tmp[m++] = v[i++];
+        } else if (ch == '%' && i + 1 < n &&
+                   (strchr("[],", v[i + 1]) || hex_escape(v, n, i + 1, &next))) {
+            sb_put(why, "'%' before '[', ']' or ','");   /* no escape, and no round trip */
+            return -1;
+        }
         tmp[m++] = ch;
     }
     char *dst = field(c, o);

@@ -806,6 +806,12 @@ static void test_path_round_trip(void **state)
             entries += *p == ',' && !strchr("0123456789>", p[1]);
         assert_int_equal(entries, (int)fp_conf_noptions());
     }
+    /* a '%' right before [ ] , is no escape and would not read back */
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse("summary:/a%],trace:/b%%5D", &c, NULL, NULL), 1);
+    assert_string_equal(c.summary, "stderr");
+    assert_string_equal(c.trace, "/b%%5D");
 }
 
 static void test_format_enospc(void **state)
