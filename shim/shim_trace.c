@@ -70,7 +70,7 @@ static void stop_locked(int err, const char *what)
     int f = atomic_exchange(&fd, -1);
     if (close(f) != 0 && !err) {
         err = errno;
-        what = "closing it failed";
+        what = "closing";
     }
     if (err)
         fp_say("trace: %s '%s' after %llu bytes: %s; the trace is incomplete", what, name,
