@@ -9,6 +9,7 @@
 #include "fp_report.h"
 #include "fp_trace.h"
 #include <stddef.h>
+#include <stdint.h>
 
 int fp_cmd_replay(int argc, char **argv);
 int fp_cmd_tune(int argc, char **argv);
@@ -31,6 +32,9 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes.  0, or EINVAL. */
 int fp_parse_size(const char *s, size_t *out);
+/* Unsigned decimal digits only (no sign, space or 0x), at most max: 0 and
+ * *out, or EINVAL. */
+int fp_parse_count(const char *s, uint64_t max, uint64_t *out);
 /* --budget's value for the subcommand cmd: 0, or 2 after one line on
  * stderr (not a size, or less than one byte: "0.5"). */
 int fp_parse_budget(const char *cmd, const char *s, size_t *out);

@@ -1,6 +1,6 @@
 /* cli_out.c - what the subcommands share about their arguments and their
  * output: the --budget check, and reporting a stdout that could not be
- * written (docs/files.md).
+ * written (docs/files.md); strict numbers for counts.
  *
  * Invariant: a subcommand whose output did not reach stdout says so in one
  * line on stderr and exits 1; it never exits 0 after losing output.
@@ -9,6 +9,21 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+int fp_parse_count(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return EINVAL;
+    for (; *s; s++) {
+        unsigned d = (unsigned)(unsigned char)*s - '0';
+        if (d > 9 || d > max || v > (max - d) / 10)
+            return EINVAL;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
 
 int fp_parse_budget(const char *cmd, const char *s, size_t *out)
 {

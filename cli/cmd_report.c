@@ -287,15 +287,15 @@ static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t e
 static int pick_event(const char *at, const timeline *tl, size_t n, size_t *ev,
                       const char **what)
 {
-    char *end;
+    uint64_t v;
     if (!strcmp(at, "reserved"))
         *ev = tl->at_r, *what = "peak reserved";
     else if (!strcmp(at, "allocated"))
         *ev = tl->at_a, *what = "peak allocated";
     else if (!strcmp(at, "end"))
         *ev = n, *what = "the end";
-    else if ((*ev = strtoull(at, &end, 10), *end == '\0' && end != at && *ev <= n))
-        *what = "the chosen event";
+    else if (!fp_parse_count(at, n, &v))
+        *ev = (size_t)v, *what = "the chosen event";
     else
         return EINVAL;
     return 0;
@@ -311,7 +311,7 @@ static void histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
         uint64_t s = t->ev[i].size;
         unsigned k = s ? 63u - (unsigned)__builtin_clzll(s) : 0;
         count[k]++;
-        bytes[k] += s;
+        bytes[k] = bytes[k] > UINT64_MAX - s ? UINT64_MAX : bytes[k] + s;   /* saturates */
     }
 }
 

@@ -32,9 +32,8 @@ static int parse_args(int argc, char **argv, tune_args *a)
             if (fp_parse_budget("tune", argv[++i], &a->budget))
                 return 2;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            char *end;
-            unsigned long v = strtoul(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v > 64) {
+            uint64_t v;
+            if (fp_parse_count(argv[++i], 64, &v)) {
                 fprintf(stderr, "fragpool tune: bad --threads '%s' (want 0..64)\n", argv[i]);
                 return 2;
             }

@@ -190,7 +190,7 @@ static int parse_u64(field f, uint64_t max, uint64_t *out)
         return EINVAL;
     for (size_t i = 0; i < f.n; i++) {
         unsigned d = (unsigned)(unsigned char)f.p[i] - '0';
-        if (d > 9 || v > (max - d) / 10)
+        if (d > 9 || d > max || v > (max - d) / 10)
             return EINVAL;
         v = v * 10 + d;
     }

@@ -11,6 +11,7 @@
  *  - `--budget 0.5` is a usage error (exit 2), for replay, tune, report;
  *  - problems in --conf say "--conf", not "FRAGPOOL_CONF";
  *  - merge: a number out of range is an error naming the member;
+ *  - tune --threads and report --at take digits only;
  *  - replay shows and counts frees of unknown ids and allocations of live
  *    ids (docs/replay.md).
  */
@@ -163,6 +164,28 @@ static void budget_and_conf(void **state)
     assert_null(strstr(r.err, "FRAGPOOL_CONF"));
 }
 
+/* Siblings of item 9: the CLI's own counts are strict numbers too. */
+static void strict_counts(void **state)
+{
+    (void)state;
+    const char *trace = small_trace();
+    cli_run r;
+    const char *bad_threads[] = {"+1", " 1", "-1", "1x", "", "65"};
+    for (int i = 0; i < 6; i++) {
+        run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", bad_threads[i], NULL});
+        expect(&r, 2, "bad --threads");
+    }
+    const char *bad_at[] = {"+2", " 2", "-1", "2x", "7", "18446744073709551617"};
+    for (int i = 0; i < 6; i++) {
+        run_cli(&r, NULL, (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at",
+                                            bad_at[i], NULL});
+        expect(&r, 1, "bad --at");
+    }
+    run_cli(&r, NULL, (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at", "6",
+                                        NULL});
+    expect(&r, 0, NULL);
+}
+
 /* ---- merge: numbers out of range (item 17) ----------------------------------- */
 
 static void merge_out_of_range(void **state)
@@ -222,6 +245,7 @@ int main(void)
         cmocka_unit_test_teardown(tune_huge_request, fp_t_release_held),
         cmocka_unit_test_teardown(stdout_full, fp_t_release_held),
         cmocka_unit_test_teardown(budget_and_conf, fp_t_release_held),
+        cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
     };
