@@ -134,21 +134,19 @@ static void arm_sigusr1(void)
     sigaction(SIGUSR1, &sa, NULL);
 }
 
-static bool dump_thread_on;   /* this process has a dump thread */
-
 static void start_dump_thread(void)
 {
     pthread_t t;
-    if (dump_pipe[0] >= 0 && pthread_create(&t, NULL, dump_thread, NULL) == 0) {
+    if (dump_pipe[0] >= 0 && pthread_create(&t, NULL, dump_thread, NULL) == 0)
         pthread_detach(t);
-        dump_thread_on = true;
-    }
 }
 
 /* A forked child must not write into its parent's pipe, which the
- * parent's thread reads (SIGUSR1 sent to the child would dump the
- * parent): it gets a pipe of its own, and a thread of its own when the
- * parent had one (threads do not survive fork). */
+ * parent's thread reads: SIGUSR1 sent to the child would dump the parent.
+ * The child gets a pipe of its own.  It has no dump thread (threads do not
+ * survive fork, and starting one in a child of a threaded process is not
+ * safe), so its SIGUSR1 dumps nothing; the handler stays, so the signal
+ * still does not kill it. */
 static void dump_fork_child(void)
 {
     int p[2], old[2] = {dump_pipe[0], dump_pipe[1]};
@@ -162,10 +160,6 @@ static void dump_fork_child(void)
     dump_pipe[1] = p[1];
     close(old[0]);
     close(old[1]);
-    if (dump_thread_on) {
-        dump_thread_on = false;
-        start_dump_thread();
-    }
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
