@@ -8,8 +8,13 @@
 #include "fp_conf.h"
 #include "fp_report.h"
 #include "fp_trace.h"
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifndef FP_CLI_TRACE
+#define FP_CLI_TRACE 1   /* replay, tune, report: 0 in a build without zlib */
+#endif
 
 int fp_cmd_replay(int argc, char **argv);
 int fp_cmd_tune(int argc, char **argv);
@@ -41,11 +46,21 @@ int fp_parse_budget(const char *cmd, const char *s, size_t *out);
 /* After a subcommand wrote its output: flushes stdout; when that, or the
  * fp_sink error sink_err (0: none), failed, one line on stderr and 1. */
 int fp_cli_output_done(const char *cmd, int sink_err);
-/* Defaults, then FRAGPOOL_CONF from the environment, then text; problems
- * are printed on stderr, those of text labelled "--conf".  Returns the
- * number of problems. */
+/* Defaults, then FRAGPOOL_CONF from the environment (or, when it is
+ * unset, PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, with one line that
+ * says so), then text as --conf; problems are printed on stderr.  Returns
+ * the number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
-/* The folder holding this executable's libraries (build/lib). */
-int fp_lib_dir(char *out, size_t len);
+/* Where this fragpool's pieces are, found from this executable's own
+ * path: the installed layout (PREFIX/bin/fragpool, PREFIX/lib/fragpool/)
+ * first, then the build tree (build/bin, build/lib). */
+#define FP_PATH_LEN (PATH_MAX + 64)
+typedef struct fp_paths {
+    char lib[FP_PATH_LEN];      /* .../libfragpool.so                      */
+    char simdev[FP_PATH_LEN];   /* the folder of the simulated libcuda.so.1 */
+    char workload[FP_PATH_LEN]; /* the demo's workload program             */
+} fp_paths;
+/* 0, or ENOENT after one line on stderr that says where it looked. */
+int fp_find_paths(fp_paths *p);
 
 #endif

@@ -1,14 +1,30 @@
 /* cmd_run.c - `fragpool run` and `fragpool demo`.
  *
- * run: sets LD_PRELOAD (and with --simulate, LD_LIBRARY_PATH to the
- * simulated libcuda.so.1) and executes the command.
+ * run: puts libfragpool.so first in LD_PRELOAD (and with --simulate, the
+ * simulated libcuda.so.1 first in LD_LIBRARY_PATH) and executes the
+ * command.  PyTorch keeps a cache of its own in front of fragpool; a
+ * Python command (python*, or a script whose #! line runs python) gets
+ * PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that its tensors reach fragpool,
+ * said in one line.  FRAGPOOL_PYTORCH_CACHE=off|keep tells the shim the
+ * same for a process that turns out to be PyTorch only when it runs (a
+ * shell script, a C++ program: docs/shim.md, "PyTorch").
+ * --keep-framework-cache leaves PyTorch's cache on.
+ *
  * demo: runs the bundled workload twice, straight on the driver and then
  * under fragpool, on the real GPU when one answers and on the simulated
  * device otherwise, and says which.  The second run ends with fragpool's
  * summary.
+ *
+ * Invariants: environment values are built at their full length, never
+ * cut; a usage error prints one line and the usage, exits with status 2
+ * and runs nothing; the libraries are found from this executable's own
+ * path (fp_find_paths), so an installed fragpool runs its own.
  */
 #include "cli.h"
+#include <ctype.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,62 +32,201 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void prepend_env(const char *name, const char *value)
+#define FP_NO_CACHE_VAR "PYTORCH_NO_CUDA_MEMORY_CACHING"
+#define FP_CACHE_HANDSHAKE "FRAGPOOL_PYTORCH_CACHE"
+
+static const char run_usage[] =
+    "usage: fragpool run [--simulate] [--conf K:V,...] [--keep-framework-cache] -- CMD...\n"
+    "  --simulate               on fragpool's simulated device instead of the GPU\n"
+    "  --conf K:V,...           FRAGPOOL_CONF for CMD (fragpool config lists the keys)\n"
+    "  --keep-framework-cache   leave PyTorch's own caching allocator on\n";
+
+typedef struct run_opts {
+    int simulate;         /* --simulate                        */
+    int keep_cache;       /* --keep-framework-cache            */
+    const char *conf;     /* --conf's value, or NULL           */
+    char **cmd;           /* the command and its arguments     */
+} run_opts;
+
+/* name=value:old (or name=value when old is unset or empty), whole. */
+static int prepend_env(const char *name, const char *value)
 {
     const char *old = getenv(name);
-    char buf[8192];
-    if (old && *old)
-        snprintf(buf, sizeof buf, "%s:%s", value, old);
-    else
-        snprintf(buf, sizeof buf, "%s", value);
-    setenv(name, buf, 1);
+    size_t n = strlen(value), m = old && *old ? strlen(old) : 0;
+    char *buf = malloc(n + m + 2);
+    if (!buf)
+        return ENOMEM;
+    memcpy(buf, value, n);
+    buf[n] = '\0';
+    if (m) {
+        buf[n] = ':';
+        memcpy(buf + n + 1, old, m + 1);
+    }
+    int rc = setenv(name, buf, 1) ? errno : 0;
+    free(buf);
+    return rc;
 }
 
 /* Puts libfragpool.so (and the simulated driver) into the environment. */
-static int arm_env(int simulate, const char *conf)
+static int arm_env(const fp_paths *p, int simulate, const char *conf)
 {
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    if (fp_lib_dir(dir, sizeof dir))
-        return 1;
-    snprintf(path, sizeof path, "%s/libfragpool.so", dir);
-    if (access(path, R_OK)) {
-        fprintf(stderr, "fragpool: cannot find %s (build it first)\n", path);
-        return 1;
+    int rc = prepend_env("LD_PRELOAD", p->lib);
+    if (!rc && simulate)
+        rc = prepend_env("LD_LIBRARY_PATH", p->simdev);
+    if (!rc && conf && setenv("FRAGPOOL_CONF", conf, 1))
+        rc = errno;
+    if (rc)
+        fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
+    return rc;
+}
+
+/* ---- is it Python? ---------------------------------------------------- */
+
+/* python, python3, python3.12, given as a path or a bare name. */
+static int is_python_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    if (strncmp(b, "python", 6) != 0)
+        return 0;
+    for (b += 6; *b; b++)
+        if (!isdigit((unsigned char)*b) && *b != '.')
+            return 0;
+    return 1;
+}
+
+/* cmd as execvp finds it: itself when it holds a '/', else the first
+ * executable of that name on PATH.  0, or ENOENT. */
+static int resolve_cmd(const char *cmd, char *out, size_t len)
+{
+    if (strchr(cmd, '/'))
+        return snprintf(out, len, "%s", cmd) < (int)len ? 0 : ENAMETOOLONG;
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        int m = snprintf(out, len, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd);
+        if (m > 0 && (size_t)m < len && access(out, X_OK) == 0)
+            return 0;
+        p += n + (p[n] == ':');
     }
-    prepend_env("LD_PRELOAD", path);
-    if (simulate) {
-        snprintf(path, sizeof path, "%s/simdev", dir);
-        prepend_env("LD_LIBRARY_PATH", path);
+    return ENOENT;
+}
+
+/* The program a "#!" line starts: its interpreter, or for env the first
+ * word after it that is neither an option nor NAME=VALUE. */
+static int shebang_runs_python(char *line)
+{
+    char *save = NULL, *w = strtok_r(line + 2, " \t\r\n", &save);
+    if (!w || is_python_name(w))
+        return w != NULL;
+    const char *b = strrchr(w, '/');
+    if (strcmp(b ? b + 1 : w, "env") != 0)
+        return 0;
+    while ((w = strtok_r(NULL, " \t\r\n", &save)) && (w[0] == '-' || strchr(w, '=')))
+        ;
+    return w && is_python_name(w);
+}
+
+/* 1 when the file at path is a script whose first line runs python. */
+static int script_runs_python(const char *path)
+{
+    char line[256];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n < 3 || line[0] != '#' || line[1] != '!')
+        return 0;
+    line[n] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    return shebang_runs_python(line);
+}
+
+static int is_python_command(const char *cmd)
+{
+    char path[PATH_MAX];
+    return is_python_name(cmd) ||
+           (resolve_cmd(cmd, path, sizeof path) == 0 && script_runs_python(path));
+}
+
+/* PyTorch's own cache off for a Python command, unless kept or already
+ * decided by the user; the shim is told either way. */
+static int framework_cache(const run_opts *o)
+{
+    if (setenv(FP_CACHE_HANDSHAKE, o->keep_cache ? "keep" : "off", 1))
+        return errno;
+    if (o->keep_cache || getenv(FP_NO_CACHE_VAR) || !is_python_command(o->cmd[0]))
+        return 0;
+    if (setenv(FP_NO_CACHE_VAR, "1", 1))
+        return errno;
+    fprintf(stderr, "fragpool run: %s is a Python program: setting " FP_NO_CACHE_VAR "=1 "
+            "so that PyTorch's tensors come to fragpool, not to PyTorch's own cache "
+            "(--keep-framework-cache keeps it)\n", o->cmd[0]);
+    return 0;
+}
+
+/* ---- fragpool run ---------------------------------------------------------- */
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "fragpool run: %s%s%s%s; nothing was run\n%s", what, arg ? " '" : "",
+            arg ? arg : "", arg ? "'" : "", run_usage);
+    return 2;
+}
+
+/* 0 with o filled; 2 after a usage error; -1 for --help. */
+static int parse_run(int argc, char **argv, run_opts *o)
+{
+    int i = 1;
+    memset(o, 0, sizeof *o);
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "--simulate"))
+            o->simulate = 1;
+        else if (!strcmp(a, "--keep-framework-cache"))
+            o->keep_cache = 1;
+        else if (!strcmp(a, "--conf") && i + 1 < argc && strcmp(argv[i + 1], "--"))
+            o->conf = argv[++i];
+        else if (!strcmp(a, "--conf"))
+            return usage_error("--conf needs a value such as max_split_size_mb:512", NULL);
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return -1;
+        else
+            return usage_error("unknown option", a);
     }
-    if (conf)
-        setenv("FRAGPOOL_CONF", conf, 1);
+    if (i >= argc)
+        return usage_error("no command given", NULL);
+    o->cmd = argv + i;
     return 0;
 }
 
 int fp_cmd_run(int argc, char **argv)
 {
-    int simulate = 0, i = 1;
-    const char *conf = NULL;
-    for (; i < argc && strcmp(argv[i], "--"); i++) {
-        if (!strcmp(argv[i], "--simulate"))
-            simulate = 1;
-        else if (!strcmp(argv[i], "--conf") && i + 1 < argc)
-            conf = argv[++i];
-        else
-            break;
+    run_opts o;
+    fp_paths p;
+    int rc = parse_run(argc, argv, &o);
+    if (rc) {
+        if (rc < 0)
+            fputs(run_usage, stdout);
+        return rc < 0 ? 0 : rc;
     }
-    if (i < argc && !strcmp(argv[i], "--"))
-        i++;
-    if (i >= argc) {
-        fprintf(stderr, "usage: fragpool run [--simulate] [--conf K:V,...] -- CMD...\n");
-        return 2;
-    }
-    if (arm_env(simulate, conf))
+    if (fp_find_paths(&p) || arm_env(&p, o.simulate, o.conf))
         return 1;
-    execvp(argv[i], argv + i);
-    fprintf(stderr, "fragpool run: cannot execute '%s'\n", argv[i]);
+    if ((rc = framework_cache(&o)) != 0) {
+        fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
+        return 1;
+    }
+    execvp(o.cmd[0], o.cmd);
+    fprintf(stderr, "fragpool run: cannot execute '%s': %s\n", o.cmd[0], strerror(errno));
     return 127;
 }
+
+/* ---- fragpool demo --------------------------------------------------------- */
 
 /* True when the system's driver loads and sees a GPU. */
 static int have_gpu(void)
@@ -86,18 +241,14 @@ static int have_gpu(void)
     return ok;
 }
 
-static int run_child(char *const argv[], int with_fragpool, int simulate)
+static int run_child(const fp_paths *p, int with_fragpool, int simulate)
 {
+    char *argv[] = {(char *)p->workload, NULL};
     pid_t pid = fork();
     if (pid == 0) {
-        if (simulate) {
-            char dir[PATH_MAX], sim[PATH_MAX + 16];
-            if (fp_lib_dir(dir, sizeof dir) == 0) {
-                snprintf(sim, sizeof sim, "%s/simdev", dir);
-                prepend_env("LD_LIBRARY_PATH", sim);
-            }
-        }
-        if (with_fragpool && arm_env(0, NULL))
+        if (simulate && prepend_env("LD_LIBRARY_PATH", p->simdev))
+            _exit(1);
+        if (with_fragpool && arm_env(p, 0, NULL))
             _exit(1);
         execv(argv[0], argv);
         _exit(127);
@@ -111,21 +262,23 @@ static int run_child(char *const argv[], int with_fragpool, int simulate)
 int fp_cmd_demo(int argc, char **argv)
 {
     (void)argc, (void)argv;
-    char dir[PATH_MAX], work[PATH_MAX + 64];
-    if (fp_lib_dir(dir, sizeof dir))
+    fp_paths p;
+    if (fp_find_paths(&p))
         return 1;
-    snprintf(work, sizeof work, "%s/../bin/fragpool-demo-workload", dir);
+    if (access(p.workload, X_OK)) {
+        fprintf(stderr, "fragpool demo: the workload %s is missing; build or install fragpool "
+                "again\n", p.workload);
+        return 1;
+    }
     int gpu = have_gpu();
     printf("fragpool demo: %s\n", gpu ? "a real GPU answered; running on it"
                                       : "no GPU found; running on fragpool's simulated device");
     printf("workload: variable-shape training steps (activations, gradients, "
            "optimizer temporaries), every buffer written and checked\n\n");
-    fflush(stdout);
-    char *args[] = {work, NULL};
     printf("== 1. straight on the driver (cuMemAlloc/cuMemFree per tensor)\n");
     fflush(stdout);
-    int rc = run_child(args, 0, !gpu);
+    int rc = run_child(&p, 0, !gpu);
     printf("\n== 2. the same, with fragpool preloaded\n");
     fflush(stdout);
-    return rc ? rc : run_child(args, 1, !gpu);
+    return rc ? rc : run_child(&p, 1, !gpu);
 }

@@ -1,5 +1,10 @@
 /* main.c - `fragpool`: dispatches to the subcommands and holds the small
  * helpers they share (sizes, configuration, where the libraries are).
+ *
+ * Invariants: a build without zlib (FP_CLI_TRACE 0) has no replay, tune
+ * or report, and says so in one line when asked for them; the libraries
+ * are found relative to this executable, in the build tree or in an
+ * installed prefix, never through a search path.
  */
 #include "cli.h"
 #include <errno.h>
@@ -16,7 +21,7 @@ static const char usage[] =
     "usage: fragpool COMMAND [ARGS]\n"
     "  demo                                 run the bundled workload under fragpool\n"
     "                                       (real GPU if present, else the simulated device)\n"
-    "  run [--simulate] [--conf K:V,...] -- CMD...\n"
+    "  run [--simulate] [--conf K:V,...] [--keep-framework-cache] -- CMD...\n"
     "                                       run CMD with libfragpool.so preloaded\n"
     "  replay TRACE [--conf K:V,...] [--budget SIZE] [--json]\n"
     "                                       replay an allocation trace offline, print the summary\n"
@@ -55,38 +60,88 @@ int fp_parse_size(const char *s, size_t *out)
     return 0;
 }
 
-/* ud: NULL, or the label of the text's source ("--conf"), which replaces
- * config/'s "FRAGPOOL_CONF" in the line. */
 static void print_problem(void *ud, const char *line)
 {
-    static const char env[] = "fragpool: FRAGPOOL_CONF: ";
-    if (ud && !strncmp(line, env, sizeof env - 1))
-        fprintf(stderr, "fragpool: %s: %s\n", (const char *)ud, line + sizeof env - 1);
-    else
-        fprintf(stderr, "%s\n", line);
+    (void)ud;
+    fprintf(stderr, "%s\n", line);
 }
 
 int fp_cli_conf(const char *text, fp_conf *c)
 {
+    const char *source;
+    char line[1024];
     fp_conf_default(c);
-    int n = fp_conf_parse(getenv("FRAGPOOL_CONF"), c, print_problem, NULL);
-    return n + fp_conf_parse(text, c, print_problem, "--conf");
+    int n = fp_conf_from_env(c, getenv, print_problem, NULL, &source);
+    if (fp_conf_source_line(c, source, line, sizeof line) != ENOENT)
+        fprintf(stderr, "%s\n", line);
+    return n + fp_conf_parse_as(text, "--conf", 0, c, print_problem, NULL);
 }
 
-int fp_lib_dir(char *out, size_t len)
+/* The folder of this executable, without the trailing slash. */
+static int exe_dir(char *out, size_t len)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    if (n <= 0 || (size_t)n >= len - 1)
         return ENOENT;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
     if (!slash)
         return ENOENT;
     *slash = '\0';
-    int m = snprintf(out, len, "%s/../lib", exe);
-    return m < 0 || (size_t)m >= len ? ENAMETOOLONG : 0;
+    return 0;
 }
+
+/* Fills p for the layout whose libfragpool.so is in lib, with the workload
+ * at work; 0 when libfragpool.so is there. */
+static int try_layout(fp_paths *p, const char *dir, const char *work)
+{
+    char lib[PATH_MAX];
+    if (!realpath(dir, lib))   /* no "bin/.." in what the user sees */
+        return ENOENT;
+    int a = snprintf(p->lib, sizeof p->lib, "%s/libfragpool.so", lib);
+    int b = snprintf(p->simdev, sizeof p->simdev, "%s/simdev", lib);
+    int c = snprintf(p->workload, sizeof p->workload, "%s", work);
+    if (a < 0 || b < 0 || c < 0 || (size_t)a >= sizeof p->lib ||
+        (size_t)b >= sizeof p->simdev || (size_t)c >= sizeof p->workload)
+        return ENAMETOOLONG;
+    return access(p->lib, R_OK) ? ENOENT : 0;
+}
+
+int fp_find_paths(fp_paths *p)
+{
+    char bin[PATH_MAX], lib[PATH_MAX + 20], work[PATH_MAX + 48];
+    if (exe_dir(bin, sizeof bin)) {
+        fprintf(stderr, "fragpool: cannot read /proc/self/exe to find libfragpool.so\n");
+        return ENOENT;
+    }
+    /* Installed: PREFIX/bin/fragpool, PREFIX/lib/fragpool/. */
+    snprintf(lib, sizeof lib, "%s/../lib/fragpool", bin);
+    snprintf(work, sizeof work, "%s/fragpool-demo-workload", lib);
+    if (try_layout(p, lib, work) == 0)
+        return 0;
+    /* The build tree: build/bin/fragpool, build/lib/. */
+    snprintf(lib, sizeof lib, "%s/../lib", bin);
+    snprintf(work, sizeof work, "%s/fragpool-demo-workload", bin);
+    if (try_layout(p, lib, work) == 0)
+        return 0;
+    fprintf(stderr, "fragpool: no libfragpool.so in %s/../lib/fragpool (installed) or "
+            "%s/../lib (build tree); build it, or install fragpool again\n", bin, bin);
+    return ENOENT;
+}
+
+#if !FP_CLI_TRACE
+/* replay, tune and report need zlib, which this build was made without. */
+static int no_trace(int argc, char **argv)
+{
+    (void)argc;
+    fprintf(stderr, "fragpool %s: not in this build (zlib was missing when it was built); "
+            "install zlib (Debian: zlib1g-dev), configure and build again\n", argv[0]);
+    return 1;
+}
+#define fp_cmd_replay no_trace
+#define fp_cmd_tune no_trace
+#define fp_cmd_report no_trace
+#endif
 
 int main(int argc, char **argv)
 {

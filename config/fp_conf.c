@@ -15,7 +15,11 @@
  *  - the first occurrence of a key is the only one considered; later ones
  *    are reported as duplicates (whether the first was good or not);
  *  - quoted input in a message is at most FP_SHOW bytes, with bytes
- *    outside printable ASCII written as \xNN, so a line stays one line.
+ *    outside printable ASCII written as \xNN, so a line stays one line;
+ *  - a line names where the text came from (FRAGPOOL_CONF, a PyTorch
+ *    variable, --conf); text written for PyTorch (FP_CONF_LENIENT) loses
+ *    its PyTorch-only keys without a line, and nothing else is lenient;
+ *  - the environment is read only through the caller's lookup function.
  */
 #include "fp_conf.h"
 
@@ -26,7 +30,7 @@
 
 _Static_assert(SIZE_MAX == UINT64_MAX, "fragpool needs a 64-bit size_t");
 
-#define FP_PREFIX     "fragpool: FRAGPOOL_CONF: "
+#define FP_LABEL      "FRAGPOOL_CONF" /* what fp_conf_parse's lines name  */
 #define FP_TAIL       "; ignoring this entry, the rest still applies"
 #define FP_MAX_MB     ((uint64_t)(SIZE_MAX / FP_MIB)) /* 17592186044415 */
 #define FP_SHOW       64      /* input bytes quoted in a message          */
@@ -797,14 +801,18 @@ typedef struct fp_parser {
     fp_conf *c;
     fp_conf_report_fn report;
     void *ud;
+    const char *label;   /* "fragpool: <label>: " starts every line */
+    unsigned flags;      /* FP_CONF_LENIENT                        */
     uint64_t seen;       /* keys met in this text, good or bad */
     int problems;
 } fp_parser;
 
-static void line_start(fp_strbuf *b, char *buf, size_t cap)
+static void line_start(fp_parser *ps, fp_strbuf *b, char *buf, size_t cap)
 {
     sb_init(b, buf, cap);
-    sb_put(b, FP_PREFIX);
+    sb_put(b, "fragpool: ");
+    sb_put(b, ps->label);
+    sb_put(b, ": ");
 }
 
 static void emit(fp_parser *ps, fp_strbuf *line)
@@ -820,7 +828,7 @@ static void problem(fp_parser *ps, fp_slice e, const char *what)
 {
     char buf[FP_LINE];
     fp_strbuf b;
-    line_start(&b, buf, sizeof buf);
+    line_start(ps, &b, buf, sizeof buf);
     sb_put_quoted(&b, e.p, e.n, FP_SHOW);
     sb_put(&b, ": ");
     sb_put(&b, what);
@@ -832,7 +840,7 @@ static void problem_empty(fp_parser *ps, size_t at)
 {
     char buf[FP_LINE];
     fp_strbuf b;
-    line_start(&b, buf, sizeof buf);
+    line_start(ps, &b, buf, sizeof buf);
     sb_put(&b, "empty entry at byte ");
     sb_put_u64(&b, at);
     sb_put(&b, " (stray ','); expected key:value" FP_TAIL);
@@ -843,7 +851,7 @@ static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)
 {
     char buf[FP_LINE];
     fp_strbuf b;
-    line_start(&b, buf, sizeof buf);
+    line_start(ps, &b, buf, sizeof buf);
     sb_put(&b, "unknown key ");
     sb_put_quoted(&b, k.p, k.n, FP_SHOW);
     sb_put(&b, " (in ");
@@ -863,7 +871,7 @@ static void problem_key(fp_parser *ps, fp_slice e, const fp_option *o,
 {
     char buf[FP_LINE];
     fp_strbuf b;
-    line_start(&b, buf, sizeof buf);
+    line_start(ps, &b, buf, sizeof buf);
     sb_put_quoted(&b, e.p, e.n, FP_SHOW);
     sb_put(&b, ": ");
     sb_put(&b, what);
@@ -939,6 +947,8 @@ static void parse_entry(fp_parser *ps, const char *text, size_t at, size_t end)
     int idx = fp_conf_find(k.p, k.n);
     if (!k.n)
         problem(ps, e, "empty key; expected key:value");
+    else if (idx < 0 && (ps->flags & FP_CONF_LENIENT) && fp_conf_pytorch_only(k.p, k.n))
+        return;                                   /* PyTorch's alone */
     else if (idx < 0)
         problem_unknown(ps, e, k);
     else
@@ -971,7 +981,14 @@ static size_t find_last_close(const char *t, size_t n)
 int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
                   void *ud)
 {
-    fp_parser ps = { .c = c, .report = report, .ud = ud };
+    return fp_conf_parse_as(text, FP_LABEL, 0, c, report, ud);
+}
+
+int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
+                     fp_conf *c, fp_conf_report_fn report, void *ud)
+{
+    fp_parser ps = { .c = c, .report = report, .ud = ud,
+                     .label = label ? label : FP_LABEL, .flags = flags };
     size_t n = text ? strlen(text) : 0;
     if (trim(text, n).n == 0)
         return 0;
@@ -984,4 +1001,86 @@ int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
         at = end + 1;
     }
     return ps.problems;
+}
+
+/* ---- where the text comes from ------------------------------------------- */
+
+/* Keys of PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF that fragpool has no
+ * row for (c10/core/AllocatorConfig.cpp, c10/cuda/CUDAAllocatorConfig.cpp
+ * and PyTorch's docs).  The shared ones are rows of fp_options. */
+static const char *const fp_pytorch_only[] = {
+    "expandable_segments", "pinned_use_background_threads",
+    "large_segment_size_mb", "backend", "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register", "pinned_num_register_threads",
+    "pinned_reserve_segment_size_mb", "graph_capture_record_stream_reuse",
+    "throw_on_cudamalloc_oom", "pinned_max_round_threshold_mb",
+    "pinned_max_cached_size_mb",
+};
+
+int fp_conf_pytorch_only(const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof fp_pytorch_only / sizeof *fp_pytorch_only; i++)
+        if (slice_is(name, n, fp_pytorch_only[i]))
+            return 1;
+    return 0;
+}
+
+/* In the order fragpool looks: its own, then PyTorch's (PyTorch reads
+ * PYTORCH_ALLOC_CONF and falls back to PYTORCH_CUDA_ALLOC_CONF). */
+static const char *const fp_env_order[] = {
+    "FRAGPOOL_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF",
+};
+
+int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
+                     fp_conf_report_fn report, void *ud, const char **source)
+{
+    *source = NULL;
+    for (size_t i = 0; i < sizeof fp_env_order / sizeof *fp_env_order; i++) {
+        const char *text = get(fp_env_order[i]);
+        if (!text)
+            continue;
+        *source = fp_env_order[i];
+        return fp_conf_parse_as(text, fp_env_order[i], i ? FP_CONF_LENIENT : 0,
+                                c, report, ud);
+    }
+    return 0;
+}
+
+int fp_conf_format_set(const fp_conf *c, char *buf, size_t len)
+{
+    fp_strbuf b;
+    sb_init(&b, buf, len);
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        if (!(c->set_mask & ((uint64_t)1 << i)))
+            continue;
+        if (b.len)
+            sb_putc(&b, ',');
+        sb_put(&b, fp_options[i].name);
+        sb_putc(&b, ':');
+        fp_options[i].format(&fp_options[i], c, &b);
+    }
+    return b.full || len == 0 ? ENOSPC : 0;
+}
+
+int fp_conf_source_line(const fp_conf *c, const char *source, char *buf,
+                        size_t len)
+{
+    char keys[FP_LINE / 2];
+    fp_strbuf b;
+    if (!source || slice_is(source, strlen(source), FP_LABEL))
+        return ENOENT;
+    fp_conf_format_set(c, keys, sizeof keys);
+    sb_init(&b, buf, len);
+    sb_put(&b, "fragpool: " FP_LABEL " is unset; ");
+    if (keys[0]) {
+        sb_put(&b, "taking ");
+        sb_put(&b, keys);
+        sb_put(&b, " from ");
+        sb_put(&b, source);
+        sb_put(&b, " (keys only PyTorch knows are left to PyTorch)");
+    } else {
+        sb_put(&b, source);
+        sb_put(&b, " has no key fragpool uses, so fragpool runs with its defaults");
+    }
+    return b.full || len == 0 ? ENOSPC : 0;
 }

@@ -10,8 +10,9 @@
  *    one row plus one field of fp_conf or fp_pool_opts;
  *  - fp_conf_parse never leaves a field half-set: an entry is applied
  *    whole or not at all, and every rejected entry is exactly one report;
- *  - the parser and formatter are pure: no globals, no I/O, no getenv, no
- *    malloc, no locale; every message line is built in a fixed buffer;
+ *  - the parser and formatter are pure: no globals, no I/O, no getenv (the
+ *    environment comes through the caller's lookup), no malloc, no
+ *    locale; every message line is built in a fixed buffer;
  *  - fp_conf_format's output parses back with zero problems into the same
  *    values (docs/config.md: "Round trip").
  */
@@ -52,6 +53,48 @@ void fp_conf_default(fp_conf *c);
  * Returns the number of problems (saturates at INT_MAX). */
 int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
                   void *ud);
+
+/* ---- where the text comes from -------------------------------------------
+ * fragpool reads FRAGPOOL_CONF.  When that variable is unset (not merely
+ * empty), it reads the keys it knows from PyTorch's PYTORCH_ALLOC_CONF or,
+ * when that is unset too, PYTORCH_CUDA_ALLOC_CONF: the same key names
+ * mean the same there.  Keys only PyTorch knows are skipped without a
+ * report; anything else wrong is reported as usual, under the variable's
+ * own name. */
+
+/* Text written for PyTorch: skip keys only PyTorch knows, silently. */
+#define FP_CONF_LENIENT 1u
+
+/* fp_conf_parse, for text from label (a variable, or "--conf"): every
+ * problem line starts "fragpool: <label>: ".  flags: 0 or FP_CONF_LENIENT.
+ * fp_conf_parse(t, ...) is fp_conf_parse_as(t, "FRAGPOOL_CONF", 0, ...). */
+int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
+                     fp_conf *c, fp_conf_report_fn report, void *ud);
+
+/* 1 when name[0..n) is a key of PyTorch's allocator config that fragpool
+ * has no row for (expandable_segments, backend, pinned_*, ...), else 0. */
+int fp_conf_pytorch_only(const char *name, size_t n);
+
+/* A lookup such as getenv: the variable's value, or NULL when unset. */
+typedef char *(*fp_conf_getenv_fn)(const char *name);
+
+/* Parses, over c, the first of FRAGPOOL_CONF, PYTORCH_ALLOC_CONF and
+ * PYTORCH_CUDA_ALLOC_CONF that get finds set (PyTorch's two leniently),
+ * and sets *source to its name, or to NULL when none is set.  Returns the
+ * number of problems, as fp_conf_parse. */
+int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
+                     fp_conf_report_fn report, void *ud, const char **source);
+
+/* The one line that says a PyTorch variable supplied the config:
+ * "fragpool: FRAGPOOL_CONF is unset; taking K:V,... from SOURCE (...)".
+ * 0; ENOENT when source is NULL or FRAGPOOL_CONF (nothing to say, buf
+ * untouched); ENOSPC when buf is too small (still NUL-terminated). */
+int fp_conf_source_line(const fp_conf *c, const char *source, char *buf,
+                        size_t len);
+
+/* Like fp_conf_format, but only the keys given and accepted (set_mask);
+ * "" when there are none. */
+int fp_conf_format_set(const fp_conf *c, char *buf, size_t len);
 
 /* The effective config, every key in table order, "k:v,k:v,...".
  * Returns 0, or ENOSPC when buf is too small (then still NUL-terminated

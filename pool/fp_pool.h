@@ -126,39 +126,44 @@ void fp_pool_destroy(fp_pool *p, int keep_segments);
 
 /* 0 and *addr, or ENOMEM (cap or device), or the backend's other errno. */
 int  fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr);
-/* 0, or EINVAL when addr is not a live block of this pool. */
+/* 0, or EINVAL (counted as an invalid free) when addr is not a live
+ * block of this pool. */
 int  fp_pool_free(fp_pool *p, uint64_t addr);
 
-/* Deferred reuse.  fp_pool_defer takes a live block from its user but
- * keeps it out of reach (pending) while the device may still use it; its
- * bytes leave "allocated" but stay "active".  *size gets the block's size
- * and *ticket a number unique to this deferral (either may be NULL).
- * fp_pool_reclaim makes the pending block free (and merges it);
- * fp_pool_reuse hands it straight back for a request the rules would serve
- * with that whole block (same-stream reuse).  Both act only when the block
- * is still pending under that ticket, so a stale ticket can never touch a
- * block that was reused and freed again.  0, or EINVAL. */
-int  fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket);
-/* fp_pool_defer counts nothing when addr is no live block here (the caller
- * may be trying each pool in turn); this counts an invalid free once the
- * caller knows it is one. */
-void fp_pool_count_invalid_free(fp_pool *p);
-int  fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket);
-int  fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size);
-/* fp_pool_reclaim for n blocks under one lock; returns how many were
- * still pending under their tickets (and are now free). */
-typedef struct fp_claim {
-    uint64_t addr, ticket;
-} fp_claim;
-size_t fp_pool_reclaim_n(fp_pool *p, const fp_claim *v, size_t n);
+/* ---- deferred reuse ------------------------------------------------------
+ * The pool keeps a clock that ticks once per allocation.  A free stamps the
+ * block with the clock (merging takes the newest stamp, a split keeps it),
+ * so every free block knows when its memory was last given back.  A block
+ * stamped t was freed before every allocation whose clock is > t.  That is
+ * all a caller needs to hand out freed memory safely without waiting at the
+ * free: before it uses a grant whose freed_at is not yet covered, it makes
+ * the device order new work after everything queued so far, and then
+ * knows that all blocks freed before this grant's clock are covered.
+ * Freed blocks stay in best fit the whole time, so the layout is exactly
+ * that of frees that synchronize. */
+#define FP_NEVER_FREED ((uint64_t)0) /* memory nobody used since it was reserved */
 
-/* Like fp_pool_alloc but never reserves a segment: EAGAIN when the cache
- * holds no block for the request. */
-int  fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr);
-/* Like fp_pool_alloc but with no release-and-retry: a new segment only if
- * the cap and the backend allow one at once, else EAGAIN (no OOM is
- * recorded; the caller has another way to find memory). */
-int  fp_pool_alloc_fresh(fp_pool *p, size_t size, uint64_t *addr);
+typedef struct fp_grant {
+    uint64_t addr;      /* the block handed out                        */
+    size_t size;        /* its whole size (the request rounded, or more) */
+    uint64_t freed_at;  /* clock of its memory's last free, or FP_NEVER_FREED */
+    uint64_t now;       /* the clock of this allocation (> freed_at)      */
+} fp_grant;
+
+/* fp_pool_alloc with the grant's details.  A cached block freed at or
+ * after unsafe_from is passed over for a new segment (without release and
+ * retry; EAGAIN when that is refused): for callers that cannot make such
+ * memory safe right now.  UINT64_MAX: any block. */
+int  fp_pool_alloc_grant(fp_pool *p, size_t size, uint64_t unsafe_from, fp_grant *g);
+/* The clock now, read without the lock: every block freed before this
+ * read is stamped below the value read. */
+uint64_t fp_pool_clock(const fp_pool *p);
+/* fp_pool_free for a caller with several pools: ENOENT, counting nothing,
+ * when addr lies in no segment of this pool.  On success *freed_at gets
+ * the stamp of the free and *size the block's whole size (either may be
+ * NULL). */
+int  fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size);
+
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
 int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
@@ -184,7 +189,7 @@ typedef struct fp_block_info {
     uint64_t addr;
     size_t   size;
     size_t   requested;  /* 0 when free */
-    int      state;      /* 0 free, 1 allocated, 2 pending reuse */
+    int      state;      /* 0 free, 1 allocated */
     uint64_t seq;        /* allocation sequence number, when allocated */
 } fp_block_info;
 typedef void (*fp_segment_fn)(void *ud, uint64_t addr, size_t size, int small,

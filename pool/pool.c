@@ -102,7 +102,7 @@ fp_block *fp_block_new(fp_pool *p)
             return NULL;
         c->next = p->chunks;
         p->chunks = c;
-        for (size_t i = 0; i < 255; i++)
+        for (size_t i = 0; i < FP_CHUNK_BLOCKS; i++)
             fp_block_put(p, &c->blocks[i]);
     }
     fp_block *b = p->spare;
@@ -173,7 +173,7 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
         *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
                           .oversize = size >= p->opts.max_split_size};
         *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
-                        .small = small, .stamp = p->clock};
+                        .small = small, .stamp = FP_NEVER_FREED};
     }
     if (!b || fp_segtab_insert(&p->segs, s)) {
         if (b)
@@ -387,34 +387,48 @@ static void note_oom(fp_pool *p, size_t size, size_t rounded)
     p->st.num_ooms++;
 }
 
-/* How far an allocation may go when the cache has no block for it. */
-typedef enum { GROW_NEVER, GROW_FRESH, GROW_FULL } grow_mode;
+/* How an allocation may be served.  unsafe_from: a cached block freed at
+ * or after this clock is passed over for a new segment (no release and
+ * retry), so that the caller never gets memory it cannot make safe. */
+typedef struct alloc_req {
+    size_t size;
+    uint64_t unsafe_from;
+} alloc_req;
 
-static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, grow_mode mode)
+/* A cached block for the request, or a new segment.  *freed_at gets the
+ * block's free time (FP_NEVER_FREED for a new segment). */
+static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **out,
+                        uint64_t *freed_at)
 {
-    size_t rounded = fp_round_size(&p->opts, size);
+    bool small = fp_is_small(rounded);
+    fp_block *b = find_free(p, rounded, small);
+    bool too_fresh = b && b->stamp >= rq->unsafe_from;
+    if (b && !too_fresh) {
+        p->st.num_cache_hits++;
+        *freed_at = b->stamp;
+        *out = b;
+        return 0;
+    }
+    *freed_at = FP_NEVER_FREED;
+    int err = grow(p, rounded, small, !too_fresh, out);
+    if (err == ENOMEM && !too_fresh)
+        note_oom(p, rq->size, rounded);
+    return too_fresh && err ? EAGAIN : err;
+}
+
+static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
+{
+    size_t size = rq->size, rounded = fp_round_size(&p->opts, size);
     if (size > FP_MAX_REQUEST) {
         note_oom(p, size, rounded);
         return ENOMEM;
     }
-    bool small = fp_is_small(rounded);
-    p->clock++;
-    fp_block *b = find_free(p, rounded, small);
-    if (b) {
-        p->st.num_cache_hits++;
-    } else if (mode == GROW_NEVER) {
-        return EAGAIN;
-    } else {
-        int err = grow(p, rounded, small, mode == GROW_FULL, &b);
-        if (err && mode == GROW_FRESH)
-            return EAGAIN;
-        if (err) {
-            if (err == ENOMEM)
-                note_oom(p, size, rounded);
-            return err;
-        }
-    }
-    if (!b || fp_map_make_room(&p->live) || take_block(p, b, rounded, small))
+    g->now = __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE); /* read outside the lock */
+    fp_block *b = NULL;
+    int err = find_or_grow(p, rq, rounded, &b, &g->freed_at);
+    if (err)
+        return err;
+    if (fp_map_make_room(&p->live) || take_block(p, b, rounded, fp_is_small(rounded)))
         return ENOMEM;
     fp_map_put(&p->live, b);
     b->requested = size;
@@ -426,31 +440,26 @@ static int alloc_locked(fp_pool *p, size_t size, uint64_t *addr, grow_mode mode)
     if (a->peak > old_peak) /* a new peak: remember the free space then */
         p->st.largest_free_at_peak = largest_free_locked(p);
     p->st.num_allocs++;
-    *addr = b->addr;
+    g->addr = b->addr;
+    g->size = b->size;
     return 0;
+}
+
+int fp_pool_alloc_grant(fp_pool *p, size_t size, uint64_t unsafe_from, fp_grant *g)
+{
+    alloc_req rq = {.size = size, .unsafe_from = unsafe_from};
+    pthread_mutex_lock(&p->lock);
+    int err = alloc_locked(p, &rq, g);
+    pthread_mutex_unlock(&p->lock);
+    return err;
 }
 
 int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr)
 {
-    pthread_mutex_lock(&p->lock);
-    int err = alloc_locked(p, size, addr, GROW_FULL);
-    pthread_mutex_unlock(&p->lock);
-    return err;
-}
-
-int fp_pool_alloc_cached(fp_pool *p, size_t size, uint64_t *addr)
-{
-    pthread_mutex_lock(&p->lock);
-    int err = alloc_locked(p, size, addr, GROW_NEVER);
-    pthread_mutex_unlock(&p->lock);
-    return err;
-}
-
-int fp_pool_alloc_fresh(fp_pool *p, size_t size, uint64_t *addr)
-{
-    pthread_mutex_lock(&p->lock);
-    int err = alloc_locked(p, size, addr, GROW_FRESH);
-    pthread_mutex_unlock(&p->lock);
+    fp_grant g;
+    int err = fp_pool_alloc_grant(p, size, UINT64_MAX, &g);
+    if (!err)
+        *addr = g.addr;
     return err;
 }
 
@@ -483,8 +492,7 @@ static void merge_next(fp_pool *p, fp_block *b)
 static void free_block(fp_pool *p, fp_block *b)
 {
     fp_index *ix = index_of(p, b->small);
-    if (b->state == FP_BLOCK_USED)
-        fp_account_used(p, b, -1);
+    fp_account_used(p, b, -1);
     fp_account_active(p, b, -1);
     b->state = FP_BLOCK_FREE;
     b->requested = 0;
@@ -503,125 +511,47 @@ static void free_block(fp_pool *p, fp_block *b)
     file(p, ix, b);
 }
 
-/* True when the rules would hand out all of block b for this request:
- * same pool, big enough, allowed by max_split, and nothing to split off. */
-static bool takes_whole(const fp_pool *p, const fp_block *b, size_t rounded)
+/* A free of a block that is not live here: EINVAL (counted) inside one
+ * of the pool's segments, else ENOENT (not counted: not the pool's). */
+static int not_live(fp_pool *p, uint64_t addr, bool foreign_ok)
 {
-    bool small = fp_is_small(rounded);
-    if ((bool)b->small != small || rounded > b->size)
-        return false;
-    size_t mss = p->opts.max_split_size;
-    if (rounded < mss && b->size >= mss)
-        return false;
-    if (rounded >= mss && b->size - rounded >= p->opts.max_non_split_rounding)
-        return false;
-    return !should_split(p, small, rounded, b->size - rounded);
+    if (foreign_ok && !fp_segtab_find(&p->segs, addr))
+        return ENOENT;
+    p->st.num_invalid_frees++;
+    return EINVAL;
 }
 
-/* The live block at addr in the given state, or NULL. */
-static fp_block *live_block(fp_pool *p, uint64_t addr, int state)
+static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, uint64_t *freed_at,
+                       size_t *size)
 {
-    fp_block *b = fp_map_get(&p->live, addr);
-    return b && b->state == state ? b : NULL;
+    fp_block *b = fp_map_take(&p->live, addr);
+    if (!b)
+        return not_live(p, addr, foreign_ok);
+    if (size)
+        *size = b->size;
+    free_block(p, b);
+    p->st.num_frees++;
+    if (freed_at)
+        *freed_at = p->clock;
+    return 0;
+}
+
+int fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size)
+{
+    fp_map_prefetch(&p->live, addr);
+    pthread_mutex_lock(&p->lock);
+    int err = free_locked(p, addr, true, freed_at, size);
+    pthread_mutex_unlock(&p->lock);
+    return err;
 }
 
 int fp_pool_free(fp_pool *p, uint64_t addr)
 {
     fp_map_prefetch(&p->live, addr);
     pthread_mutex_lock(&p->lock);
-    fp_block *b = fp_map_take(&p->live, addr); /* one probe, the common case */
-    if (b && b->state != FP_BLOCK_USED) {
-        fp_map_put(&p->live, b); /* pending: not the caller's to free */
-        b = NULL;
-    }
-    if (b) {
-        free_block(p, b);
-        p->st.num_frees++;
-    } else {
-        p->st.num_invalid_frees++;
-    }
+    int err = free_locked(p, addr, false, NULL, NULL);
     pthread_mutex_unlock(&p->lock);
-    return b ? 0 : EINVAL;
-}
-
-int fp_pool_defer(fp_pool *p, uint64_t addr, size_t *size, uint64_t *ticket)
-{
-    pthread_mutex_lock(&p->lock);
-    fp_block *b = live_block(p, addr, FP_BLOCK_USED);
-    if (b) {
-        fp_account_used(p, b, -1);
-        b->state = FP_BLOCK_PENDING;
-        b->requested = 0;
-        b->stamp = ++p->clock;
-        if (size)
-            *size = b->size;
-        if (ticket)
-            *ticket = b->stamp;
-        p->st.num_frees++;
-    }
-    pthread_mutex_unlock(&p->lock);
-    return b ? 0 : EINVAL;
-}
-
-void fp_pool_count_invalid_free(fp_pool *p)
-{
-    pthread_mutex_lock(&p->lock);
-    p->st.num_invalid_frees++;
-    pthread_mutex_unlock(&p->lock);
-}
-
-/* The pending block at addr deferred with this ticket, or NULL. */
-static fp_block *pending_block(fp_pool *p, uint64_t addr, uint64_t ticket)
-{
-    fp_block *b = live_block(p, addr, FP_BLOCK_PENDING);
-    return b && b->stamp == ticket ? b : NULL;
-}
-
-int fp_pool_reclaim(fp_pool *p, uint64_t addr, uint64_t ticket)
-{
-    pthread_mutex_lock(&p->lock);
-    fp_block *b = pending_block(p, addr, ticket);
-    if (b) {
-        fp_map_take(&p->live, addr);
-        free_block(p, b);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return b ? 0 : EINVAL;
-}
-
-size_t fp_pool_reclaim_n(fp_pool *p, const fp_claim *v, size_t n)
-{
-    size_t done = 0;
-    pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < n; i++) {
-        fp_block *b = pending_block(p, v[i].addr, v[i].ticket);
-        if (b) {
-            fp_map_take(&p->live, b->addr);
-            free_block(p, b);
-            done++;
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    return done;
-}
-
-int fp_pool_reuse(fp_pool *p, uint64_t addr, uint64_t ticket, size_t size)
-{
-    pthread_mutex_lock(&p->lock);
-    fp_block *b = pending_block(p, addr, ticket);
-    size_t rounded = fp_round_size(&p->opts, size);
-    bool fits = b && size <= FP_MAX_REQUEST && takes_whole(p, b, rounded);
-    if (fits) {
-        p->clock++;
-        b->state = FP_BLOCK_USED;
-        b->requested = size;
-        b->stamp = p->st.num_allocs + 1;
-        fp_account_used(p, b, +1);
-        p->st.num_allocs++;
-        p->st.num_cache_hits++;
-    }
-    pthread_mutex_unlock(&p->lock);
-    return fits ? 0 : EINVAL;
+    return err;
 }
 
 /* ---- lifetime and queries -------------------------------------------------- */
@@ -669,7 +599,7 @@ int fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq)
 {
     pthread_mutex_lock(&p->lock);
     fp_block *b = fp_map_get(&p->live, addr);
-    bool used = b && b->state == FP_BLOCK_USED;
+    bool used = b != NULL;
     *size = used ? b->requested : 0;
     *seq = used ? b->stamp : 0;
     pthread_mutex_unlock(&p->lock);
@@ -698,10 +628,8 @@ void fp_pool_forget_segments(fp_pool *p)
             bn = b->next;
             if (b->state != FP_BLOCK_FREE) {
                 fp_map_take(&p->live, b->addr);
-                if (b->state == FP_BLOCK_USED) {
-                    fp_account_used(p, b, -1);
-                    p->st.num_frees++;
-                }
+                fp_account_used(p, b, -1);
+                p->st.num_frees++;
                 fp_account_active(p, b, -1);
             } else {
                 unfile(p, index_of(p, s->small), b);
@@ -744,6 +672,11 @@ void fp_pool_last_oom(fp_pool *p, fp_oom_info *out)
 const fp_pool_opts *fp_pool_get_opts(const fp_pool *p)
 {
     return &p->opts;
+}
+
+uint64_t fp_pool_clock(const fp_pool *p)
+{
+    return __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE);
 }
 
 size_t fp_pool_reserved_bytes(const fp_pool *p)

@@ -16,7 +16,7 @@ typedef struct tally {
     int64_t allocated[FP_NKINDS], requested[FP_NKINDS], allocations[FP_NKINDS];
     int64_t split_bytes[FP_NKINDS], split_count[FP_NKINDS];
     int64_t oversize_allocs, oversize_segs;
-    size_t free_small, free_large, used, pending, nsegs;
+    size_t free_small, free_large, used, nsegs;
 } tally;
 
 static int fail(char *msg, size_t len, const char *fmt, ...)
@@ -54,6 +54,10 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
             return fail(msg, len, "free block %#llx missing from index", (unsigned long long)b->addr);
         if (fp_map_get(&p->live, b->addr) == b)
             return fail(msg, len, "free block %#llx in live map", (unsigned long long)b->addr);
+        if (b->stamp > p->clock)
+            return fail(msg, len, "free block %#llx freed in the future (stamp %llu > clock %llu)",
+                        (unsigned long long)b->addr, (unsigned long long)b->stamp,
+                        (unsigned long long)p->clock);
         *(s->small ? &t->free_small : &t->free_large) += 1;
         if (fp_block_is_split(b)) {
             add3(t->split_bytes, s->small, (int64_t)b->size);
@@ -65,12 +69,6 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
         return fail(msg, len, "live block %#llx missing from map", (unsigned long long)b->addr);
     add3(t->active_bytes, s->small, (int64_t)b->size);
     add3(t->active, s->small, 1);
-    if (b->state == FP_BLOCK_PENDING) {
-        if (b->requested)
-            return fail(msg, len, "pending block %#llx keeps a request", (unsigned long long)b->addr);
-        t->pending++;
-        return 0;
-    }
     if (b->requested > b->size)
         return fail(msg, len, "block %#llx: requested %zu > size %zu",
                     (unsigned long long)b->addr, b->requested, b->size);
@@ -172,9 +170,9 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
         p->free_small.count != t->free_small || p->free_large.count != t->free_large)
         return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu",
                     ns, nl, t->free_small, t->free_large);
-    if (p->live.count != t->used + t->pending)
+    if (p->live.count != t->used)
         return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count,
-                    t->used + t->pending);
+                    t->used);
     if (p->segs.n != t->nsegs)
         return fail(msg, len, "segment table holds %zu, walk found %zu", p->segs.n, t->nsegs);
     for (size_t i = 1; i < p->segs.n; i++)

@@ -9,7 +9,8 @@
  *    the first starts at the segment, the sizes sum to the segment size;
  *  - a free block has no free neighbour (free merges eagerly);
  *  - a block is in its pool's free index iff it is free;
- *  - a block is in the address map iff it is allocated or pending.
+ *  - a block is in the address map iff it is allocated;
+ *  - a free block's stamp is <= the pool clock (deferred reuse relies on it).
  */
 #ifndef FP_POOL_INTERNAL_H
 #define FP_POOL_INTERNAL_H
@@ -21,14 +22,12 @@
 typedef struct fp_segment fp_segment;
 typedef struct fp_block fp_block;
 
-/* A pending block was freed by its user but may still be in use by work
- * queued on the device: it is neither handed out nor merged until the
- * caller reclaims it (or reuses it where stream order makes that safe). */
-enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1, FP_BLOCK_PENDING = 2 };
+/* A block is free (in the index) or used (in the address map). */
+enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1 };
 
 /* One cache line: the hot path touches a header once.  A free block is
- * in the index and needs its tree links; a used or pending one is not and
- * needs its request, so the two share storage. */
+ * in the index and needs its tree links; a used one is not and needs its
+ * request, so the two share storage. */
 struct fp_block {
     uint64_t addr;          /* device address                         */
     size_t size;            /* bytes, a multiple of 512               */
@@ -37,13 +36,14 @@ struct fp_block {
         struct {            /* free: free index links (treap)         */
             fp_block *left, *right, *parent;
         };
-        uint64_t requested; /* used: the caller's bytes; pending: 0   */
+        uint64_t requested; /* used: the caller's bytes               */
     };
-    uint64_t stamp : 61;    /* alloc ordinal when used, clock ticket when
-                               pending, free time when free           */
-    uint64_t state : 2;     /* FP_BLOCK_FREE, _USED or _PENDING       */
+    uint64_t stamp : 62;    /* used: the allocation's ordinal; free: the
+                               clock of its last free (FP_NEVER_FREED) */
+    uint64_t state : 1;     /* FP_BLOCK_FREE or FP_BLOCK_USED         */
     uint64_t small : 1;     /* belongs to the small pool              */
 };
+_Static_assert(sizeof(fp_block) == 64, "fp_block: one cache line");
 
 /* The caller's bytes: 0 unless the block is in use. */
 static inline uint64_t fp_block_requested(const fp_block *b)
@@ -54,6 +54,7 @@ static inline uint64_t fp_block_requested(const fp_block *b)
 /* A larger request fails at once: no device holds 256 TiB, and sizes
  * stay far from overflow in every sum the pool makes. */
 #define FP_MAX_REQUEST (((uint64_t)1 << 48) - 1)
+/* The clock ticks once per allocation: 62 bits never wrap. */
 
 /* Treap priority, derived from the address so it needs no storage. */
 static inline uint32_t fp_block_prio(const fp_block *b)
@@ -80,6 +81,8 @@ struct fp_segment {
 #define FP_BIN_EXACT 2048u  /* 512-byte units with a bin each          */
 #define FP_BIN_SUB   256u   /* bins per power of two above that        */
 #define FP_NBINS     (FP_BIN_EXACT + 44u * FP_BIN_SUB) /* units < 2^55  */
+_Static_assert((FP_MAX_REQUEST >> 9) < ((uint64_t)1 << 55),
+               "FP_NBINS: every request size has a bin");
 #define FP_NBINWORDS ((FP_NBINS + 63) / 64)
 #define FP_NMIDWORDS ((FP_NBINWORDS + 63) / 64)
 
@@ -145,10 +148,12 @@ struct fp_pool {
 };
 
 /* Block headers come from chunks and are recycled through p->spare. */
+#define FP_CHUNK_BLOCKS 255 /* with the link, a chunk is 16 KiB */
 typedef struct fp_chunk {
-    _Alignas(64) fp_block blocks[255];
+    _Alignas(64) fp_block blocks[FP_CHUNK_BLOCKS];
     struct fp_chunk *next;
 } fp_chunk;
+_Static_assert(sizeof(fp_chunk) == 16384, "fp_chunk: 16 KiB");
 
 /* Header recycling (pool.c). */
 fp_block *fp_block_new(fp_pool *p);

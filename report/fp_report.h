@@ -40,16 +40,28 @@ typedef struct fp_leak {
     uint64_t seq;        /* allocation order number              */
 } fp_leak;
 
-/* Deferred reuse (the shim's free_policy:deferred): how freed blocks
- * became reusable, and what that cost. */
+/* Deferred reuse (the shim's free_policy:deferred): how freed memory was
+ * made safe to hand out again.  One list gives the fields, the JSON keys
+ * and the text of each counter: X(field, json_key, one, many). */
+#define FP_DEFER_COUNTS(X)                                                  \
+    X(fences, "fences", " fence", " fences")                                \
+    X(ctx_waits, "ctx_waits", " context wait", " context waits")            \
+    X(stream_waits, "stream_waits", " stream wait", " stream waits")        \
+    X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses") \
+    X(syncs, "syncs", " synchronization", " synchronizations")              \
+    X(failed, "failed_fences", " failed fence", " failed fences")
+
 typedef struct fp_defer_counts {
-    uint64_t fences;          /* fences sealed (a batch of frees each)      */
-    uint64_t fence_waits;     /* allocations that waited for a fence        */
-    uint64_t syncs;           /* context synchronizations before growing    */
-    uint64_t stream_reuses;   /* cuMemAllocAsync served from its stream's
-                                 own cuMemFreeAsync at once                 */
-    uint64_t headroom_grows;  /* segments reserved within defer_headroom_mb */
+#define FP_DEFER_FIELD(field, key, one, many) uint64_t field;
+    FP_DEFER_COUNTS(FP_DEFER_FIELD)
+#undef FP_DEFER_FIELD
+    int ctx_events;           /* 1: the driver has context events         */
 } fp_defer_counts;
+/* fences: cuCtxRecordEvent calls; ctx_waits / stream_waits: reuses that
+ * made the context / the allocating stream wait for one; stream_reuses:
+ * cuMemAllocAsync served by its stream's own cuMemFreeAsync, no call;
+ * syncs: reuses that synchronized instead (no context events, or a fence
+ * refused); failed: fences the driver refused. */
 
 typedef struct fp_dev_report {
     int device;                 /* device ordinal                             */
@@ -82,6 +94,11 @@ typedef struct fp_run_report {
     size_t nconfig_errors;
     size_t config_errors_more;  /* problems not in config_errors (no room)    */
     const char *mode;           /* "shim", "replay", ...; may be NULL         */
+    const char *config_source;  /* where config came from: "FRAGPOOL_CONF",
+                                   "PYTORCH_ALLOC_CONF", "defaults", ...;
+                                   NULL: not shown (null in JSON)            */
+    const char *const *notes;   /* advice, one line each (PyTorch's cache)    */
+    size_t nnotes;
     const fp_dev_report *devs;  /* one per device                             */
     size_t ndevs;
 } fp_run_report;

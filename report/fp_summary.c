@@ -438,16 +438,24 @@ static void fp_text_defer(fp_sink *s, const fp_dev_report *d)
         return;
     fp_val v;
     fp_sink *o = fp_val_begin(&v);
-    fp_put_count(o, d->defer.fences, " fence sealed, ", " fences sealed, ");
-    fp_put_count(o, d->defer.fence_waits, " wait for a fence", " waits for a fence");
-    fp_val_end(&v, s, "Deferred reuse");
+    const char *label = "Deferred reuse";
+    unsigned n = 0;
+#define FP_DEFER_TEXT(field, key, one, many)                                \
+    if (n && n % 2 == 0) {                                                  \
+        fp_val_end(&v, s, label);                                           \
+        label = NULL;                                                       \
+        o = fp_val_begin(&v);                                               \
+    } else if (n) {                                                         \
+        fp_puts(o, ", ");                                                   \
+    }                                                                       \
+    fp_put_count(o, d->defer.field, one, many);                             \
+    n++;
+    FP_DEFER_COUNTS(FP_DEFER_TEXT)
+#undef FP_DEFER_TEXT
+    fp_val_end(&v, s, label);
     o = fp_val_begin(&v);
-    fp_put_count(o, d->defer.syncs, " synchronization", " synchronizations");
-    fp_puts(o, " before the pool grew");
-    fp_val_end(&v, s, NULL);
-    o = fp_val_begin(&v);
-    fp_put_count(o, d->defer.stream_reuses, " same-stream reuse, ", " same-stream reuses, ");
-    fp_put_count(o, d->defer.headroom_grows, " headroom segment", " headroom segments");
+    fp_puts(o, d->defer.ctx_events ? "the device orders reuse (context events)"
+                                   : "reuse synchronizes (no context events here)");
     fp_val_end(&v, s, NULL);
 }
 
@@ -587,6 +595,21 @@ static void fp_text_config_errors(fp_sink *s, const fp_run_report *r)
     }
 }
 
+/* Where the configuration came from, and any notes (none: no row). */
+static void fp_text_source_notes(fp_sink *s, const fp_run_report *r)
+{
+    const char *label = "Notes";
+    fp_val v;
+    if (r->config_source)
+        fp_tbl_kv(s, "Config source", r->config_source, strlen(r->config_source));
+    for (size_t i = 0; i < r->nnotes; i++) {
+        const char *e = r->notes[i] ? r->notes[i] : "";
+        fp_put_visible(fp_val_begin(&v), e, strlen(e));
+        fp_val_end(&v, s, label);
+        label = NULL;
+    }
+}
+
 static void fp_text_run(fp_sink *s, const fp_run_report *r)
 {
     static const char title[] = "fragpool run";
@@ -596,6 +619,7 @@ static void fp_text_run(fp_sink *s, const fp_run_report *r)
     fp_text_process(s, r);
     fp_text_config(s, r);
     fp_text_config_errors(s, r);
+    fp_text_source_notes(s, r);
     fp_tbl_rule(s, '=');
 }
 
@@ -691,11 +715,10 @@ static void fp_json_defer(fp_json *j, const fp_dev_report *d)
         return;
     }
     fp_json_obj(j, "deferred");
-    fp_json_u64(j, "fences", d->defer.fences);
-    fp_json_u64(j, "fence_waits", d->defer.fence_waits);
-    fp_json_u64(j, "syncs", d->defer.syncs);
-    fp_json_u64(j, "stream_reuses", d->defer.stream_reuses);
-    fp_json_u64(j, "headroom_grows", d->defer.headroom_grows);
+    fp_json_u64(j, "ctx_events", (uint64_t)d->defer.ctx_events);
+#define FP_DEFER_JSON(field, key, one, many) fp_json_u64(j, key, d->defer.field);
+    FP_DEFER_COUNTS(FP_DEFER_JSON)
+#undef FP_DEFER_JSON
     fp_json_end_obj(j);
 }
 
@@ -770,6 +793,11 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
         fp_json_str(&j, NULL, r->config_errors[i] ? r->config_errors[i] : "");
     fp_json_end_arr(&j);
     fp_json_u64(&j, "config_errors_more", r->config_errors_more);
+    fp_json_str(&j, "config_source", r->config_source);
+    fp_json_arr(&j, "notes");
+    for (size_t i = 0; i < r->nnotes; i++)
+        fp_json_str(&j, NULL, r->notes[i] ? r->notes[i] : "");
+    fp_json_end_arr(&j);
     fp_json_arr(&j, "devices");
     for (size_t i = 0; i < r->ndevs; i++)
         fp_json_device(&j, &r->devs[i]);

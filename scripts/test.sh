@@ -1,11 +1,32 @@
 #!/usr/bin/env bash
 # scripts/test.sh - build and run every test (the README's second command).
 # Usage: scripts/test.sh [build-dir] [extra cmake args...]
+#
+# Needs cmake, a C compiler, cmocka, zlib and python3, checked by what
+# they do (scripts/deps.sh), and installs what is missing where apt can.
+# The browser test of the HTML report needs chromium; without it that test
+# is skipped and the last line says how to get it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh cmake gcc libcmocka-dev zlib1g-dev python3
 dir=${1:-build}
 shift || true
-cmake -S . -B "$dir" "$@" >/dev/null
+needs=(cmake cc cmocka zlib python3)
+for arg in "$@"; do
+  case $arg in -DCMAKE_C_COMPILER=*clang*) needs+=(clang) ;; esac
+done
+scripts/deps.sh "${needs[@]}"
+if ! out=$(cmake -S . -B "$dir" "$@" 2>&1); then
+  printf '%s\n' "$out" >&2
+  exit 1
+fi
+grep '^-- fragpool:' <<<"$out" || true
 cmake --build "$dir" -j"$(nproc)"
-ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
+rc=0
+(cd "$dir" && ctest --output-on-failure -j"$(nproc)") || rc=$?
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 &&
+   ! command -v google-chrome >/dev/null 2>&1; then
+  echo "fragpool: the browser test of the HTML report (report_browser) was skipped: no chromium" \
+       "on PATH; to run it, install chromium (Debian: apt-get install chromium), then run" \
+       "scripts/test.sh again"
+fi
+exit $rc

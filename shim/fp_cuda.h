@@ -293,6 +293,13 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuStreamSynchronize, (CUstream hStream))                                   \
   X(cuStreamQuery, (CUstream hStream))                                         \
   X(cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags)) \
+  X(cuCtxRecordEvent, (CUcontext hCtx, CUevent hEvent))                        \
+  X(cuCtxWaitEvent, (CUcontext hCtx, CUevent hEvent))                          \
+  X(cuStreamBeginCaptureToGraph, (CUstream hStream, CUgraph hGraph,            \
+                                  const CUgraphNode *dependencies,             \
+                                  const CUgraphEdgeData *dependencyData,       \
+                                  size_t numDependencies,                      \
+                                  CUstreamCaptureMode mode))                   \
   X(cuLaunchHostFunc, (CUstream hStream, CUhostFn fn, void *userData))         \
   X(cuStreamBeginCapture, (CUstream hStream))                                  \
   X(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode))     \
@@ -373,6 +380,11 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuStreamBeginCapture_v2_ptsz, (CUstream hStream,                           \
                                    CUstreamCaptureMode mode))                  \
   X(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph))             \
+  X(cuStreamBeginCaptureToGraph_ptsz, (CUstream hStream, CUgraph hGraph,       \
+                                       const CUgraphNode *dependencies,        \
+                                       const CUgraphEdgeData *dependencyData,  \
+                                       size_t numDependencies,                 \
+                                       CUstreamCaptureMode mode))              \
   X(cuStreamIsCapturing_ptsz, (CUstream hStream,                               \
                                CUstreamCaptureStatus *captureStatus))          \
   X(cuStreamGetCaptureInfo_ptsz, (CUstream hStream,                            \

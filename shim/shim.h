@@ -37,14 +37,14 @@
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
     X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxReset_v2)                        \
     X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)           \
-    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)   \
-    X(cuEventDestroy_v2) X(cuStreamCreate) X(cuStreamCreateWithPriority)     \
-    X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuStreamBeginCapture)         \
+    X(cuEventCreate) X(cuStreamBeginCapture)                                 \
     X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2)                  \
     X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture)                    \
     X(cuStreamEndCapture_ptsz) X(cuMemAllocFromPoolAsync)                  \
     X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuMemAddressReserve)   \
-    X(cuMemMap)
+    X(cuMemMap) X(cuDriverGetVersion) X(cuCtxRecordEvent) X(cuCtxWaitEvent)  \
+    X(cuStreamWaitEvent) X(cuStreamBeginCaptureToGraph)                     \
+    X(cuStreamBeginCaptureToGraph_ptsz)
 
 typedef struct fp_real_table {
 #define FP_REAL_FIELD(name) fp_PFN_##name name;
@@ -60,6 +60,8 @@ fp_dlsym_fn fp_dlsym_target(void);                    /* glibc's dlsym  */
 void *fp_real_dlsym(void *handle, const char *name);  /* calls it       */
 int   fp_real_resolve(void);     /* 0, or ENOENT when libcuda is absent */
 void *fp_real_lookup(const char *name); /* dlsym on libcuda.so.1 */
+/* cuCtxSynchronize of ctx from any thread (pushed when not current). */
+CUresult fp_real_ctx_sync(CUcontext ctx);
 
 /* shim_hooks.c */
 void *fp_hook_swap(const char *name, void *fn); /* wrapper or fn itself */
@@ -87,67 +89,38 @@ void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define FP_THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
 
 /* shim_defer.c: deferred reuse (see there). */
-#define FP_FENCE_EVENTS 32   /* events per fence: legacy + non-blocking streams */
-#define FP_MAX_FENCES 64     /* fences in flight per context                    */
-#define FP_SPARE_EVENTS 256  /* recycled events kept per context                */
-#define FP_RECENT 64         /* async frees remembered for same-stream reuse    */
-
-typedef struct fp_pending {
-    uint64_t addr, ticket;   /* block and its deferral ticket              */
-    size_t size;             /* block bytes                                */
-    CUstream stream;         /* stream of an async free                    */
-    bool async;              /* freed by cuMemFreeAsync                    */
-} fp_pending;
-
-typedef struct fp_fence {
-    CUevent ev[FP_FENCE_EVENTS];
-    int nev;
-    uint64_t end;            /* queue position this fence covers up to     */
-} fp_fence;
-
-typedef struct fp_defer {
-    pthread_mutex_t lock;
-    fp_pending *q;           /* ring of pending entries, in free order     */
-    size_t qcap;             /* a power of two                             */
-    uint64_t head, tail;     /* q positions (monotonic)                    */
-    fp_fence fences[FP_MAX_FENCES]; /* a ring: the oldest at fhead         */
-    int fhead, nfences;      /* sealed fences in flight                    */
-    CUevent spare[FP_SPARE_EVENTS];
-    int nspare;
-    size_t pending_bytes;    /* bytes in q                                 */
-    size_t open_bytes, open_count; /* not sealed yet                       */
-    fp_pending recent[FP_RECENT]; /* last async frees, for same-stream use */
-    size_t nrecent;
-    atomic_bool nrecent_any;   /* any async free remembered (lock-free peek) */
-    atomic_bool nfences_any;   /* any fence in flight (lock-free peek)       */
-    atomic_uint allocs;        /* allocations, for polling on hits           */
-} fp_defer;
+typedef struct fp_defer fp_defer;
+/* The deferral of a context's pool; NULL when out of memory. */
+fp_defer *fp_defer_new(CUcontext ctx);
+/* An allocation from pool whose memory no work queued before its free
+ * can still touch (s and async: the stream of cuMemAllocAsync). */
+int  fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async,
+                    uint64_t *addr);
+/* cuMemFreeAsync(addr, s) gave back a block of size bytes, stamped stamp. */
+void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp,
+                          CUstream s);
+/* The context was synchronized; the synchronization began at pool clock. */
+void fp_defer_synchronized(fp_defer *f, uint64_t clock);
+void fp_defer_forget(fp_defer *f);   /* the context is gone */
+void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out);
 
 /* shim_pools.c */
 typedef struct fp_ctx_pool {
     CUcontext ctx;                /* the context its segments live in   */
     CUdevice dev;
     fp_pool *pool;
+    fp_defer *defer;              /* deferred reuse of its frees        */
     size_t total;                 /* device memory, bytes               */
     char name[64];                /* device name, for the summary       */
     atomic_bool retired;          /* context destroyed: pool forgotten  */
-    fp_defer defer;               /* blocks freed, not yet reusable     */
-    fp_defer_counts counts;       /* for the summary; under defer.lock  */
-    atomic_ullong headroom_grows; /* counts.headroom_grows, lock-free   */
 } fp_ctx_pool;
 
-int  fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async);
-int  fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr);
-void fp_defer_synchronized(fp_ctx_pool *d);
-void fp_defer_reclaim_all_locked(fp_ctx_pool *d);
-void fp_defer_forget(fp_ctx_pool *d);
-void fp_defer_stream_gone(CUcontext ctx, CUstream s);
-void fp_defer_counts_get(fp_ctx_pool *d, fp_defer_counts *out);
-
-/* shim_streams.c */
-bool   fp_streams_capturing(void);
-size_t fp_streams_of(CUcontext ctx, CUstream *out, size_t max);
-size_t fp_streams_count(CUcontext ctx);
+/* shim_streams.c: graph capture, during which no fence may be made. */
+bool fp_streams_capturing(void);
+/* True (and captures cannot begin until fp_capture_gate_leave) when no
+ * capture is under way; false, holding nothing, when one is. */
+bool fp_capture_gate_enter(void);
+void fp_capture_gate_leave(void);
 
 /* Calls passed to the driver, by kind (FP_PT_* of fp_report.h). */
 typedef int fp_pt_kind;

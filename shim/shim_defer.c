@@ -1,424 +1,247 @@
-/* shim_defer.c - free without synchronizing: stream-ordered deferred reuse.
+/* shim_defer.c - deferred reuse: frees that never wait, reuse that the
+ * device orders.
  *
- * cuMemFree synchronizes the device, and programs rely on that.  Here a
- * free makes no driver call at all: the block becomes pending (the pool
- * keeps it out of reach) and joins the open batch.  Now and then the
- * open batch is sealed by a fence: one event on the legacy default stream
- * (which orders every blocking stream and every per-thread default stream)
- * and one on each live non-blocking stream of the context.  A pending
- * block is reclaimed only when every event of a fence sealed after its
- * free has completed, that is when all work queued before the free has
- * finished.  Allocations poll fences with cuEventQuery; when one cannot be
- * served from the cache, it waits for the oldest fence, or synchronizes
- * the context when no fence is in flight, before the pool may grow.
- * defer_headroom_mb relaxes that last rule by a bound: the pool may grow
- * while at most that many bytes wait for a fence.
+ * cuMemFree synchronizes the device, and programs rely on that: once it
+ * returns they allocate again and write on any stream.  fragpool's free
+ * makes no driver call.  The block goes straight back to best fit,
+ * stamped with the pool's clock (pool/fp_pool.h), so the pool's layout is
+ * exactly that of frees that synchronize, and a replay of the trace
+ * models it.  The wait moves to the one place where it matters, and onto
+ * the device: when an allocation is handed memory freed after the
+ * context's last fence, fragpool first makes all later work of the
+ * context wait for everything queued so far:
  *
- * cuMemFreeAsync(p, s) also remembers the stream: cuMemAllocAsync on the
- * same stream may take such a block back at once, since stream order puts
- * the new work after the old.
+ *     cuCtxRecordEvent(ctx, ev)   one event capturing every stream's work,
+ *                                 busy or idle, live or destroyed;
+ *     cuCtxWaitEvent(ctx, ev)     all work submitted from now on, on any
+ *                                 stream of the context (also streams not
+ *                                 created yet), runs after it.
  *
- * Invariants: q holds pending entries in free order; fences form a ring
- * (oldest at fhead); fence(f, i).end is the q position sealed by the i-th
- * oldest fence, increasing; entries before fence(f, 0).end
- * belong to the oldest fence, those from the last fence's end on are open.
- * A reclaim or reuse presents the ticket from the deferral, so an entry
- * made stale by reuse can never release a block that is live again.
+ * Neither call blocks the host (both measured on an H200 with
+ * tests/gpu/ctx_fence.cu, also its guarantees), and their cost does not
+ * grow with idle streams.  One fence covers every block freed before the
+ * allocation that made it (the pool clock says which), so a run of
+ * reuses costs one fence.  cuMemAllocAsync(s) needs only s ordered
+ * (cuStreamWaitEvent), and none at all for a block that cuMemFreeAsync
+ * gave back on s itself: stream order already puts the new work last.
+ *
+ * Where the driver has no context events (before CUDA 12.5) or refuses
+ * one, a reuse synchronizes the context instead; while a graph is being
+ * captured (either call would break the capture) memory freed since the
+ * last fence is passed over and the pool grows.  Every such case is
+ * counted for the summary.
+ *
+ * Invariant: every block of the pool stamped before `covered` was freed
+ * before a fence that the whole context waits for (or before a completed
+ * synchronization).  `covered` only grows.
  */
 #include "shim.h"
 #include <stdlib.h>
-#include <string.h>
 
-/* A fence costs an event record per stream (~0.2-0.3 us on an H200), so
- * frees are sealed in batches: every FP_SEAL_BLOCKS frees, or once the
- * open bytes pass a quarter of what the pool reserves (at least
- * FP_SEAL_BYTES), which bounds the memory that waits for a fence. */
-#define FP_SEAL_BLOCKS 16
-#define FP_POLL_EVERY 32   /* allocations between two polls on cache hits */
-#define FP_SEAL_BYTES ((size_t)256 << 20)
+#define FP_RECENT 64 /* async frees remembered for same-stream reuse */
 
-/* ---- the pending queue -------------------------------------------------- */
+/* A block given back by cuMemFreeAsync(addr, stream). */
+typedef struct fp_async_free {
+    uint64_t addr, stamp;
+    size_t size;
+    CUstream stream;
+} fp_async_free;
 
-static int q_push(fp_defer *f, const fp_pending *e)
+struct fp_defer {
+    pthread_mutex_t lock;       /* one fence at a time; guards the rest  */
+    CUcontext ctx;
+    CUevent ev;                 /* the fence, recorded anew each time    */
+    bool ctx_events;            /* the driver has cuCtxRecordEvent       */
+    atomic_ullong covered;      /* pool clock: blocks stamped before it are safe */
+    fp_async_free recent[FP_RECENT];
+    size_t nrecent;
+    atomic_bool any_recent;     /* nrecent > 0, read without the lock    */
+    fp_defer_counts counts;
+};
+
+/* Context events are in drivers of CUDA 12.5 and later. */
+#define FP_CTX_EVENTS_VERSION 12050
+
+static bool driver_has_ctx_events(void)
 {
-    if (f->tail - f->head == f->qcap) {
-        size_t ncap = f->qcap ? f->qcap * 2 : 1024;
-        fp_pending *nq = malloc(ncap * sizeof *nq);
-        if (!nq)
-            return -1;
-        for (uint64_t i = f->head; i < f->tail; i++)
-            nq[i & (ncap - 1)] = f->q[i & (f->qcap - 1)];
-        free(f->q);
-        f->q = nq;
-        f->qcap = ncap;
-    }
-    f->q[f->tail & (f->qcap - 1)] = *e;
-    f->tail++;
-    f->pending_bytes += e->size;
-    return 0;
+    int v = 0;
+    return fp_real.cuCtxRecordEvent && fp_real.cuCtxWaitEvent && fp_real.cuDriverGetVersion &&
+           fp_real.cuDriverGetVersion(&v) == CUDA_SUCCESS && v >= FP_CTX_EVENTS_VERSION;
 }
 
-/* Reclaims every entry before q position end, in batches of one pool
- * lock each.  Stale tickets (blocks reused since) are skipped by the pool. */
-static void reclaim_until(fp_ctx_pool *d, uint64_t end)
+/* defer_headroom_mb let the old deferral grow instead of waiting on the
+ * host; nothing waits on the host now.  Said once, then ignored. */
+static void say_headroom_ignored(void)
 {
-    fp_defer *f = &d->defer;
-    fp_claim batch[64];
-    size_t n = 0;
-    for (; f->head < end; f->head++) {
-        fp_pending *e = &f->q[f->head & (f->qcap - 1)];
-        f->pending_bytes -= e->size;
-        batch[n++] = (fp_claim){e->addr, e->ticket};
-        if (n == 64) {
-            fp_pool_reclaim_n(d->pool, batch, n);
-            n = 0;
-        }
-    }
-    if (n)
-        fp_pool_reclaim_n(d->pool, batch, n);
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (fp_shim.conf.defer_headroom && !atomic_flag_test_and_set(&said))
+        fp_say("defer_headroom_mb has no effect: deferred reuse never waits for the GPU "
+               "and never grows while freed memory could serve (ignored)");
 }
 
-/* ---- events and fences ---------------------------------------------------- */
-
-/* The i-th oldest fence in flight (i == nfences: the next free slot). */
-static fp_fence *fence(fp_defer *f, int i)
+/* Called with ctx current (the pool is made on its first allocation). */
+fp_defer *fp_defer_new(CUcontext ctx)
 {
-    return &f->fences[(f->fhead + i) % FP_MAX_FENCES];
-}
-
-static CUevent event_get(fp_defer *f)
-{
-    if (f->nspare)
-        return f->spare[--f->nspare];
-    CUevent ev = NULL;
-    if (fp_real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    say_headroom_ignored();
+    fp_defer *f = calloc(1, sizeof *f);
+    if (!f)
         return NULL;
-    return ev;
+    pthread_mutex_init(&f->lock, NULL);
+    f->ctx = ctx;
+    atomic_init(&f->covered, 1); /* nothing is freed before clock 1 */
+    f->ctx_events = driver_has_ctx_events() &&
+                    fp_real.cuEventCreate(&f->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+    return f;
 }
 
-static void event_put(fp_defer *f, CUevent ev)
+/* ---- making a grant safe ---------------------------------------------- */
+
+/* Records the fence and makes the context (s NULL) or stream s wait for
+ * it.  False when the driver refused. */
+static bool fence(fp_defer *f, CUstream s, bool async)
 {
-    if (f->nspare < FP_SPARE_EVENTS)
-        f->spare[f->nspare++] = ev;
+    if (!f->ctx_events)
+        return false;
+    fp_time_slow();
+    if (fp_real.cuCtxRecordEvent(f->ctx, f->ev) != CUDA_SUCCESS) {
+        f->counts.failed++;
+        return false;
+    }
+    f->counts.fences++;
+    CUresult r = async ? fp_real.cuStreamWaitEvent(s, f->ev, 0)
+                       : fp_real.cuCtxWaitEvent(f->ctx, f->ev);
+    if (r != CUDA_SUCCESS) {
+        f->counts.failed++;
+        return false;
+    }
+    if (async)
+        f->counts.stream_waits++;
     else
-        fp_real.cuEventDestroy_v2(ev);
-}
-
-static void fence_drop_events(fp_defer *f, fp_fence *fc)
-{
-    for (int i = 0; i < fc->nev; i++)
-        event_put(f, fc->ev[i]);
-    fc->nev = 0;
-}
-
-/* Records one event on s into fc; false when the driver refuses. */
-static bool fence_add(fp_defer *f, fp_fence *fc, CUstream s)
-{
-    CUevent ev = fc->nev < FP_FENCE_EVENTS ? event_get(f) : NULL;
-    if (!ev)
-        return false;
-    if (fp_real.cuEventRecord(ev, s) != CUDA_SUCCESS) {
-        event_put(f, ev);
-        return false;
-    }
-    fc->ev[fc->nev++] = ev;
+        f->counts.ctx_waits++;
     return true;
 }
 
-/* Seals the open entries with a fence (force: even when there are none).
- * False when it could not. */
-static bool seal_fence(fp_ctx_pool *d, bool force)
+static void cover(fp_defer *f, uint64_t clock)
 {
-    fp_defer *f = &d->defer;
-    uint64_t open_from = f->nfences ? fence(f, f->nfences - 1)->end : f->head;
-    if ((open_from == f->tail && !force) || f->nfences == FP_MAX_FENCES ||
-        fp_streams_capturing())
-        return false;
-    fp_time_slow();
-    fp_fence *fc = fence(f, f->nfences);
-    fc->nev = 0;
-    CUstream streams[FP_FENCE_EVENTS - 1];
-    size_t n = fp_streams_of(d->ctx, streams, FP_FENCE_EVENTS - 1);
-    bool ok = fp_streams_count(d->ctx) == n && fence_add(f, fc, CU_STREAM_LEGACY);
-    for (size_t i = 0; ok && i < n; i++)
-        ok = fence_add(f, fc, streams[i]);
-    if (!ok) {
-        fence_drop_events(f, fc);
-        return false;
+    if (atomic_load_explicit(&f->covered, memory_order_relaxed) < clock)
+        atomic_store_explicit(&f->covered, clock, memory_order_release);
+}
+
+/* Orders new work after the work queued so far: a fence, or else a
+ * synchronization.  False when neither could be had. */
+static bool order(fp_defer *f, const fp_grant *g, CUstream s, bool async)
+{
+    if (fence(f, s, async)) {
+        if (!async) /* every block freed before this allocation is covered */
+            cover(f, g->now);
+        return true;
     }
-    fc->end = f->tail;
-    f->nfences++;
-    atomic_store_explicit(&f->nfences_any, true, memory_order_relaxed);
-    f->open_bytes = 0;
-    f->open_count = 0;
-    d->counts.fences++;
+    fp_time_slow();
+    if (fp_real_ctx_sync(f->ctx) != CUDA_SUCCESS)
+        return false;
+    f->counts.syncs++;
+    cover(f, g->now);
     return true;
 }
 
-static bool seal(fp_ctx_pool *d)
+/* The grant's memory may still be in use by work queued before its free:
+ * order new work after that work.  False when nothing could (a capture
+ * began, or the driver refused both ways). */
+static bool make_safe(fp_defer *f, const fp_grant *g, CUstream s, bool async)
 {
-    return seal_fence(d, false);
-}
-
-static bool fence_done(const fp_fence *fc)
-{
-    fp_time_slow();
-    for (int i = 0; i < fc->nev; i++)
-        if (fp_real.cuEventQuery(fc->ev[i]) == CUDA_ERROR_NOT_READY)
-            return false;
-    return true;
-}
-
-static void fence_wait(const fp_fence *fc)
-{
-    fp_time_slow();
-    for (int i = 0; i < fc->nev; i++)
-        fp_real.cuEventSynchronize(fc->ev[i]);
-}
-
-/* Retires the oldest fence, reclaiming its entries. */
-static void pop_fence(fp_ctx_pool *d)
-{
-    fp_defer *f = &d->defer;
-    reclaim_until(d, fence(f, 0)->end);
-    fence_drop_events(f, fence(f, 0)); /* leaves the slot empty (nev 0) */
-    f->fhead = (f->fhead + 1) % FP_MAX_FENCES;
-    f->nfences--;
-    if (!f->nfences)
-        atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
-}
-
-/* Reclaims completed fences, oldest first: every one (all), or only the
- * oldest.  True when any was.  Every query is a driver call (0.13-0.31 us
- * on an H200 for a completed event, 0.25 us behind queued host work and
- * 1.3 us behind a running kernel for one that is not), so an allocation
- * that missed stops at the first fence that frees something and retries,
- * rather than also asking about the younger ones. */
-static bool poll(fp_ctx_pool *d, bool all)
-{
-    fp_defer *f = &d->defer;
-    bool any = false;
-    while (f->nfences && fence_done(fence(f, 0))) {
-        pop_fence(d);
-        any = true;
-        if (!all)
-            break;
-    }
-    return any;
-}
-
-/* With defer_headroom_mb, half the headroom replaces the bytes rule: the
- * fence is then in flight well before the headroom runs out, and large
- * blocks are not fenced more often than the headroom needs (each fence
- * records an event per stream, ~0.25-0.5 us each on an H200). */
-static bool seal_due(fp_ctx_pool *d)
-{
-    fp_defer *f = &d->defer;
-    size_t limit = fp_shim.conf.defer_headroom / 2;
-    if (!limit) {
-        size_t quarter = fp_pool_reserved_bytes(d->pool) / 4;
-        limit = quarter > FP_SEAL_BYTES ? quarter : FP_SEAL_BYTES;
-    }
-    return f->open_count >= FP_SEAL_BLOCKS || f->open_bytes >= limit;
-}
-
-/* A fence needs the pool's context current: CU_STREAM_LEGACY means the
- * legacy stream of the current context. */
-static bool ctx_is_current(const fp_ctx_pool *d)
-{
-    CUcontext cur = NULL;
-    return fp_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx;
-}
-
-/* ---- the shim's entry points --------------------------------------------- */
-
-int fp_defer_free(fp_ctx_pool *d, uint64_t addr, CUstream s, bool async)
-{
-    fp_pending e = {.addr = addr, .stream = s, .async = async};
-    if (fp_pool_defer(d->pool, addr, &e.size, &e.ticket))
-        return EINVAL;
-    pthread_mutex_lock(&d->defer.lock);
-    if (q_push(&d->defer, &e) == 0) {
-        d->defer.open_bytes += e.size;
-        d->defer.open_count++;
-        if (async) {
-            d->defer.recent[d->defer.nrecent % FP_RECENT] = e;
-            d->defer.nrecent++;
-            atomic_store_explicit(&d->defer.nrecent_any, true, memory_order_relaxed);
-        }
-        if (!atomic_load(&fp_shim.exiting) && seal_due(d) && ctx_is_current(d))
-            seal(d);
-    } else {
-        /* No room to remember it: make it safe the slow way. */
-        fp_pools_sync(d);
-        fp_pool_reclaim(d->pool, e.addr, e.ticket);
-    }
-    pthread_mutex_unlock(&d->defer.lock);
-    return 0;
-}
-
-/* cuMemAllocAsync on stream s: a block freed on s may serve at once. */
-static bool reuse_on_stream(fp_ctx_pool *d, size_t size, CUstream s, uint64_t *addr)
-{
-    fp_defer *f = &d->defer;
-    size_t n = f->nrecent < FP_RECENT ? f->nrecent : FP_RECENT;
-    size_t rounded = fp_round_size(fp_pool_get_opts(d->pool), size);
-    for (size_t i = 0; i < n; i++) {
-        fp_pending *e = &f->recent[(f->nrecent - 1 - i) % FP_RECENT];
-        /* Cheap filter first: the pool hands out a whole block only when
-         * at most 1 MiB would be left over; it checks the exact rules. */
-        bool near = e->size >= rounded && e->size - rounded <= FP_SMALL_SIZE;
-        if (e->addr && e->stream == s && near &&
-            fp_pool_reuse(d->pool, e->addr, e->ticket, size) == 0) {
-            *addr = e->addr;
-            e->addr = 0;
-            d->counts.stream_reuses++;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* What an allocation does after the cache missed. */
-typedef enum { MISS_RETRY, MISS_GROW, MISS_FULL } miss_step;
-
-/* The cache missed: make pending memory reusable before the pool may
- * grow.  In order: reclaim completed fences (cuEventQuery, no waiting);
- * with defer_headroom_mb, let the pool grow while at most that much waits
- * (headroom false once growing was refused); when no fence is in flight,
- * synchronize the context (as cheap as one event on an idle H200, and
- * what a fence sealed now would wait for anyway) and reclaim everything;
- * else wait for the oldest fence only, so that work queued since goes on.
- * MISS_FULL: nothing is pending, a capture forbids waiting, or the
- * synchronization failed; the pool's own rules take over. */
-static miss_step after_miss(fp_ctx_pool *d, bool headroom)
-{
-    fp_defer *f = &d->defer;
-    if (f->head == f->tail || fp_streams_capturing())
-        return MISS_FULL;
-    if (poll(d, false))
-        return MISS_RETRY;
-    if (headroom && f->pending_bytes <= fp_shim.conf.defer_headroom)
-        return MISS_GROW;
-    if (!f->nfences) {
-        if (fp_pools_sync(d) != 0)
-            return MISS_FULL;
-        fp_defer_reclaim_all_locked(d);
-        d->counts.syncs++;
-        return MISS_RETRY;
-    }
-    fence_wait(fence(f, 0));
-    pop_fence(d);
-    d->counts.fence_waits++;
-    return MISS_RETRY;
-}
-
-int fp_defer_alloc(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr)
-{
-    fp_defer *f = &d->defer;
-    if (async && atomic_load_explicit(&f->nrecent_any, memory_order_relaxed)) {
-        pthread_mutex_lock(&f->lock);
-        bool hit = reuse_on_stream(d, size, s, addr);
-        pthread_mutex_unlock(&f->lock);
-        if (hit)
-            return 0;
-    }
-    /* Every FP_POLL_EVERY allocations, return completed fences' blocks to
-     * the pool even on a hit, so best fit sees them: left pending longer,
-     * they push later requests onto other blocks and fragment the pool. */
-    unsigned n = atomic_load_explicit(&f->allocs, memory_order_relaxed);
-    atomic_store_explicit(&f->allocs, n + 1, memory_order_relaxed); /* a hint: no locked add */
-    if (n % FP_POLL_EVERY == 0 && atomic_load_explicit(&f->nfences_any, memory_order_relaxed)) {
-        pthread_mutex_lock(&f->lock);
-        poll(d, true);
-        pthread_mutex_unlock(&f->lock);
-    }
-    int err;
-    bool headroom = fp_shim.conf.defer_headroom > 0;
-    while ((err = fp_pool_alloc_cached(d->pool, size, addr)) == EAGAIN) {
-        pthread_mutex_lock(&f->lock);
-        miss_step step = after_miss(d, headroom);
-        pthread_mutex_unlock(&f->lock);
-        if (step == MISS_FULL)
-            return fp_pool_alloc(d->pool, size, addr);
-        if (step == MISS_GROW) {
-            if (fp_pool_alloc_fresh(d->pool, size, addr) == 0) {
-                atomic_fetch_add_explicit(&d->headroom_grows, 1, memory_order_relaxed);
-                return 0;
-            }
-            headroom = false; /* cap or driver said no: reclaim first */
-        }
-    }
-    return err;
-}
-
-/* Everything queued so far is known complete: reclaim it all. */
-void fp_defer_reclaim_all_locked(fp_ctx_pool *d)
-{
-    fp_defer *f = &d->defer;
-    reclaim_until(d, f->tail);
-    for (int i = 0; i < f->nfences; i++)
-        fence_drop_events(f, fence(f, i));
-    f->nfences = 0;
-    atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
-    f->open_bytes = 0;
-    f->open_count = 0;
-}
-
-/* The context has just been synchronized: everything pending is safe. */
-void fp_defer_synchronized(fp_ctx_pool *d)
-{
-    fp_defer *f = &d->defer;
+    if (!fp_capture_gate_enter())
+        return false;
     pthread_mutex_lock(&f->lock);
-    fp_defer_reclaim_all_locked(d);
+    bool ok = g->freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
+              order(f, g, s, async);
+    pthread_mutex_unlock(&f->lock);
+    fp_capture_gate_leave();
+    return ok;
+}
+
+/* cuMemAllocAsync on s, handed a block that cuMemFreeAsync gave back on s
+ * and that nothing has touched since: the grant lies inside that block
+ * and carries its stamp. */
+static bool freed_on_stream(fp_defer *f, const fp_grant *g, CUstream s)
+{
+    if (!atomic_load_explicit(&f->any_recent, memory_order_relaxed))
+        return false;
+    bool hit = false;
+    pthread_mutex_lock(&f->lock);
+    size_t n = f->nrecent < FP_RECENT ? f->nrecent : FP_RECENT;
+    for (size_t i = 0; i < n && !hit; i++) {
+        const fp_async_free *e = &f->recent[i];
+        hit = e->stream == s && e->stamp == g->freed_at && g->addr >= e->addr &&
+              g->addr + g->size <= e->addr + e->size;
+    }
+    if (hit)
+        f->counts.stream_reuses++;
+    pthread_mutex_unlock(&f->lock);
+    return hit;
+}
+
+int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async,
+                   uint64_t *addr)
+{
+    /* While a graph is captured no fence may be made: pass over memory
+     * freed since the last one. */
+    uint64_t unsafe_from = fp_streams_capturing()
+                               ? atomic_load_explicit(&f->covered, memory_order_acquire)
+                               : UINT64_MAX;
+    fp_grant g;
+    int err = fp_pool_alloc_grant(pool, size, unsafe_from, &g);
+    if (err)
+        return err == EAGAIN ? ENOMEM : err;
+    bool safe = g.freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
+                (async && freed_on_stream(f, &g, s)) || make_safe(f, &g, s, async);
+    if (safe) {
+        *addr = g.addr;
+        return 0;
+    }
+    /* Nothing can order the device now: give the block back and take
+     * memory nobody has used since the last fence. */
+    fp_pool_free_at(pool, g.addr, NULL, NULL);
+    unsafe_from = atomic_load_explicit(&f->covered, memory_order_acquire);
+    err = fp_pool_alloc_grant(pool, size, unsafe_from, &g);
+    if (!err)
+        *addr = g.addr;
+    return err == EAGAIN ? ENOMEM : err;
+}
+
+/* ---- frees and synchronizations ------------------------------------- */
+
+void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp,
+                          CUstream s)
+{
+    pthread_mutex_lock(&f->lock);
+    f->recent[f->nrecent++ % FP_RECENT] = (fp_async_free){addr, stamp, size, s};
+    atomic_store_explicit(&f->any_recent, true, memory_order_relaxed);
     pthread_mutex_unlock(&f->lock);
 }
 
-void fp_defer_counts_get(fp_ctx_pool *d, fp_defer_counts *out)
+/* The context was synchronized, the synchronization having started at
+ * pool clock `clock`: every block freed before it is safe. */
+void fp_defer_synchronized(fp_defer *f, uint64_t clock)
 {
-    pthread_mutex_lock(&d->defer.lock);
-    *out = d->counts;
-    pthread_mutex_unlock(&d->defer.lock);
-    out->headroom_grows = atomic_load_explicit(&d->headroom_grows, memory_order_relaxed);
-}
-
-static bool has_ctx(fp_ctx_pool *d, void *ud)
-{
-    return d->ctx == (CUcontext)ud;
-}
-
-/* A non-blocking stream of ctx is about to be destroyed, maybe with work
- * still queued: seal a fence that includes it now.  Fences retire in
- * order, so every block freed later waits for this one too.  When no
- * fence can be made, wait for the stream instead. */
-void fp_defer_stream_gone(CUcontext ctx, CUstream s)
-{
-    fp_ctx_pool *d = fp_pools_find(has_ctx, ctx);
-    if (!d || atomic_load(&fp_shim.exiting))
-        return;
-    CUcontext cur = NULL, popped;
-    fp_real.cuCtxGetCurrent(&cur);
-    bool pushed = cur != ctx && fp_real.cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
-    pthread_mutex_lock(&d->defer.lock);
-    bool sealed = seal_fence(d, true);
-    pthread_mutex_unlock(&d->defer.lock);
-    if (!sealed && !fp_streams_capturing())
-        fp_real.cuStreamSynchronize(s);
-    if (pushed)
-        fp_real.cuCtxPopCurrent_v2(&popped);
-}
-
-/* The context is gone: forget the queue (its events went with it). */
-void fp_defer_forget(fp_ctx_pool *d)
-{
-    fp_defer *f = &d->defer;
     pthread_mutex_lock(&f->lock);
-    f->head = f->tail;
-    f->nfences = 0;
-    atomic_store_explicit(&f->nfences_any, false, memory_order_relaxed);
-    f->nspare = 0;
-    f->pending_bytes = f->open_bytes = 0;
-    f->open_count = 0;
+    cover(f, clock);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out)
+{
+    pthread_mutex_lock(&f->lock);
+    *out = f->counts;
+    out->ctx_events = f->ctx_events;
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* The context is gone, and its event with it: no more fences. */
+void fp_defer_forget(fp_defer *f)
+{
+    pthread_mutex_lock(&f->lock);
+    f->ctx_events = false;
     f->nrecent = 0;
+    atomic_store_explicit(&f->any_recent, false, memory_order_relaxed);
     pthread_mutex_unlock(&f->lock);
 }

@@ -34,10 +34,9 @@ static fp_hook hooks[] = {
     HOOK(cuMemCreate), HOOK(cuMemAddressReserve), HOOK(cuMemMap),
     HOOK(cuCtxDestroy_v2), HOOK(cuDevicePrimaryCtxReset_v2),
     HOOK(cuDevicePrimaryCtxRelease_v2), HOOK(cuCtxSynchronize),
-    HOOK(cuStreamCreate), HOOK(cuStreamCreateWithPriority),
-    HOOK(cuStreamDestroy), HOOK(cuStreamDestroy_v2),
     HOOK(cuStreamBeginCapture), HOOK(cuStreamBeginCapture_ptsz),
     HOOK(cuStreamBeginCapture_v2), HOOK(cuStreamBeginCapture_v2_ptsz),
+    HOOK(cuStreamBeginCaptureToGraph), HOOK(cuStreamBeginCaptureToGraph_ptsz),
     HOOK(cuStreamEndCapture), HOOK(cuStreamEndCapture_ptsz),
 };
 #undef HOOK

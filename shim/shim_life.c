@@ -1,14 +1,16 @@
 /* shim_life.c - the shim's lifetime: configuration before main, setup on
  * the first CUDA call, fork, and exit.
  *
- * Before main (constructor) fragpool only reads FRAGPOOL_CONF: parsing is
- * pure, and with strict:1 a bad config ends the process with status 2.
+ * Before main (constructor) fragpool only reads FRAGPOOL_CONF (or, when
+ * it is unset, PyTorch's variables: shim_framework.c): parsing is pure,
+ * and with strict:1 a bad config ends the process with status 2.
  * Everything that touches the driver waits for the first CUDA call
  * (pthread_once).  The exit handler writes the summary and makes no CUDA
  * call: the runtime tears the driver down in handlers of its own, and
  * frees that arrive after ours are still forwarded safely.
  */
 #include "shim.h"
+#include "shim_framework.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -63,10 +65,10 @@ static void arm_sigusr1(void);
 __attribute__((constructor)) static void fp_shim_configure(void)
 {
     fp_conf_default(&fp_shim.conf);
-    int problems = fp_conf_parse(getenv("FRAGPOOL_CONF"), &fp_shim.conf, keep_problem, NULL);
+    int problems = fp_fw_read_conf(&fp_shim.conf, keep_problem, NULL);
     if (problems && fp_shim.conf.strict) {
-        fp_say("strict:1 and %d problem%s in FRAGPOOL_CONF: exiting with status 2", problems,
-               problems == 1 ? "" : "s");
+        fp_say("strict:1 and %d problem%s in %s: exiting with status 2", problems,
+               problems == 1 ? "" : "s", fp_fw_conf_source());
         _exit(2);
     }
     if (fp_shim.conf.dump_on_sigusr1)
@@ -169,6 +171,7 @@ static void setup(void)
     if (fp_real_resolve() != 0)
         return;
     fp_hooks_resolve();
+    fp_fw_first_call(&fp_shim.conf);
     fp_clock_start();
     fp_trace_open();
     start_dump_thread();

@@ -60,7 +60,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
                            bool async)
 {
     uint64_t t0 = fp_time_begin(), addr = 0;
-    int err = deferred() ? fp_defer_alloc(d, size, s, async, &addr)
+    int err = deferred() ? fp_defer_alloc(d->defer, d->pool, size, s, async, &addr)
                          : fp_pool_alloc(d->pool, size, &addr);
     fp_time_end(t0);
     if (!atomic_load_explicit(&fp_shim.used, memory_order_relaxed)) /* keep the line shared */
@@ -93,61 +93,68 @@ static void invalid_free(const char *who, CUdeviceptr p)
            "nothing was freed, returning CUDA_ERROR_INVALID_VALUE", who, (unsigned long long)p);
 }
 
-typedef struct defer_req {
-    CUdeviceptr p;
-    CUstream s;
-    bool async;
-} defer_req;
-
-static bool try_defer(fp_ctx_pool *d, void *ud)
+/* free_policy:sync: wait as cuMemFree does (sync is the stream's
+ * synchronize for cuMemFreeAsync, NULL for the context's). */
+static CUresult sync_before_free(fp_ctx_pool *d, CUstream s, fp_PFN_cuStreamSynchronize sync)
 {
-    const defer_req *r = ud;
-    trace_block(d, 'f', r->p, r->s);
-    if (fp_defer_free(d, r->p, r->s, r->async) != 0)
-        return false;
-    debug_check(d);
-    return true;
+    if (atomic_load(&fp_shim.exiting))
+        return CUDA_SUCCESS;
+    fp_time_slow(); /* the synchronization is this free's wait */
+    CUresult r = sync ? sync(s) : (fp_pools_sync(d) ? fp_pools_last_error() : CUDA_SUCCESS);
+    return r == CUDA_SUCCESS || r ? r : CUDA_ERROR_UNKNOWN;
 }
 
-/* Gives p back to the pool that holds it.  Deferred: no driver call; the
- * block stays pending until the work queued before this free has
- * finished (shim_defer.c).  Sync: synchronize first, as cuMemFree does
- * (sync is the stream's synchronize for cuMemFreeAsync, NULL for the
- * context's).  Returns 1 when p is no block of fragpool's (the caller
- * forwards it), else 0 with *res set. */
+typedef struct free_req {
+    CUdeviceptr p;
+    uint64_t stamp;
+    size_t size;
+    int err;
+} free_req;
+
+static bool try_free(fp_ctx_pool *d, void *ud)
+{
+    free_req *r = ud;
+    r->err = fp_pool_free_at(d->pool, r->p, &r->stamp, &r->size);
+    return r->err != ENOENT;
+}
+
+/* The pool that held r->p, which is freed now (r->err says how that
+ * went), or NULL when no pool has it.  Deferred and untraced, the free
+ * itself finds the pool: one lock per pool asked, none of them held long. */
+static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchronize sync,
+                               CUresult *res)
+{
+    *res = CUDA_SUCCESS;
+    if (deferred() && !fp_trace_on())
+        return fp_pools_find(try_free, r);
+    fp_ctx_pool *d = fp_pools_owner(r->p);
+    if (d && !deferred())
+        *res = sync_before_free(d, s, sync);
+    if (d && *res == CUDA_SUCCESS) {
+        trace_block(d, 'f', r->p, s);
+        try_free(d, r);
+    }
+    return d;
+}
+
+/* Gives p back to the pool that holds it, with no driver call unless
+ * free_policy:sync.  Returns 1 when p is no block of fragpool's (the
+ * caller forwards it), else 0 with *res set. */
 static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchronize sync,
                    const char *who, CUresult *res)
 {
     uint64_t t0 = fp_time_begin();
-    defer_req req = {p, s, async};
-    *res = CUDA_SUCCESS;
-    if (deferred() && fp_pools_find(try_defer, &req)) {
-        fp_time_end(t0);
-        return 0;
-    }
-    fp_ctx_pool *d = fp_pools_owner(p);
+    free_req r = {.p = p};
+    fp_ctx_pool *d = free_block(&r, s, sync, res);
+    fp_time_end(t0);
     if (!d)
         return 1;
-    if (deferred()) {
-        fp_pool_count_invalid_free(d->pool);
-        invalid_free(who, p);
-        *res = CUDA_ERROR_INVALID_VALUE;
+    if (*res != CUDA_SUCCESS)
         return 0;
-    }
-    if (!atomic_load(&fp_shim.exiting)) {
-        fp_time_slow(); /* the synchronization is this free's wait */
-        CUresult r = sync ? sync(s) : (fp_pools_sync(d) ? fp_pools_last_error() : CUDA_SUCCESS);
-        if (r != CUDA_SUCCESS) {
-            *res = r ? r : CUDA_ERROR_UNKNOWN;
-            fp_time_end(t0);
-            return 0;
-        }
-    }
-    trace_block(d, 'f', p, s);
-    int err = fp_pool_free(d->pool, p);
-    fp_time_end(t0);
+    if (!r.err && async && deferred())
+        fp_defer_freed_async(d->defer, p, r.size, r.stamp, s);
     debug_check(d);
-    if (err) {
+    if (r.err) {
         invalid_free(who, p);
         *res = CUDA_ERROR_INVALID_VALUE;
     }
@@ -188,19 +195,28 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 
 /* ---- stream-ordered allocation ---------------------------------------- */
 
-static bool capturing(fp_PFN_cuStreamIsCapturing is_capturing, CUstream s)
+/* Whether s is capturing, asking the driver: an invalid handle gets the
+ * driver's own error, before the pool does anything. */
+static CUresult stream_capturing(fp_PFN_cuStreamIsCapturing is_capturing, CUstream s,
+                                 bool *capturing)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!is_capturing || is_capturing(s, &st) != CUDA_SUCCESS)
-        return false;
-    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = is_capturing ? is_capturing(s, &st) : CUDA_SUCCESS;
+    *capturing = r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+    return r;
 }
 
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
                             fp_PFN_cuMemAllocAsync real, fp_PFN_cuStreamIsCapturing is_capturing)
 {
     fp_ctx_pool *d = serving_pool();
-    if (d && capturing(is_capturing, s)) {
+    bool cap = false;
+    if (d && dptr && size) {
+        CUresult r = stream_capturing(is_capturing, s, &cap);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    if (d && cap) { /* a graph allocation node: the driver's */
         count(FP_PT_OTHER);
         d = NULL;
     }
@@ -213,14 +229,18 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
                            fp_PFN_cuStreamIsCapturing is_capturing,
                            fp_PFN_cuStreamSynchronize sync)
 {
-    if (p && fp_shim_init() && capturing(is_capturing, s) && fp_pools_owner(p)) {
+    bool ours = p && fp_shim_init() && fp_pools_owner(p), cap = false;
+    CUresult r = ours ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r; /* the block stays allocated */
+    if (cap) {
         fp_say("cuMemFreeAsync(0x%llx) during stream capture of a block fragpool owns: "
                "unsupported, the block stays allocated; returning "
                "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", (unsigned long long)p);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     CUresult res;
-    if (p && fp_shim_init() && release(p, s, true, sync, "cuMemFreeAsync", &res) == 0)
+    if (ours && release(p, s, true, sync, "cuMemFreeAsync", &res) == 0)
         return res;
     if (p)
         count(FP_PT_OTHER);
@@ -348,18 +368,17 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* ---- synchronization makes everything pending safe -------------------------- */
+/* ---- a program's synchronization covers every block freed before it --- */
 
 CUresult cuCtxSynchronize(void)
 {
     if (!fp_shim_init() || !fp_real.cuCtxSynchronize)
         return CUDA_ERROR_NOT_INITIALIZED;
+    fp_ctx_pool *d = atomic_load(&fp_shim.exiting) ? NULL : fp_pools_current_existing();
+    uint64_t clock = d ? fp_pool_clock(d->pool) : 0;
     CUresult r = fp_real.cuCtxSynchronize();
-    if (r == CUDA_SUCCESS && !atomic_load(&fp_shim.exiting)) {
-        fp_ctx_pool *d = fp_pools_current_existing();
-        if (d)
-            fp_defer_synchronized(d);
-    }
+    if (r == CUDA_SUCCESS && d)
+        fp_defer_synchronized(d->defer, clock);
     return r;
 }
 

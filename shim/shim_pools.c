@@ -68,15 +68,7 @@ int fp_pools_sync(fp_ctx_pool *d)
     if (atomic_load(&fp_shim.exiting) || !fp_real.cuCtxSynchronize)
         return 0;
     fp_time_slow();
-    CUcontext cur = NULL, popped;
-    fp_real.cuCtxGetCurrent(&cur);
-    bool push = cur != d->ctx;
-    CUresult r = push ? fp_real.cuCtxPushCurrent_v2(d->ctx) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        r = fp_real.cuCtxSynchronize();
-        if (push)
-            fp_real.cuCtxPopCurrent_v2(&popped);
-    }
+    CUresult r = fp_real_ctx_sync(d->ctx);
     if (r != CUDA_SUCCESS)
         last_error = r; /* the caller returns the driver's own code */
     return r == CUDA_SUCCESS ? 0 : EIO;
@@ -110,8 +102,12 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->dev = dev;
     d->total = total;
     atomic_store(&d->retired, false);
-    pthread_mutex_init(&d->defer.lock, NULL);
-    return fp_pool_create(&o, &be, &d->pool);
+    int err = fp_pool_create(&o, &be, &d->pool);
+    if (!err && !(d->defer = fp_defer_new(ctx))) {
+        fp_pool_destroy(d->pool, 1);
+        err = ENOMEM;
+    }
+    return err;
 }
 
 static fp_ctx_pool *add_pool(CUcontext ctx)
@@ -177,7 +173,7 @@ void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device)
         fp_ctx_pool *d = &pools[i];
         bool hit = by_device ? d->dev == dev : d->ctx == ctx;
         if (hit && !atomic_exchange(&d->retired, true)) {
-            fp_defer_forget(d);
+            fp_defer_forget(d->defer);
             fp_pool_forget_segments(d->pool);
         }
     }

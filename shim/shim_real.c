@@ -64,3 +64,19 @@ int fp_real_resolve(void)
 #undef FP_REAL_LOAD
     return fp_real.cuMemAlloc_v2 && fp_real.cuMemFree_v2 && fp_real.cuCtxGetCurrent ? 0 : ENOENT;
 }
+
+CUresult fp_real_ctx_sync(CUcontext ctx)
+{
+    if (!fp_real.cuCtxSynchronize)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUcontext cur = NULL, popped;
+    fp_real.cuCtxGetCurrent(&cur);
+    bool push = cur != ctx;
+    CUresult r = push ? fp_real.cuCtxPushCurrent_v2(ctx) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = fp_real.cuCtxSynchronize();
+    if (push)
+        fp_real.cuCtxPopCurrent_v2(&popped);
+    return r;
+}

@@ -14,6 +14,7 @@
  * lost silently.
  */
 #include "shim.h"
+#include "shim_framework.h"
 #include "fp_report.h"
 #include "fp_file.h"
 #include "shim_out.h"
@@ -56,7 +57,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
                                         &r->leak_count, &r->leak_bytes);
     r->deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
     if (r->deferred)
-        fp_defer_counts_get(d, &r->defer);
+        fp_defer_counts_get(d->defer, &r->defer);
     if (c->n == 0) { /* process-wide counters ride on the first entry */
         fp_time_flush();
         r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
@@ -241,6 +242,7 @@ static void write_summary(const char *mode, unsigned dump)
 {
     static char host[256], conf[4096];
     const char *errs[32];
+    const char *notes[4];
     collect *c = &summary_data;
     c->n = 0;
     c->running = dump != 0;
@@ -249,6 +251,8 @@ static void write_summary(const char *mode, unsigned dump)
     fp_conf_format(&fp_shim.conf, conf, sizeof conf);
     fp_run_report r = {.pid = (int)getpid(), .rank = rank_from_env(), .host = host,
                        .config = conf, .config_errors = errs, .mode = mode,
+                       .config_source = fp_fw_conf_source(), .notes = notes,
+                       .nnotes = fp_fw_notes(notes, 4),
                        .devs = c->devs, .ndevs = c->n};
     r.nconfig_errors = error_lines(errs, 32, &r.config_errors_more);
     int fd = open_destination(r.rank, host, dump);

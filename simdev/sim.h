@@ -47,6 +47,7 @@ typedef struct sim_stream sim_stream;
 typedef struct sim_event sim_event;
 typedef struct sim_capture sim_capture;
 typedef struct sim_graph sim_graph;
+typedef struct sim_dep sim_dep;
 
 /* ---- contexts (sim_core.c) ---------------------------------------------- */
 /* A context never moves and is never freed: a destroyed one stays in the
@@ -71,6 +72,9 @@ typedef struct sim_device {
   unsigned long long streams_draining; /* destroyed, queue not yet run */
   unsigned long long ops_executed;    /* operations completed */
   unsigned long long device_syncs;    /* sim_device_sync calls */
+  sim_dep *barrier;                   /* cuCtxWaitEvent: work submitted from
+                                         now on waits for these (refs held) */
+  int nbarrier;
 } sim_device;
 
 typedef struct sim_state {
@@ -97,6 +101,10 @@ void sim_unlock(void);
 CUresult sim_ctx_current(sim_ctx **out);
 /* Like sim_ctx_current, with g_sim.lock held. */
 CUresult sim_ctx_current_locked(sim_ctx **out);
+/* Usable context from a handle, NULL meaning the current one (lock held). */
+CUresult sim_ctx_from_handle(CUcontext h, sim_ctx **out);
+/* cuDriverGetVersion's answer (FRAGPOOL_SIM_DRIVER_VERSION). */
+int sim_driver_version(void);
 int sim_attr_value(CUdevice_attribute attr, int dev, int *out);
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -156,10 +164,10 @@ typedef enum sim_op_kind {
 } sim_op_kind;
 
 /* "Do not start before stream has completed ticket". */
-typedef struct sim_dep {
+struct sim_dep {
   sim_stream *stream;         /* holds a reference */
   unsigned long long ticket;
-} sim_dep;
+};
 
 typedef struct sim_op {
   struct sim_op *next;        /* queue link */
@@ -237,12 +245,17 @@ struct sim_event {
   sim_stream *rec_stream;     /* last record: stream (ref) and ticket */
   unsigned long long rec_ticket;
   unsigned long long cap_id;  /* last recorded in this capture (0: none) */
+  sim_dep *set;               /* cuCtxRecordEvent: the busy streams of the
+                                 device then, each with a reference */
+  int nset;
   bool timed;                 /* time_ns valid for the last record */
   long long time_ns;
   sim_event *next;            /* g_sim.events */
 };
 
 void sim_event_unref(sim_event *e);
+/* The device barrier's dependencies for a new op on s (lock held). */
+bool sim_barrier_add_deps(sim_stream *s, sim_op *op);
 void sim_event_fire(sim_event *e, const sim_op *op, const sim_stream *s);
 CUresult sim_event_lookup(CUevent h, sim_event **out);
 

@@ -5,6 +5,9 @@
  *   FRAGPOOL_SIM_DEVICES      number of devices, 0..8 (default 1)
  *   FRAGPOOL_SIM_CAPACITY_MB  capacity of each device in MiB (default 16384)
  *   FRAGPOOL_SIM_FAIL_NTH     the N-th device allocation fails once (0: off)
+ *   FRAGPOOL_SIM_DRIVER_VERSION  what cuDriverGetVersion says (default and
+ *                             most 13000); below 12050 there are no
+ *                             context events, as in older drivers
  * A bad value is reported on stderr with the accepted form and the default
  * is kept.
  *
@@ -76,11 +79,21 @@ static void fork_child(void)
   sim_unlock();
 }
 
+static int g_driver_version = SIM_DRIVER_VERSION;
+
+int sim_driver_version(void)
+{
+  sim_setup();
+  return g_driver_version;
+}
+
 static void setup_once(void)
 {
   int ndev = (int)env_number("FRAGPOOL_SIM_DEVICES", 1, 0, SIM_MAX_DEVICES);
   size_t mb = env_number("FRAGPOOL_SIM_CAPACITY_MB", 16384, 1, 1ULL << 24);
   unsigned nth = (unsigned)env_number("FRAGPOOL_SIM_FAIL_NTH", 0, 0, UINT_MAX);
+  g_driver_version = (int)env_number("FRAGPOOL_SIM_DRIVER_VERSION", SIM_DRIVER_VERSION,
+                                     2000, SIM_DRIVER_VERSION);
   g_sim.ndev = ndev;
   for (int d = 0; d < ndev; d++) {
     g_sim.dev[d].primary.dev = d;
@@ -126,7 +139,7 @@ CUresult cuDriverGetVersion(int *driverVersion)
 {
   if (driverVersion == NULL)
     return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = SIM_DRIVER_VERSION;
+  *driverVersion = sim_driver_version();
   return CUDA_SUCCESS;
 }
 
@@ -308,7 +321,7 @@ CUresult sim_ctx_current(sim_ctx **out)
 }
 
 /* Usable context from a handle; NULL means the current one. */
-static CUresult ctx_from_handle(CUcontext h, sim_ctx **out)
+CUresult sim_ctx_from_handle(CUcontext h, sim_ctx **out)
 {
   if (h == NULL)
     return sim_ctx_current_locked(out);
@@ -553,7 +566,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return rc;
   sim_ctx *c = NULL;
   sim_lock();
-  rc = ctx_from_handle(ctx, &c);
+  rc = sim_ctx_from_handle(ctx, &c);
   sim_unlock();
   if (rc == CUDA_SUCCESS)
     *device = c->dev;
@@ -572,7 +585,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
     return rc;
   sim_ctx *c = NULL;
   sim_lock();
-  rc = ctx_from_handle(ctx, &c);
+  rc = sim_ctx_from_handle(ctx, &c);
   if (rc == CUDA_SUCCESS)
     rc = sim_capture_unsafe_check();
   if (rc == CUDA_SUCCESS)

@@ -14,6 +14,13 @@
  * Recording on a capturing stream marks the event as captured (cap_id);
  * a stream that then waits on it joins the capture, as in the fork/join
  * pattern of multi-stream capture.
+ *
+ * Context events (CUDA 12.5): cuCtxRecordEvent captures the work of every
+ * stream of the context's device queued so far, destroyed streams still
+ * draining included, as a set of (stream, ticket); cuCtxWaitEvent adds
+ * that set to the device's barrier, which every operation submitted later
+ * on any stream of the device depends on.  A simulated context shares its
+ * device's streams, so both cover at least what the driver's do.
  */
 #include "sim.h"
 
@@ -27,12 +34,22 @@ static long long now_ns(void)
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static void drop_set(sim_event *e)
+{
+  for (int i = 0; i < e->nset; i++)
+    sim_stream_unref(e->set[i].stream);
+  free(e->set);
+  e->set = NULL;
+  e->nset = 0;
+}
+
 void sim_event_unref(sim_event *e)
 {
   if (--e->refs > 0)
     return;
   if (e->rec_stream != NULL)
     sim_stream_unref(e->rec_stream);
+  drop_set(e);
   free(e);
 }
 
@@ -56,6 +73,9 @@ CUresult sim_event_lookup(CUevent h, sim_event **out)
 
 static bool event_complete(const sim_event *e)
 {
+  for (int i = 0; i < e->nset; i++)
+    if (e->set[i].stream->done < e->set[i].ticket)
+      return false;
   return e->rec_stream == NULL || e->rec_stream->done >= e->rec_ticket;
 }
 
@@ -67,6 +87,7 @@ static bool event_captured(const sim_event *e)
 
 static void set_record(sim_event *e, sim_stream *s, unsigned long long ticket)
 {
+  drop_set(e);
   if (s != NULL)
     sim_stream_ref(s);
   if (e->rec_stream != NULL)
@@ -210,10 +231,12 @@ static CUresult event_wait(CUevent h, bool block)
   if (rc == CUDA_SUCCESS && event_captured(e))
     rc = CUDA_ERROR_CAPTURED_EVENT;
   if (rc == CUDA_SUCCESS && !event_complete(e)) {
-    if (block)
-      sim_stream_wait(e->rec_stream, e->rec_ticket);
-    else
+    if (!block)
       rc = CUDA_ERROR_NOT_READY;
+    for (int i = 0; block && i < e->nset; i++)
+      sim_stream_wait(e->set[i].stream, e->set[i].ticket);
+    if (block && e->rec_stream != NULL)
+      sim_stream_wait(e->rec_stream, e->rec_ticket);
   }
   sim_unlock();
   return rc;
@@ -274,10 +297,15 @@ static CUresult wait_locked(sim_stream *s, sim_event *e)
     sim_capture_add_node(s->cap);
     return CUDA_SUCCESS;
   }
-  if (event_complete(e) || e->rec_stream == s)
+  if (event_complete(e) || (e->rec_stream == s && e->nset == 0))
     return CUDA_SUCCESS;
   sim_op *op = sim_op_new(SIM_OP_WAIT);
-  if (op == NULL || !sim_op_add_dep(op, e->rec_stream, e->rec_ticket)) {
+  bool ok = op != NULL;
+  for (int i = 0; ok && i < e->nset; i++)
+    ok = sim_op_add_dep(op, e->set[i].stream, e->set[i].ticket);
+  if (ok && e->rec_stream != NULL)
+    ok = sim_op_add_dep(op, e->rec_stream, e->rec_ticket);
+  if (!ok) {
     if (op != NULL)
       sim_op_free(op);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -314,4 +342,120 @@ CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
                                 unsigned int Flags)
 {
   return stream_wait_event(hStream, true, hEvent, Flags);
+}
+
+/* ---- API: context events ----------------------------------------------------------- */
+
+/* The busy streams of dev as (stream, ticket), each with a reference. */
+static bool snapshot_busy(int dev, sim_dep **out, int *n)
+{
+  int k = 0;
+  for (sim_stream *t = g_sim.dev[dev].streams; t != NULL; t = t->next)
+    k += !sim_stream_idle(t);
+  sim_dep *v = k ? calloc((size_t)k, sizeof *v) : NULL;
+  if (k && v == NULL)
+    return false;
+  int i = 0;
+  for (sim_stream *t = g_sim.dev[dev].streams; t != NULL && i < k; t = t->next)
+    if (!sim_stream_idle(t)) {
+      v[i] = (sim_dep){t, t->enq};
+      sim_stream_ref(t);
+      i++;
+    }
+  *out = v;
+  *n = i;
+  return true;
+}
+
+/* The context and event of a context-event call (lock held). */
+static CUresult ctx_event_args(CUcontext hc, CUevent he, sim_ctx **c, sim_event **e)
+{
+  if (sim_driver_version() < 12050)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (hc == NULL)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult rc = sim_ctx_from_handle(hc, c);
+  if (rc == CUDA_SUCCESS)
+    rc = sim_event_lookup(he, e);
+  if (rc == CUDA_SUCCESS)
+    rc = sim_capture_conflict((*c)->dev, false, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  return rc;
+}
+
+CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_ctx *c = NULL;
+  sim_event *e = NULL;
+  sim_dep *set = NULL;
+  int n = 0;
+  sim_lock();
+  rc = ctx_event_args(hCtx, hEvent, &c, &e);
+  if (rc == CUDA_SUCCESS && !snapshot_busy(c->dev, &set, &n))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (rc == CUDA_SUCCESS) {
+    set_record(e, NULL, 0);
+    e->set = set;
+    e->nset = n;
+    e->cap_id = 0;
+    e->recorded = true;
+  }
+  sim_unlock();
+  return rc;
+}
+
+/* Adds e's work to dev's barrier, dropping entries already done. */
+static bool barrier_add(sim_device *d, const sim_event *e)
+{
+  int k = 0;
+  for (int i = 0; i < d->nbarrier; i++)
+    if (d->barrier[i].stream->done < d->barrier[i].ticket)
+      d->barrier[k++] = d->barrier[i];
+    else
+      sim_stream_unref(d->barrier[i].stream);
+  d->nbarrier = k;
+  sim_dep *nb = realloc(d->barrier, (size_t)(k + e->nset + 1) * sizeof *nb);
+  if (nb == NULL)
+    return false;
+  d->barrier = nb;
+  for (int i = 0; i < e->nset; i++) {
+    nb[d->nbarrier++] = e->set[i];
+    sim_stream_ref(e->set[i].stream);
+  }
+  if (e->rec_stream != NULL) {
+    nb[d->nbarrier++] = (sim_dep){e->rec_stream, e->rec_ticket};
+    sim_stream_ref(e->rec_stream);
+  }
+  return true;
+}
+
+CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  sim_ctx *c = NULL;
+  sim_event *e = NULL;
+  sim_lock();
+  rc = ctx_event_args(hCtx, hEvent, &c, &e);
+  if (rc == CUDA_SUCCESS && event_captured(e))
+    rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (rc == CUDA_SUCCESS && !event_complete(e) && !barrier_add(&g_sim.dev[c->dev], e))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  sim_unlock();
+  return rc;
+}
+
+bool sim_barrier_add_deps(sim_stream *s, sim_op *op)
+{
+  const sim_device *d = &g_sim.dev[s->dev];
+  for (int i = 0; i < d->nbarrier; i++) {
+    const sim_dep *b = &d->barrier[i];
+    if (b->stream != s && b->stream->done < b->ticket &&
+        !sim_op_add_dep(op, b->stream, b->ticket))
+      return false;
+  }
+  return true;
 }

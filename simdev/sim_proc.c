@@ -127,6 +127,8 @@ static const proc_entry kProcs[] = {
   E("cuThreadExchangeStreamCaptureMode", 10010,
     cuThreadExchangeStreamCaptureMode),
   E("cuGraphDestroy", 10000, cuGraphDestroy),
+  E("cuCtxRecordEvent", 12050, cuCtxRecordEvent),
+  E("cuCtxWaitEvent", 12050, cuCtxWaitEvent),
   E("cuEventCreate", 2000, cuEventCreate),
   P("cuEventRecord", 2000, cuEventRecord, 7000, cuEventRecord_ptsz),
   P("cuEventRecordWithFlags", 11010, cuEventRecordWithFlags, 11010,

@@ -262,7 +262,8 @@ CUresult sim_stream_submit(sim_stream *s, sim_op *op)
   bool captured = false;
   CUresult rc = s->dead ? CUDA_ERROR_INVALID_HANDLE
                         : capture_filter(s, &captured);
-  if (rc == CUDA_SUCCESS && !captured && !add_order_deps(s, op))
+  if (rc == CUDA_SUCCESS && !captured &&
+      (!add_order_deps(s, op) || !sim_barrier_add_deps(s, op)))
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (rc == CUDA_SUCCESS && !captured)
     rc = ensure_worker(s);

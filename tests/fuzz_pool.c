@@ -12,12 +12,17 @@
  *           max_non_split_rounding 4M
  *   byte 1  the mock's capacity: 8 choices in bits 0-2
  *   then operations, one opcode byte each (low 3 bits) with arguments:
- *     0-3  alloc; 3 bytes: exponent, then 16 bits of mantissa (1 B..256 MiB)
+ *     0-3  alloc; 3 bytes: exponent, then 16 bits of mantissa (1 B..256 MiB);
+ *          with bit 7 of the opcode, refusing blocks freed since a recent
+ *          free (fp_pool_alloc_grant's unsafe_from)
  *     4-5  free; 1 byte: index into the live blocks
  *     6    empty_cache
  *     7    misc; 1 byte: invalid free inside a live block, double free,
- *          refuse the next reserve (ENOMEM or EIO), owns probe, stats,
- *          defer a live block, reclaim or reuse a deferred one
+ *          refuse the next reserve (ENOMEM or EIO), owns probe, stats
+ *
+ * Deferred reuse rests on one property, checked on every grant: its
+ * freed_at is at least the stamp of every earlier free that overlaps it
+ * (the model keeps the recent frees; a release forgets the freed ranges).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -115,9 +120,12 @@ typedef struct blk {
 
 static blk L[MAX_LIVE];
 static size_t NL;
-static blk P[MAX_LIVE];    /* deferred blocks */
-static uint64_t T[MAX_LIVE]; /* their tickets  */
-static size_t NP;
+#define NRECENT 64
+typedef struct freed {
+    uint64_t addr, len, stamp;
+} freed;
+static freed R[NRECENT];   /* the last frees, a ring */
+static size_t NR;          /* frees recorded (R[NR % NRECENT] is next) */
 static uint64_t last_freed;
 
 static void opts_from(uint8_t b, fp_pool_opts *o)
@@ -179,24 +187,50 @@ static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size,
         die("ENOMEM, but the segment fits", NULL);
 }
 
-/* fresh: fp_pool_alloc_fresh, which may refuse (EAGAIN) but never
- * releases, retries or counts an OOM. */
-static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size, bool fresh)
+/* The grant overlaps no recent free stamped later than its freed_at. */
+static void grant_is_safe(const fp_grant *g, uint64_t unsafe_from)
+{
+    if (g->freed_at >= g->now)
+        die("a grant freed at or after its own clock", NULL);
+    if (g->freed_at != FP_NEVER_FREED && g->freed_at >= unsafe_from)
+        die("a grant freed after unsafe_from", NULL);
+    size_t n = NR < NRECENT ? NR : NRECENT;
+    for (size_t k = 0; k < n; k++)
+        if (g->addr < R[k].addr + R[k].len && R[k].addr < g->addr + g->size &&
+            R[k].stamp > g->freed_at)
+            die("a grant older than a free inside it", NULL);
+}
+
+/* A release hands memory back to the backend: forget what was freed. */
+static void forget_frees_on_release(uint64_t rel0, fp_pool *p)
+{
+    fp_pool_stats s;
+    fp_pool_get_stats(p, &s);
+    if (s.num_release_calls != rel0)
+        NR = 0;
+}
+
+/* unsafe: refuse blocks freed at or after a recent free's stamp; the
+ * allocation may then be refused (EAGAIN) but never releases, retries or
+ * counts an OOM. */
+static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size, bool unsafe)
 {
     unsigned eio0 = M.eio_used, inj0 = M.injected;
-    uint64_t a = 0;
+    uint64_t from = unsafe && NR ? R[(NR - 1) % NRECENT].stamp : UINT64_MAX;
     fp_pool_stats before;
     fp_pool_get_stats(p, &before);
-    int rc = fresh ? fp_pool_alloc_fresh(p, size, &a) : fp_pool_alloc(p, size, &a);
+    fp_grant g = {0};
+    int rc = fp_pool_alloc_grant(p, size, from, &g);
     check(p);
-    if (fresh && rc == EAGAIN) {
+    forget_frees_on_release(before.num_release_calls, p);
+    if (from != UINT64_MAX && rc == EAGAIN) {
         fp_pool_stats after;
         fp_pool_get_stats(p, &after);
         uint64_t released = after.num_release_calls - before.num_release_calls;
         uint64_t collected = after.num_gc_releases - before.num_gc_releases;
         if (after.num_ooms != before.num_ooms ||
             after.num_alloc_retries != before.num_alloc_retries || released != collected)
-            die("a refused fresh allocation released, retried or counted an OOM", NULL);
+            die("a refused grant released, retried or counted an OOM", NULL);
         return;
     }
     if (rc == ENOMEM) {
@@ -207,13 +241,14 @@ static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size, bool fresh)
         return;
     if (rc != 0)
         die("alloc failed with an unexpected error", NULL);
+    grant_is_safe(&g, from);
+    uint64_t a = g.addr;
     size_t len = fp_round_size(o, size);
+    if (g.size < len)
+        die("a grant smaller than the rounded request", NULL);
     for (size_t i = 0; i < NL; i++)
         if (a < L[i].addr + L[i].len && L[i].addr < a + len)
             die("two live blocks overlap", NULL);
-    for (size_t i = 0; i < NP; i++)
-        if (a < P[i].addr + P[i].len && P[i].addr < a + len)
-            die("a block overlaps a deferred one", NULL);
     size_t got = 0;
     if (fp_pool_owns(p, a, &got) != 1 || got != size)
         die("owns of a fresh block", NULL);
@@ -224,14 +259,18 @@ static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size, bool fresh)
         check(p);
         return;
     }
-    L[NL++] = (blk){a, size, len};
+    L[NL++] = (blk){a, size, g.size};
 }
 
 static void do_free(fp_pool *p, size_t i)
 {
-    if (fp_pool_free(p, L[i].addr) != 0)
+    uint64_t stamp = 0;
+    if (fp_pool_free_at(p, L[i].addr, &stamp, NULL) != 0)
         die("free of a live block", NULL);
     check(p);
+    if (NR && stamp < R[(NR - 1) % NRECENT].stamp)
+        die("a free stamped before an earlier one", NULL);
+    R[NR++ % NRECENT] = (freed){L[i].addr, L[i].len, stamp};
     last_freed = L[i].addr;
     L[i] = L[--NL];
 }
@@ -241,70 +280,9 @@ static void expect_invalid(fp_pool *p, uint64_t a)
     for (size_t i = 0; i < NL; i++)
         if (L[i].addr == a)
             return; /* live: not invalid */
-    for (size_t i = 0; i < NP; i++)
-        if (P[i].addr == a)
-            break; /* deferred: invalid to free */
     if (fp_pool_free(p, a) != EINVAL)
         die("invalid free accepted", NULL);
     check(p);
-}
-
-static void do_deferred(fp_pool *p, uint8_t b)
-{
-    if (!(b & 0x80)) { /* defer */
-        if (NL == 0 || NP == MAX_LIVE)
-            return;
-        size_t i = b % NL, sz = 0;
-        uint64_t t = 0;
-        if (fp_pool_defer(p, L[i].addr, &sz, &t) != 0)
-            die("defer of a live block", NULL);
-        check(p);
-        if (sz < L[i].len)
-            die("defer: block smaller than the request", NULL);
-        for (size_t k = 0; k < NP; k++)
-            if (T[k] == t)
-                die("defer: ticket reused", NULL);
-        P[NP] = L[i];
-        P[NP].len = sz;
-        T[NP++] = t;
-        L[i] = L[--NL];
-        return;
-    }
-    if (NP == 0)
-        return;
-    size_t i = b % NP;
-    if (fp_pool_reclaim(p, P[i].addr, T[i] + 1) != EINVAL)
-        die("reclaim with a wrong ticket", NULL);
-    check(p);
-    if (b & 0x40) { /* reuse for the same request, when the rules allow */
-        size_t sz = P[i].req;
-        if (fp_pool_reuse(p, P[i].addr, T[i], sz) == 0) {
-            check(p);
-            if (NL < MAX_LIVE) {
-                L[NL++] = P[i]; /* len: the whole block, from defer */
-                P[i] = P[NP - 1];
-                T[i] = T[NP - 1];
-                NP--;
-                return;
-            }
-            uint64_t t;
-            if (fp_pool_defer(p, P[i].addr, NULL, &t) != 0)
-                die("defer after reuse", NULL);
-            T[i] = t;
-        }
-        check(p);
-        return;
-    }
-    if (fp_pool_reclaim(p, P[i].addr, T[i]) != 0)
-        die("reclaim of a deferred block", NULL);
-    check(p);
-    if (fp_pool_reclaim(p, P[i].addr, T[i]) != EINVAL)
-        die("reclaim twice", NULL);
-    check(p);
-    last_freed = P[i].addr;
-    P[i] = P[NP - 1];
-    T[i] = T[NP - 1];
-    NP--;
 }
 
 static void do_misc(fp_pool *p, uint8_t b)
@@ -344,11 +322,8 @@ static void do_misc(fp_pool *p, uint8_t b)
             die("reserved over the cap", NULL);
         break;
     }
-    case 5:
-        expect_invalid(p, UINT64_MAX - b);
-        break;
     default:
-        do_deferred(p, b);
+        expect_invalid(p, UINT64_MAX - b);
         break;
     }
 }
@@ -367,7 +342,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     M.next = 0x7f0000000000ull;
     M.capacity = caps[data[1] & 7];
     NL = 0;
-    NP = 0;
+    NR = 0;
     last_freed = 0;
     fp_backend be = {&M, m_reserve, m_release, m_sync};
     fp_pool *p = NULL;
@@ -398,6 +373,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (fp_pool_empty_cache(p) != 0)
                 die("empty_cache", NULL);
             check(p);
+            NR = 0; /* the released ranges may come back as new segments */
             break;
         default:
             if (i < size)
@@ -410,12 +386,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     M.fail_next = 0;
     while (NL > 0)
         do_free(p, NL - 1);
-    while (NP > 0) {
-        NP--;
-        if (fp_pool_reclaim(p, P[NP].addr, T[NP]) != 0)
-            die("final reclaim", NULL);
-        check(p);
-    }
     if (fp_pool_empty_cache(p) != 0)
         die("empty_cache", NULL);
     check(p);

@@ -1,7 +1,9 @@
 /* test_config.c - FRAGPOOL_CONF parsing: defaults, every key, both forms of
  * roundup_power2_divisions, a table of bad inputs with their exact report
  * lines, hostile input (1 MiB of separators, odd bytes), and the
- * format -> parse round trip.
+ * format -> parse round trip; where the text comes from: FRAGPOOL_CONF, or
+ * PyTorch's PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF read leniently,
+ * and the label every line carries.
  *
  * Invariants checked: each problem is one report line that starts with
  * the prefix, holds no newline and stays bounded; a rejected entry leaves
@@ -831,6 +833,154 @@ static void test_format_enospc(void **state)
     assert_int_equal(fp_conf_format(&c, exact, sizeof exact), 0);
 }
 
+/* ---- where the text comes from ------------------------------------------ */
+
+/* Lines of any label, kept whole. */
+static void on_any(void *ud, const char *line)
+{
+    capture *c = ud;
+    size_t n = strlen(line);
+    assert_null(strchr(line, '\n'));
+    c->n++;
+    if (c->len + n + 2 > sizeof c->buf)
+        return;
+    memcpy(c->buf + c->len, line, n);
+    c->len += n;
+    c->buf[c->len++] = '\n';
+    c->buf[c->len] = '\0';
+}
+
+/* A fake environment for fp_conf_from_env: NAME=VALUE strings. */
+static const char *const *fake_env;
+
+static char *fake_getenv(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; fake_env && fake_env[i]; i++)
+        if (!strncmp(fake_env[i], name, n) && fake_env[i][n] == '=')
+            return (char *)fake_env[i] + n + 1;
+    return NULL;
+}
+
+static int from_env(const char *const *env, fp_conf *c, capture *cap, const char **src)
+{
+    fake_env = env;
+    fp_conf_default(c);
+    int n = fp_conf_from_env(c, fake_getenv, on_any, cap, src);
+    assert_int_equal(n, cap->n);
+    return n;
+}
+
+/* A label names the source in every line; FP_CONF_LENIENT drops only the
+ * keys PyTorch alone knows, silently, and nothing else. */
+static void test_label_and_lenient(void **state)
+{
+    (void)state;
+    capture *cap = cap_new();
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse_as("foo:1", "--conf", 0, &c, on_any, cap), 1);
+    assert_memory_equal(cap->buf, "fragpool: --conf: unknown key 'foo'", 35);
+    memset(cap, 0, sizeof *cap);
+    const char *torch = "expandable_segments:True,max_split_size_mb:512,backend:native,"
+                        "pinned_use_background_threads:True,garbage_collection_threshold:0.6,"
+                        "release_lock_on_cudamalloc:True,large_segment_size_mb:64";
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse_as(torch, "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap), 0);
+    assert_int_equal(c.pool.max_split_size, 512 * MIB);
+    assert_true(c.pool.gc_threshold == 0.6);
+    /* Not lenient: the same keys are problems. */
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse_as(torch, "X", 0, &c, on_any, cap), 5);
+    memset(cap, 0, sizeof *cap);
+    /* Lenient still reports a key neither knows, and a bad value. */
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse_as("expandable_segment:True,max_split_size_mb:20",
+                                      "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap), 2);
+    assert_non_null(strstr(cap->buf, "fragpool: PYTORCH_ALLOC_CONF: unknown key 'expandable_segment'"));
+    assert_non_null(strstr(cap->buf, "fragpool: PYTORCH_ALLOC_CONF: 'max_split_size_mb:20': must"));
+    assert_true(fp_conf_pytorch_only("backend", 7));
+    assert_false(fp_conf_pytorch_only("max_split_size_mb", 17));
+    assert_false(fp_conf_pytorch_only("backen", 6));
+    free(cap);
+}
+
+/* FRAGPOOL_CONF when set (even empty), else PYTORCH_ALLOC_CONF, else
+ * PYTORCH_CUDA_ALLOC_CONF; the source line says which. */
+static void test_from_env(void **state)
+{
+    (void)state;
+    capture *cap = cap_new();
+    fp_conf c;
+    const char *src;
+    char line[512];
+
+    static const char *const none[] = {"PATH=/bin", NULL};
+    assert_int_equal(from_env(none, &c, cap, &src), 0);
+    assert_null(src);
+    assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), ENOENT);
+
+    static const char *const torch[] = {
+        "PYTORCH_ALLOC_CONF=max_split_size_mb:512,expandable_segments:True",
+        "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256", NULL};
+    assert_int_equal(from_env(torch, &c, cap, &src), 0);
+    assert_string_equal(src, "PYTORCH_ALLOC_CONF");
+    assert_int_equal(c.pool.max_split_size, 512 * MIB);
+    assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), 0);
+    assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; taking max_split_size_mb:512 "
+                              "from PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to "
+                              "PyTorch)");
+
+    static const char *const cuda[] = {"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256,"
+                                       "backend:native", NULL};
+    assert_int_equal(from_env(cuda, &c, cap, &src), 0);
+    assert_string_equal(src, "PYTORCH_CUDA_ALLOC_CONF");
+    assert_int_equal(c.pool.max_split_size, 256 * MIB);
+
+    static const char *const only_torch_keys[] = {"PYTORCH_ALLOC_CONF=expandable_segments:True", NULL};
+    assert_int_equal(from_env(only_torch_keys, &c, cap, &src), 0);
+    assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), 0);
+    assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; PYTORCH_ALLOC_CONF has no key "
+                              "fragpool uses, so fragpool runs with its defaults");
+
+    static const char *const both[] = {"PYTORCH_ALLOC_CONF=max_split_size_mb:512",
+                                       "FRAGPOOL_CONF=max_split_size_mb:64", NULL};
+    assert_int_equal(from_env(both, &c, cap, &src), 0);
+    assert_string_equal(src, "FRAGPOOL_CONF");
+    assert_int_equal(c.pool.max_split_size, 64 * MIB);
+    assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), ENOENT);
+
+    /* Empty but set: FRAGPOOL_CONF still wins (the way to opt out). */
+    static const char *const empty[] = {"FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=max_split_size_mb:512",
+                                        NULL};
+    assert_int_equal(from_env(empty, &c, cap, &src), 0);
+    assert_string_equal(src, "FRAGPOOL_CONF");
+    assert_int_equal(c.pool.max_split_size, SIZE_MAX);
+
+    /* FRAGPOOL_CONF is strict about PyTorch's keys. */
+    static const char *const own[] = {"FRAGPOOL_CONF=expandable_segments:True", NULL};
+    assert_int_equal(from_env(own, &c, cap, &src), 1);
+    assert_non_null(strstr(cap->buf, "fragpool: FRAGPOOL_CONF: unknown key 'expandable_segments'"));
+    free(cap);
+}
+
+static void test_format_set(void **state)
+{
+    (void)state;
+    capture *cap = cap_new();
+    fp_conf c;
+    char buf[256];
+    parse("", &c, cap);
+    assert_int_equal(fp_conf_format_set(&c, buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    parse("trace:/tmp/t,max_split_size_mb:512,bogus:1,strict:0", &c, cap);
+    assert_int_equal(fp_conf_format_set(&c, buf, sizeof buf), 0);
+    assert_string_equal(buf, "max_split_size_mb:512,strict:0,trace:/tmp/t");
+    assert_int_equal(fp_conf_format_set(&c, buf, 8), ENOSPC);
+    assert_int_equal(strlen(buf), 7);
+    free(cap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -855,6 +1005,9 @@ int main(void)
         cmocka_unit_test(test_format_divs),
         cmocka_unit_test(test_path_round_trip),
         cmocka_unit_test(test_format_enospc),
+        cmocka_unit_test(test_label_and_lenient),
+        cmocka_unit_test(test_from_env),
+        cmocka_unit_test(test_format_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

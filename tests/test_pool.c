@@ -1857,207 +1857,110 @@ static void test_huge(void **state)
 }
 
 /* ======================================================================= */
-/* deferred reuse and cache-only allocation                                */
+/* deferred reuse: free stamps and grants                                  */
 /* ======================================================================= */
 
-static int block_state(fp_pool *p, uint64_t addr)
+static fp_grant G(fp_pool *p, size_t size, uint64_t unsafe_from)
 {
-    wdump w = {0};
-    wd_take(p, &w);
-    const fp_block_info *b = wd_block_at(&w, addr, NULL);
-    int st = b ? b->state : -1;
-    wd_free(&w);
-    return st;
+    fp_grant g = {0};
+    EQ(fp_pool_alloc_grant(p, size, unsafe_from, &g), 0);
+    check(p);
+    return g;
 }
 
-static void test_deferred(void **state)
+static uint64_t F_at(fp_pool *p, uint64_t addr)
+{
+    uint64_t t = 0;
+    EQ(fp_pool_free_at(p, addr, &t, NULL), 0);
+    check(p);
+    return t;
+}
+
+/* The clock ticks once per allocation; a free is stamped with it; a new
+ * segment was never freed; merging keeps the newest stamp and a split
+ * keeps its block's; every grant's freed_at is older than its clock. */
+static void test_grant_stamps(void **state)
 {
     (void)state;
     fx f;
     fx_open(&f, NULL, SIZE_MAX);
-    uint64_t a = A(f.p, 1000);
+    fp_grant a = G(f.p, 1000, UINT64_MAX);
+    EQ(a.now, 1);
+    EQ(a.freed_at, FP_NEVER_FREED);
+    EQ(a.size, 1024);
+    fp_grant b = G(f.p, 1000, UINT64_MAX); /* the fresh remainder */
+    EQ(b.now, 2);
+    EQ(b.freed_at, FP_NEVER_FREED);
+    EQ(F_at(f.p, a.addr), 2);              /* freed at clock 2 */
+    fp_grant c = G(f.p, 1000, UINT64_MAX); /* best fit: a's block */
+    EQ(c.addr, a.addr);
+    EQ(c.freed_at, 2);
+    EQ(c.now, 3);
+    /* merge: c freed at 3, then b (its upper neighbour) at 4 after one more
+     * allocation: the merged block is stamped 4, the newest */
+    EQ(F_at(f.p, c.addr), 3);
+    fp_grant d = G(f.p, 4096, UINT64_MAX);
+    EQ(d.freed_at, FP_NEVER_FREED); /* beyond b: never used */
+    EQ(F_at(f.p, b.addr), 4);
+    fp_grant e = G(f.p, 1500, UINT64_MAX); /* a split of the merged 2 KiB */
+    EQ(e.addr, a.addr);
+    EQ(e.freed_at, 4);
+    TRUE(e.freed_at < e.now);
+    fp_grant g = G(f.p, 500, UINT64_MAX); /* the split's remainder keeps 4 */
+    EQ(g.addr, a.addr + 1536);
+    EQ(g.freed_at, 4);
+    /* a free that merges with an older free neighbour below takes its own
+     * time too (the lower block absorbs it) */
+    F_at(f.p, e.addr);
+    G(f.p, 8 * MiB, UINT64_MAX);
+    uint64_t t = F_at(f.p, g.addr);
+    fp_grant h = G(f.p, 2048, UINT64_MAX);
+    EQ(h.addr, a.addr);
+    EQ(h.freed_at, t);
     size_t sz = 0;
-    uint64_t t1 = 0, t2 = 0, t3 = 0, t4 = 0;
-    EQ(fp_pool_defer(f.p, a, &sz, &t1), 0);
+    EQ(fp_pool_free_at(f.p, h.addr + 512, &t, &sz), EINVAL); /* not a block */
+    EQ(S(f.p).num_invalid_frees, 1);
+    EQ(fp_pool_free_at(f.p, 0x1000, &t, &sz), ENOENT); /* not the pool's */
+    EQ(S(f.p).num_invalid_frees, 1);
+    EQ(fp_pool_free_at(f.p, h.addr, &t, &sz), 0);
+    EQ(sz, 2048);
     check(f.p);
-    EQ(sz, 1024);
-    EQ(block_state(f.p, a), 2);
-    fp_pool_stats s = S(f.p);
-    EQ(s.allocated_bytes[FP_SMALL].current, 0); /* leaves "allocated" */
-    EQ(s.allocations[FP_SMALL].current, 0);
-    EQ(s.active_bytes[FP_SMALL].current, 1024); /* stays "active" */
-    EQ(s.active[FP_SMALL].current, 1);
-    EQ(fp_pool_free(f.p, a), EINVAL); /* the user gave it away */
-    check(f.p);
-    EQ(fp_pool_defer(f.p, a, NULL, NULL), EINVAL);
-    check(f.p);
-    uint64_t b = A(f.p, 1000); /* pending: out of reach */
-    EQ(b, a + 1024);
-    E(f.p); /* a segment with a pending block is not free */
-    EQ(f.m.release_calls, 0);
-    EQ(fp_pool_reuse(f.p, a, t1 + 1, 1000), EINVAL); /* wrong ticket */
-    check(f.p);
-    EQ(fp_pool_reclaim(f.p, a, t1 + 1), EINVAL);
-    check(f.p);
-    EQ(block_state(f.p, a), 2);
-    EQ(fp_pool_reuse(f.p, a, t1, 1000), 0); /* same size: whole block */
-    check(f.p);
-    EQ(block_state(f.p, a), 1);
-    s = S(f.p);
-    EQ(s.allocated_bytes[FP_SMALL].current, 2048);
-    EQ(s.active_bytes[FP_SMALL].current, 2048);
-    EQ(s.allocations[FP_SMALL].current, 2);
-    EQ(fp_pool_reuse(f.p, a, t1, 1000), EINVAL); /* not pending */
-    check(f.p);
-
-    EQ(fp_pool_defer(f.p, a, NULL, &t2), 0);
-    check(f.p);
-    TRUE(t2 != t1); /* unique per deferral */
-    EQ(fp_pool_reclaim(f.p, a, t1), EINVAL); /* stale ticket */
-    check(f.p);
-    EQ(fp_pool_reuse(f.p, a, t1, 1000), EINVAL);
-    check(f.p);
-    EQ(block_state(f.p, a), 2);
-    wdump w0 = {0}, w1 = {0};
-    wd_take(f.p, &w0);
-    TRUE(fp_pool_reuse(f.p, a, t2, 2000) != 0); /* too big */
-    check(f.p);
-    TRUE(fp_pool_reuse(f.p, a, t2, 100) != 0); /* 512 of 1024: would split */
-    check(f.p);
-    TRUE(fp_pool_reuse(f.p, a, t2, 2 * MiB) != 0); /* the other pool */
-    check(f.p);
-    wd_take(f.p, &w1);
-    TRUE(wd_same(&w0, &w1));
-    EQ(fp_pool_reuse(f.p, a, t2, 600), 0); /* 600 rounds to 1024: whole */
-    check(f.p);
-    EQ(fp_pool_defer(f.p, a, NULL, &t3), 0);
-    check(f.p);
-    TRUE(t3 != t2 && t3 != t1);
-    EQ(fp_pool_reclaim(f.p, a, t3), 0); /* free, reusable */
-    check(f.p);
-    EQ(block_state(f.p, a), 0);
-    s = S(f.p);
-    EQ(s.active_bytes[FP_SMALL].current, 1024);
-    EQ(s.active[FP_SMALL].current, 1);
-    EQ(fp_pool_reclaim(f.p, a, t3), EINVAL);
-    check(f.p);
-    EQ(fp_pool_reuse(f.p, a, t3, 1000), EINVAL);
-    check(f.p);
-    EQ(A(f.p, 1000), a);
-    /* reallocated and deferred again: the old ticket stays dead */
-    EQ(fp_pool_defer(f.p, a, NULL, &t4), 0);
-    check(f.p);
-    TRUE(t4 != t3);
-    EQ(fp_pool_reclaim(f.p, a, t3), EINVAL);
-    check(f.p);
-    EQ(fp_pool_reclaim(f.p, a, t4), 0);
-    check(f.p);
-
-    /* large pool: 19M took a whole 20M block; reuse needs no split */
-    uint64_t l = A(f.p, 19 * MiB);
-    EQ(fp_pool_defer(f.p, l, &sz, &t1), 0);
-    check(f.p);
-    EQ(sz, 20 * MiB);
-    TRUE(fp_pool_reuse(f.p, l, t1, 19 * MiB - 512) != 0); /* rem 1M+512 */
-    check(f.p);
-    EQ(fp_pool_reuse(f.p, l, t1, 19 * MiB + 1), 0);
-    check(f.p);
-    EQ(fp_pool_defer(f.p, l, NULL, &t2), 0);
-    check(f.p);
-
-    /* a pending block survives release-and-retry and keeps its segment */
-    f.m.fail_next = 1;
-    A(f.p, 30 * MiB);
-    EQ(S(f.p).num_alloc_retries, 1);
-    EQ(owns(f.p, l), 1);
-    EQ(block_state(f.p, l), 2);
-    EQ(fp_pool_reclaim(f.p, l, t2), 0);
-    check(f.p);
-    const xb w20[] = {{20 * MiB, 0}};
-    expect_seg(f.p, l, 20 * MiB, 0, w20, 1);
-    wd_free(&w0);
-    wd_free(&w1);
-    fx_close(&f);
-
-    /* max_split: an oversize pending block is reused only under the rules */
-    fp_pool_opts o = opts_ms(32 * MiB);
-    fx_open(&f, &o, SIZE_MAX);
-    uint64_t big = A(f.p, 40 * MiB);
-    EQ(fp_pool_defer(f.p, big, NULL, &t1), 0);
-    check(f.p);
-    TRUE(fp_pool_reuse(f.p, big, t1, 30 * MiB) != 0); /* < max_split */
-    check(f.p);
-    TRUE(fp_pool_reuse(f.p, big, t1, 20 * MiB) != 0);
-    check(f.p);
-    EQ(fp_pool_reuse(f.p, big, t1, 33 * MiB), 0); /* 40 < 53, no split */
-    check(f.p);
-    EQ(S(f.p).oversize_allocations.current, 1);
     fx_close(&f);
 }
 
-static void test_alloc_cached(void **state)
-{
-    (void)state;
-    fx f;
-    fx_open(&f, NULL, SIZE_MAX);
-    uint64_t x = 0;
-    EQ(fp_pool_alloc_cached(f.p, 1000, &x), EAGAIN);
-    check(f.p);
-    EQ(f.m.reserve_calls, 0);
-    uint64_t a = A(f.p, 1000);
-    EQ(fp_pool_alloc_cached(f.p, 1000, &x), 0); /* same rules as alloc */
-    check(f.p);
-    EQ(x, a + 1024);
-    EQ(fp_pool_alloc_cached(f.p, 2 * MiB, &x), EAGAIN); /* no large cache */
-    check(f.p);
-    uint64_t l = A(f.p, 2 * MiB);
-    EQ(fp_pool_alloc_cached(f.p, 3 * MiB, &x), 0);
-    check(f.p);
-    EQ(x, l + 2 * MiB);
-    EQ(fp_pool_alloc_cached(f.p, 16 * MiB, &x), EAGAIN); /* 15M left */
-    check(f.p);
-    EQ(f.m.reserve_calls, 2);
-    fp_pool_stats s = S(f.p);
-    EQ(s.num_ooms, 0);
-    EQ(s.num_alloc_retries, 0);
-    EQ(s.num_allocs, 4);
-    EQ(s.num_cache_hits, 2);
-    fx_close(&f);
-}
-
-/* fp_pool_alloc_fresh: the cache first, then a new segment if the backend
- * gives one at once; when it refuses, EAGAIN with nothing released, no
+/* unsafe_from: a block freed at or after it is passed over for a new
+ * segment; when no segment can be had, EAGAIN with nothing released, no
  * retry, no OOM counted and nothing synchronized. */
-static void test_alloc_fresh(void **state)
+static void test_grant_unsafe_from(void **state)
 {
     (void)state;
     fx f;
-    fx_open(&f, NULL, 40 * MiB);
-    uint64_t x = 0, y = 0, z = 0;
-    EQ(fp_pool_alloc_fresh(f.p, 1000, &x), 0); /* grew: a small segment */
+    fx_open(&f, NULL, 24 * MiB);
+    fp_grant a = G(f.p, 4 * MiB, UINT64_MAX); /* a 20 MiB segment */
+    uint64_t t = F_at(f.p, a.addr);           /* the segment is whole again */
+    fp_grant b = G(f.p, 4 * MiB, t + 1);      /* freed before t + 1: taken */
+    EQ(b.addr, a.addr);
+    EQ(b.freed_at, t);
+    t = F_at(f.p, b.addr);
+    uint64_t rel = f.m.release_calls, syncs = f.m.sync_calls, res = f.m.reserve_ok;
+    fp_grant c = {0};
+    EQ(fp_pool_alloc_grant(f.p, 4 * MiB, t, &c), EAGAIN); /* 20 + 20 > 24 */
     check(f.p);
-    EQ(f.m.reserve_calls, 1);
-    EQ(fp_pool_alloc_fresh(f.p, 1000, &y), 0); /* from the cache */
-    check(f.p);
-    EQ(y, x + 1024);
-    EQ(f.m.reserve_calls, 1);
-    EQ(fp_pool_alloc_fresh(f.p, 30 * MiB, &z), 0); /* a segment of its own */
-    check(f.p);
-    F(f.p, z);                                  /* 30 MiB idle, cached */
-    uint64_t before = f.m.release_calls, syncs = f.m.sync_calls;
-    EQ(fp_pool_alloc_fresh(f.p, 9 * MiB, &z), 0); /* fits the cached block */
-    check(f.p);
-    uint64_t w = 0;
-    EQ(fp_pool_alloc_fresh(f.p, 30 * MiB, &w), EAGAIN); /* 2 + 30 of 40 MiB */
-    check(f.p);
-    EQ(f.m.release_calls, before); /* nothing released to make room */
+    EQ(f.m.release_calls, rel);
     EQ(f.m.sync_calls, syncs);
+    EQ(f.m.reserve_ok, res);
     fp_pool_stats s = S(f.p);
     EQ(s.num_ooms, 0);
     EQ(s.num_alloc_retries, 0);
-    EQ(Atry(f.p, 30 * MiB, &w), ENOMEM); /* the full path does retry */
-    check(f.p);
-    EQ(S(f.p).num_alloc_retries, 1);
+    fx_close(&f);
+    fx_open(&f, NULL, 64 * MiB);
+    a = G(f.p, 4 * MiB, UINT64_MAX);
+    t = F_at(f.p, a.addr);
+    c = G(f.p, 4 * MiB, t); /* too fresh: a second segment instead */
+    TRUE(c.addr != a.addr);
+    EQ(c.freed_at, FP_NEVER_FREED);
+    EQ(f.m.reserve_ok, 2);
+    EQ(S(f.p).segments[FP_ALL].current, 2);
     fx_close(&f);
 }
 
@@ -2257,8 +2160,6 @@ typedef struct mlive {
     uint64_t addr;
     size_t req, rounded, bsize;
     int small;
-    int pending; /* deferred: out of the user's hands, not yet reusable */
-    uint64_t ticket; /* of the deferral, when pending */
 } mlive;
 
 typedef struct kst { /* a model fp_stat */
@@ -2303,9 +2204,9 @@ typedef struct rctx {
     mlive *live;
     size_t n, capn;
     wdump last; /* the walk after the previous operation */
-    uint64_t allocs, frees, ooms, hits, invalid, defers, reuses;
+    uint64_t allocs, frees, ooms, hits, invalid, clock;
     kst req[3], alc[3], cnt[3], res[3], seg[3], over;
-    kst actb[3], act[3]; /* active: in use or pending */
+    kst actb[3], act[3]; /* active: in use */
     uint64_t last_freed;
     long n_new, n_split, n_oom, n_gc, n_empty;
 } rctx;
@@ -2452,11 +2353,10 @@ static void xcheck(rctx *c)
             const mlive *l = &c->live[k++];
             EQ(b->addr, l->addr);
             EQ(b->size, l->bsize);
-            EQ(b->state, l->pending ? 2 : 1);
-            if (!l->pending)
-                EQ(b->requested, l->req);
+            EQ(b->state, 1);
+            EQ(b->requested, l->req);
             EQ(g->small, l->small);
-            if (b->size >= c->f.o.max_split_size && !l->pending)
+            if (b->size >= c->f.o.max_split_size)
                 over++;
         }
     }
@@ -2482,11 +2382,9 @@ static void xcheck(rctx *c)
     x_sane(&st.oversize_segments, "oversize_segments");
     TRUE(st.oversize_segments.current <= st.segments[FP_LARGE].current);
     EQ(st.reserved_bytes[FP_ALL].current, m->live_bytes);
-    /* a reuse may count as an allocation, a defer as a free */
-    TRUE(st.num_allocs >= c->allocs && st.num_allocs <= c->allocs + c->reuses);
-    TRUE(st.num_frees >= c->frees && st.num_frees <= c->frees + c->defers);
-    TRUE(st.num_cache_hits >= c->hits &&
-         st.num_cache_hits <= c->hits + c->reuses);
+    EQ(st.num_allocs, c->allocs);
+    EQ(st.num_frees, c->frees);
+    EQ(st.num_cache_hits, c->hits);
     EQ(st.num_ooms, c->ooms);
     EQ(st.num_invalid_frees, c->invalid);
     EQ(st.num_reserve_calls, m->reserve_ok);
@@ -2542,9 +2440,11 @@ static void r_alloc(rctx *c)
     uint64_t inj0 = c->f.m.injected;
     snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
              " alloc %zu (rounded %zu)", req, r);
-    uint64_t addr = 0;
-    int rc = fp_pool_alloc(p, req, &addr);
+    fp_grant gr = {0};
+    int rc = fp_pool_alloc_grant(p, req, UINT64_MAX, &gr);
+    uint64_t addr = gr.addr;
     check(p);
+    c->clock++; /* r_size stays far below FP_MAX_REQUEST */
     wdump post = {0};
     wd_take(p, &post);
     if (rc == 0) {
@@ -2571,13 +2471,18 @@ static void r_alloc(rctx *c)
             c->n_new++;
         }
         EQ(b->size, bsize);
+        EQ(gr.size, bsize);
+        EQ(gr.now, c->clock); /* one tick per allocation */
+        TRUE(gr.freed_at < gr.now);
+        if (!hit)
+            EQ(gr.freed_at, FP_NEVER_FREED);
         if (bsize != (hit ? cand.size : g->size))
             c->n_split++;
         size_t sz = 0;
         EQ(fp_pool_owns(p, addr, &sz), 1);
         check(p);
         EQ(sz, req);
-        m_insert(c, (mlive){addr, req, r, bsize, small, 0, 0});
+        m_insert(c, (mlive){addr, req, r, bsize, small});
         c->allocs++;
         ks_add2(c->req, small, (int64_t)req);
         ks_add2(c->alc, small, (int64_t)bsize);
@@ -2611,23 +2516,15 @@ static void r_alloc(rctx *c)
     r_walk(c);
 }
 
-/* A random live block in the given pending state, or c->n. */
-static size_t r_pick(rctx *c, int pending)
+/* A random live block, or c->n when there is none. */
+static size_t r_pick(rctx *c)
 {
-    for (int t = 0; t < 16 && c->n > 0; t++) {
-        size_t i = (size_t)(rnd(c) % c->n);
-        if (c->live[i].pending == pending)
-            return i;
-    }
-    for (size_t i = 0; i < c->n; i++)
-        if (c->live[i].pending == pending)
-            return i;
-    return c->n;
+    return c->n ? (size_t)(rnd(c) % c->n) : c->n;
 }
 
 static void r_free(rctx *c)
 {
-    size_t i = r_pick(c, 0);
+    size_t i = r_pick(c);
     if (i == c->n)
         return;
     mlive l = c->live[i];
@@ -2661,102 +2558,6 @@ static void r_free(rctx *c)
     }
     TRUE(b != NULL);
     EQ(b->state, 0);
-}
-
-static void r_defer(rctx *c)
-{
-    size_t i = r_pick(c, 0);
-    if (i == c->n)
-        return;
-    mlive *l = &c->live[i];
-    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
-             " defer 0x%llx", (unsigned long long)l->addr);
-    size_t sz = 0;
-    uint64_t t = 0;
-    EQ(fp_pool_defer(c->f.p, l->addr, &sz, &t), 0);
-    check(c->f.p);
-    EQ(sz, l->bsize);
-    for (size_t k = 0; k < c->n; k++) /* tickets are unique */
-        if (c->live[k].pending)
-            TRUE(c->live[k].ticket != t);
-    l->pending = 1;
-    l->ticket = t;
-    c->defers++;
-    ks_add2(c->req, l->small, -(int64_t)l->req);
-    ks_add2(c->alc, l->small, -(int64_t)l->bsize);
-    ks_add2(c->cnt, l->small, -1);
-    if (l->bsize >= c->f.o.max_split_size)
-        ks_add(&c->over, -1);
-    uint64_t a = l->addr;
-    r_walk(c);
-    EQ(fp_pool_free(c->f.p, a), EINVAL); /* not the user's any more */
-    check(c->f.p);
-    c->invalid++;
-    xcheck(c);
-}
-
-static void r_reclaim(rctx *c)
-{
-    size_t i = r_pick(c, 1);
-    if (i == c->n)
-        return;
-    mlive l = c->live[i];
-    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
-             " reclaim 0x%llx", (unsigned long long)l.addr);
-    uint64_t rel0 = c->f.m.release_calls;
-    EQ(fp_pool_reclaim(c->f.p, l.addr, l.ticket + 1 + rnd(c) % 3), EINVAL);
-    check(c->f.p);
-    EQ(fp_pool_reclaim(c->f.p, l.addr, l.ticket), 0);
-    check(c->f.p);
-    memmove(&c->live[i], &c->live[i + 1], (c->n - i - 1) * sizeof *c->live);
-    c->n--;
-    c->last_freed = l.addr;
-    ks_add2(c->actb, l.small, -(int64_t)l.bsize);
-    ks_add2(c->act, l.small, -1);
-    r_walk(c);
-    EQ(c->f.m.release_calls, rel0);
-    EQ(fp_pool_reclaim(c->f.p, l.addr, l.ticket), EINVAL); /* stale */
-    check(c->f.p);
-    xcheck(c);
-}
-
-static void r_reuse(rctx *c)
-{
-    size_t i = r_pick(c, 1);
-    if (i == c->n)
-        return;
-    mlive *l = &c->live[i];
-    const fp_pool_opts *o = &c->f.o;
-    size_t req = rnd(c) % 2 ? l->req : r_size(c);
-    size_t r = m_round(o, req);
-    int small = r <= FP_SMALL_SIZE;
-    int whole = small == l->small && r <= l->bsize &&
-                !m_refuses(o, r, l->bsize) && !m_split(o, small, l->bsize, r);
-    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
-             " reuse 0x%llx (%zu) for %zu", (unsigned long long)l->addr,
-             l->bsize, req);
-    uint64_t ok0 = c->f.m.reserve_ok;
-    int rc = fp_pool_reuse(c->f.p, l->addr, l->ticket, req);
-    check(c->f.p);
-    EQ(c->f.m.reserve_ok, ok0);
-    if (!whole) {
-        TRUE(rc != 0);
-        r_walk(c); /* nothing changed */
-        return;
-    }
-    EQ(rc, 0);
-    l->pending = 0;
-    EQ(fp_pool_reuse(c->f.p, l->addr, l->ticket, req), EINVAL); /* used up */
-    check(c->f.p);
-    l->req = req;
-    l->rounded = r;
-    c->reuses++;
-    ks_add2(c->req, l->small, (int64_t)req);
-    ks_add2(c->alc, l->small, (int64_t)l->bsize);
-    ks_add2(c->cnt, l->small, 1);
-    if (l->bsize >= o->max_split_size)
-        ks_add(&c->over, 1);
-    r_walk(c);
 }
 
 static void r_empty(rctx *c)
@@ -2830,8 +2631,7 @@ static void r_owns(rctx *c)
     if (c->n > 0) {
         const mlive *l = &c->live[x % c->n];
         EQ(OWNS(c->f.p, l->addr, &sz), 1);
-        if (!l->pending)
-            EQ(sz, l->req);
+        EQ(sz, l->req);
         if (l->bsize > 512) {
             EQ(OWNS(c->f.p, l->addr + 512, &sz), 1);
             EQ(sz, 0);
@@ -2877,12 +2677,6 @@ static void run_phase(const rphase *ph)
             c.f.m.fail_next = 1; /* one transient refusal */
         else if (r < 12)
             r_owns(&c);
-        else if (r < 20)
-            r_defer(&c);
-        else if (r < 26)
-            r_reclaim(&c);
-        else if (r < 30)
-            r_reuse(&c);
         else if (c.n == 0 || (c.n < ph->maxlive && r < 560))
             r_alloc(&c);
         else
@@ -2892,20 +2686,17 @@ static void run_phase(const rphase *ph)
     fp_pool_stats st = S(c.f.p);
     print_message("%-10s %d ops: %ju allocs (%ju hits, %ld new segments, %ld "
                   "split), %ju OOMs, %ju retries, %ju GC releases, %ld "
-                  "empty_cache, %ju defers, %ju reuses, peak reserved %jd MiB\n",
+                  "empty_cache, peak reserved %jd MiB\n",
                   ph->name, ph->ops, (uintmax_t)c.allocs, (uintmax_t)c.hits,
                   c.n_new, c.n_split, (uintmax_t)c.ooms,
                   (uintmax_t)st.num_alloc_retries, (uintmax_t)st.num_gc_releases,
-                  c.n_empty, (uintmax_t)c.defers, (uintmax_t)c.reuses,
+                  c.n_empty,
                   (intmax_t)(st.reserved_bytes[FP_ALL].peak / (int64_t)MiB));
     TRUE(c.ooms > 0);   /* the OOM path ran */
     TRUE(c.hits > 0);
     while (c.n > 0) {
         snprintf(g_where, sizeof g_where, "[%s drain %zu]", ph->name, c.n);
-        if (r_pick(&c, 1) < c.n)
-            r_reclaim(&c);
-        else
-            r_free(&c);
+        r_free(&c);
     }
     r_empty(&c);
     EQ(c.last.nseg, 0);
@@ -2963,9 +2754,8 @@ int main(void)
         cmocka_unit_test(test_walk),
         cmocka_unit_test(test_destroy),
         cmocka_unit_test(test_huge),
-        cmocka_unit_test(test_deferred),
-        cmocka_unit_test(test_alloc_cached),
-        cmocka_unit_test(test_alloc_fresh),
+        cmocka_unit_test(test_grant_stamps),
+        cmocka_unit_test(test_grant_unsafe_from),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_random),
     };

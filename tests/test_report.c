@@ -83,8 +83,9 @@ static void make_run(int rank)
     for (int k = 0; k < FP_PT_NKINDS; k++)
         dev.passthrough[k] = (uint64_t)k + 1;
     dev.deferred = 1;
-    dev.defer = (fp_defer_counts){.fences = 120, .fence_waits = 1, .syncs = 3,
-                                  .stream_reuses = 0, .headroom_grows = 1};
+    dev.defer = (fp_defer_counts){.fences = 120, .ctx_waits = 118, .stream_waits = 1,
+                                  .stream_reuses = 0, .syncs = 3, .failed = 1,
+                                  .ctx_events = 1};
     dev.leaks = leaks;
     dev.nleaks = 3;
     dev.leak_count = 12;
@@ -120,8 +121,10 @@ static const char *json_summary(void)
 
 static void has(const char *hay, const char *needle)
 {
-    if (!strstr(hay, needle))
-        fail_msg("missing \"%s\" in:\n%s", needle, hay);
+    if (!strstr(hay, needle)) {
+        fputs(hay, stderr); /* whole: cmocka cuts long messages */
+        fail_msg("missing \"%s\" (output above)", needle);
+    }
 }
 
 /* ---- sizes ------------------------------------------------------------------------ */
@@ -288,9 +291,10 @@ static void text_extras(void **state)
     has(t, "| Driver calls saved    | ~1980 ");
     has(t, "| Time in allocator     | 1.23 ms; 649 ns per call (1900 allocs and frees) ");
     has(t, "| Passed to the driver  | managed 1, async_pool 2, host 3, vmm 4,");
-    has(t, "| Deferred reuse        | 120 fences sealed, 1 wait for a fence ");
-    has(t, "|                       | 3 synchronizations before the pool grew ");
-    has(t, "|                       | 0 same-stream reuses, 1 headroom segment ");
+    has(t, "| Deferred reuse        | 120 fences, 118 context waits ");
+    has(t, "|                       | 1 stream wait, 0 same-stream reuses ");
+    has(t, "|                       | 3 synchronizations, 1 failed fence ");
+    has(t, "|                       | the device orders reuse (context events) ");
     has(t, "| Live at exit          | 12 allocations, 1.00 GiB, largest first:");
     has(t, "|                       | 1024.00 MiB at 0x7f0000001000 (allocation #17)");
     has(t, "|                       | 1.50 MiB at 0x7f0040000000 (allocation #4)");
@@ -425,8 +429,9 @@ static void json_every_field(void **state)
         "fragmentation", "cache_hits", "allocs", "frees", "alloc_ns",
         "passthrough.managed", "passthrough.async_pool", "passthrough.host",
         "passthrough.vmm", "passthrough.other", "deferred.fences",
-        "deferred.fence_waits", "deferred.syncs", "deferred.stream_reuses",
-        "deferred.headroom_grows", "leaks.count", "leaks.bytes",
+        "deferred.ctx_events", "deferred.ctx_waits", "deferred.stream_waits",
+        "deferred.syncs", "deferred.stream_reuses", "deferred.failed_fences",
+        "leaks.count", "leaks.bytes",
         "leaks.top.0.size", "leaks.top.0.seq", "leaks.top.2.size"};
     char path[160];
     for (size_t i = 0; i < sizeof dev_nums / sizeof dev_nums[0]; i++) {
@@ -464,7 +469,8 @@ static void json_values(void **state)
     assert_int_equal(jint(&d, "devices.0.passthrough.other"), 5);
     assert_int_equal(jint(&d, "devices.0.deferred.fences"), 120);
     assert_int_equal(jint(&d, "devices.0.deferred.syncs"), 3);
-    assert_int_equal(jint(&d, "devices.0.deferred.headroom_grows"), 1);
+    assert_int_equal(jint(&d, "devices.0.deferred.ctx_waits"), 118);
+    assert_int_equal(jint(&d, "devices.0.deferred.failed_fences"), 1);
     assert_int_equal(jint(&d, "devices.0.leaks.count"), 12);
     assert_int_equal(jint(&d, "devices.0.leaks.top.0.seq"), 17);
     assert_int_equal(jint(&d, "devices.0.largest_free_block_at_peak"), GIB);

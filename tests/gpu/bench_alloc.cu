@@ -1,7 +1,7 @@
 // bench_alloc.cu - the host cost of one allocate+free pair, as the median of
 // a loop (docs/gpu.md, the ANCHORS §1 baselines): cudaMalloc+cudaFree and
 // cudaMallocAsync+cudaFreeAsync (default pool, release threshold raised so
-// it keeps its memory) for fixed sizes of 512 B, 1 MiB, 8 MiB and 64 MiB, and
+// it keeps its memory) for fixed sizes of 512 B, 1 MiB, 8 MiB, 64 MiB and 512 MiB, and
 // for random sizes (log-uniform 512 B .. 64 MiB) with 128 live blocks, where
 // each step frees a random slot and allocates a new block into it.
 //
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
     }
     cudaGetLastError();
 
-    static const size_t sizes[] = {512, 1u << 20, 8u << 20, 64u << 20};
+    static const size_t sizes[] = {512, 1u << 20, 8u << 20, 64u << 20, 512u << 20};
     char mode[32];
     for (size_t sz : sizes) {
         std::snprintf(mode, sizeof mode, "%zu", sz);

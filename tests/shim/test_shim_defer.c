@@ -3,14 +3,15 @@
  * in flight after the host moves on).
  *
  * The race: slow work on a non-blocking stream still reads block A; A is
- * freed; B is allocated and written on another stream.  B must not
- * overlap A until that work has finished, and the work must see A's
- * contents intact.  The same when the slow stream is destroyed with that
- * work still queued, before or after the free (the driver's destroy does
- * not wait).  Also: same-stream reuse after cuMemFreeAsync, and reclaim
- * after cuCtxSynchronize, and the bound on defer_headroom_mb.  Run with
- * free_policy:deferred (the default), with free_policy:sync, and with
- * defer_headroom_mb:64.
+ * freed; B is allocated and written on another stream.  B may well be A's
+ * memory (the free returned at once and best fit hands A out again), but
+ * the write must not land before the slow work is done: the work sees A
+ * intact, and B ends up holding B's bytes.  The same when the slow stream
+ * is destroyed with that work still queued, before or after the free (the
+ * driver's destroy does not wait).  Also: same-stream reuse after
+ * cuMemFreeAsync, and reuse with no fence after cuCtxSynchronize.  Run
+ * with free_policy:deferred (the default), with free_policy:sync, and
+ * deferred on a driver without context events.
  */
 #include "shim_test.h"
 #include "fpsim.h"
@@ -20,7 +21,8 @@
 
 static CUcontext ctx;
 static int sync_policy;
-static size_t headroom; /* defer_headroom_mb, in bytes */
+static int reused_in_flight; /* trials where B was A while A's work ran */
+static int ordered;          /* deferred with context events: the device orders */
 
 typedef struct slow_read {
     const unsigned char *a; /* the simulated device's memory is host memory */
@@ -45,18 +47,33 @@ static int setup(void **state)
     (void)state;
     const char *conf = getenv("FRAGPOOL_CONF");
     sync_policy = conf && strstr(conf, "free_policy:sync") != NULL;
-    const char *h = conf ? strstr(conf, "defer_headroom_mb:") : NULL;
-    headroom = h ? (size_t)atol(h + strlen("defer_headroom_mb:")) << 20 : 0;
     CUdevice dev;
+    int version = 0;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx))
+        cuCtxSetCurrent(ctx) || cuDriverGetVersion(&version))
         return -1;
+    ordered = !sync_policy && version >= 12050; /* else the host waits first */
     return 0;
 }
 
 static int overlaps(CUdeviceptr a, size_t na, CUdeviceptr b, size_t nb)
 {
     return a < b + nb && b < a + na;
+}
+
+/* B, written with y on another stream, holds y once all is done. */
+static void holds(CUdeviceptr b, size_t n, unsigned char y)
+{
+    const unsigned char *p = (const unsigned char *)(uintptr_t)b;
+    for (size_t i = 0; i < n; i += 4093)
+        assert_int_equal(p[i], y);
+}
+
+/* B came back as A's memory while the slow work could still read A. */
+static void note_reuse(CUdeviceptr a, CUdeviceptr b, size_t n, int early)
+{
+    if (early && overlaps(a, n, b, n))
+        reused_in_flight++;
 }
 
 static void one_trial(CUstream slow, CUstream other, size_t n, unsigned char x)
@@ -70,13 +87,12 @@ static void one_trial(CUstream slow, CUstream other, size_t n, unsigned char x)
     if (!sync_policy) /* the free did not wait for the device */
         assert_int_equal(cuStreamQuery(slow), CUDA_ERROR_NOT_READY);
     CU(cuMemAlloc_v2(&b, n));
-    int early = !atomic_load(&r.done);
-    if (early)
-        assert_false(overlaps(a, n, b, n));
+    note_reuse(a, b, n, !atomic_load(&r.done));
     CU(cuMemsetD8Async(b, (unsigned char)~x, n, other));
     CU(cuStreamSynchronize(other));
     CU(cuStreamSynchronize(slow));
     assert_true(atomic_load(&r.intact));
+    holds(b, n, (unsigned char)~x);
     CU(cuMemFree_v2(b));
 }
 
@@ -86,10 +102,13 @@ static void race_nonblocking(void **state)
     CUstream slow, other;
     CU(cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING));
     CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    reused_in_flight = 0;
     for (int t = 0; t < 40; t++)
         one_trial(slow, other, (size_t)(4096u << (t % 12)), (unsigned char)(t + 1));
     CU(cuStreamDestroy_v2(slow));
     CU(cuStreamDestroy_v2(other));
+    if (ordered) /* else B never meets A's work: the host waited first */
+        assert_true(reused_in_flight > 0);
 }
 
 static void race_blocking_and_legacy(void **state)
@@ -104,17 +123,15 @@ static void race_blocking_and_legacy(void **state)
     CU(cuStreamDestroy_v2(slow));
 }
 
-/* The shim seals a fence every 16 frees (FP_SEAL_BLOCKS in shim_defer.c). */
+/* Small frees made between A's free and B's allocation. */
 enum { kSealEvery = 16 };
 
 /* one_trial with a slow stream of its own that is destroyed, work still
- * queued, before the free of A (destroy_first) or just after it.  Then
- * kSealEvery small frees make the shim seal a fence that covers A but no
- * longer the destroyed stream; only the fence sealed at the destroy keeps
- * B off A.  (Without that later fence, a miss with no fence in flight
- * synchronizes the context, which covers the destroyed stream anyway.)
- * An event recorded behind the slow work tells when it is over.  r is
- * static: a failed assertion leaves the trial with the reader queued. */
+ * queued, before the free of A (destroy_first) or just after it, and
+ * kSealEvery small frees after that: the fence made for B must still
+ * cover the destroyed stream's work.  An event recorded behind the slow
+ * work tells when it is over.  r is static: a failed assertion leaves the
+ * trial with the reader queued. */
 static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigned char x)
 {
     static slow_read r;
@@ -142,30 +159,31 @@ static void destroyed_trial(int destroy_first, CUstream other, size_t n, unsigne
     else /* neither the destroy nor the frees waited */
         assert_int_equal(cuEventQuery(over), CUDA_ERROR_NOT_READY);
     CU(cuMemAlloc_v2(&b, n));
-    int early = !atomic_load(&r.done);
-    if (early)
-        assert_false(overlaps(a, n, b, n));
+    note_reuse(a, b, n, !atomic_load(&r.done));
     CU(cuMemsetD8Async(b, (unsigned char)~x, n, other));
     CU(cuStreamSynchronize(other));
     CU(cuEventSynchronize(over));
     assert_true(atomic_load(&r.intact));
+    holds(b, n, (unsigned char)~x);
     CU(cuEventDestroy_v2(over));
     CU(cuMemFree_v2(b));
 }
 
 /* 22 MiB: a segment of its own (requests of 10 MiB and more get one of
  * their size), larger than the 20 MiB segments the tests above leave
- * cached.  So B has no block to come from but A's, and A's only once it is
- * reclaimed: a fence that missed the destroyed stream shows as overlap. */
+ * cached.  So B has no block to come from but A's. */
 static void race_destroyed_stream(void **state)
 {
     (void)state;
     CUstream other;
     CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    reused_in_flight = 0;
     for (int destroy_first = 1; destroy_first >= 0; destroy_first--)
         for (int t = 0; t < 20; t++)
             destroyed_trial(destroy_first, other, (size_t)22 << 20, (unsigned char)(t + 11));
     CU(cuStreamDestroy_v2(other));
+    if (ordered)
+        assert_int_equal(reused_in_flight, 40);
 }
 
 static void same_stream_reuse(void **state)
@@ -184,23 +202,30 @@ static void same_stream_reuse(void **state)
     CU(cuStreamDestroy_v2(s));
 }
 
-static void synchronize_reclaims(void **state)
+/* After the program's own cuCtxSynchronize, memory freed before the last
+ * allocation that preceded it comes back with no fence and no
+ * synchronization of fragpool's (a free since then may have come after
+ * the synchronization began: that one gets a fence). */
+static void synchronize_covers(void **state)
 {
     (void)state;
-    CUdeviceptr a, b;
+    CUdeviceptr a, b, x;
     fpsim_counts before, after;
     CU(cuMemAlloc_v2(&a, 300u << 20)); /* a size no other block has */
     CU(cuMemFree_v2(a));
+    CU(cuMemAlloc_v2(&x, 512));
     CU(cuCtxSynchronize());
     assert_int_equal(fpsim_stats(0, &before), 0);
     CU(cuMemAlloc_v2(&b, 300u << 20));
     assert_int_equal(fpsim_stats(0, &after), 0);
     assert_int_equal(b, a); /* the freed block came back, no new segment */
     assert_int_equal(after.alloc_calls, before.alloc_calls);
+    assert_int_equal(after.device_syncs, before.device_syncs);
     CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(x));
 }
 
-static void double_free_of_pending(void **state)
+static void double_free_of_deferred(void **state)
 {
     (void)state;
     CUdeviceptr a;
@@ -209,60 +234,30 @@ static void double_free_of_pending(void **state)
     assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
 }
 
-/* The simulated device's peak bytes in use since its counters were reset. */
-static size_t peak_bytes_since_reset(void)
-{
-    fpsim_counts c;
-    assert_int_equal(fpsim_stats(0, &c), 0);
-    return (size_t)c.bytes_peak;
-}
-
-/* An idle device, 8 MiB freed and asked for again 200 times.  With a
- * headroom the pool grows a little instead of synchronizing, ever (only
- * the headroom run checks anything here). */
+/* An idle device, 8 MiB freed and asked for again 200 times: the same
+ * block each time, with no device synchronization under the deferred
+ * policy when the driver has context events (a fence each time instead),
+ * and no growth at all. */
 static void idle_loop(void **state)
 {
     (void)state;
-    if (!headroom)
-        skip();
     fpsim_counts before, after;
     CU(cuCtxSynchronize());
-    assert_int_equal(fpsim_reset_stats(0), 0);
+    CUdeviceptr first;
+    CU(cuMemAlloc_v2(&first, 8u << 20));
+    CU(cuMemFree_v2(first));
     assert_int_equal(fpsim_stats(0, &before), 0);
     for (int i = 0; i < 200; i++) {
         CUdeviceptr p;
         CU(cuMemAlloc_v2(&p, 8u << 20));
+        assert_int_equal(p, first);
         CU(cuMemsetD8_v2(p, (unsigned char)i, 8u << 20));
         CU(cuMemFree_v2(p));
     }
     assert_int_equal(fpsim_stats(0, &after), 0);
-    assert_int_equal(after.device_syncs - before.device_syncs, 0);
-    assert_true(peak_bytes_since_reset() - before.bytes_in_use <= 2 * headroom + (20u << 20));
-}
-
-/* Slow work on the legacy stream keeps every fence open.  Freeing and
- * asking for 8 MiB again and again (1.6 GB in all, more than the earlier
- * tests leave cached) must then wait for that work once the headroom (if
- * any) is spent: the pool grows by a bounded amount, never without end,
- * and the loop outlasts the work. */
-static void headroom_is_bounded(void **state)
-{
-    (void)state;
-    slow_read r = {.n = 0};
-    CU(cuCtxSynchronize());
-    assert_int_equal(fpsim_reset_stats(0), 0);
-    fpsim_counts before;
-    assert_int_equal(fpsim_stats(0, &before), 0);
-    CU(cuLaunchHostFunc(CU_STREAM_LEGACY, slow_reader, &r));
-    for (int i = 0; i < 200; i++) {
-        CUdeviceptr p;
-        CU(cuMemAlloc_v2(&p, 8u << 20));
-        CU(cuMemFree_v2(p));
-    }
-    assert_true(atomic_load(&r.done)); /* some allocation waited for it */
-    size_t grew = peak_bytes_since_reset() - before.bytes_in_use;
-    assert_true(grew <= 2 * headroom + (20u << 20));
-    CU(cuCtxSynchronize());
+    assert_int_equal(after.alloc_calls, before.alloc_calls);
+    if (ordered)
+        assert_int_equal(after.device_syncs - before.device_syncs, 0);
 }
 
 int main(void)
@@ -272,10 +267,9 @@ int main(void)
         cmocka_unit_test(race_blocking_and_legacy),
         cmocka_unit_test(race_destroyed_stream),
         cmocka_unit_test(same_stream_reuse),
-        cmocka_unit_test(synchronize_reclaims),
-        cmocka_unit_test(double_free_of_pending),
+        cmocka_unit_test(synchronize_covers),
+        cmocka_unit_test(double_free_of_deferred),
         cmocka_unit_test(idle_loop),
-        cmocka_unit_test(headroom_is_bounded),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

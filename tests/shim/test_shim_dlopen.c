@@ -65,8 +65,10 @@ static void others_pass_through(void **state)
     assert_non_null(cur);
     assert_false(in_fragpool(cur));
     assert_ptr_equal(cur, dlsym(lib, "cuCtxGetCurrent"));
-    /* Stream tracking wraps creation, and cuCtxSynchronize is watched. */
-    assert_true(in_fragpool(get("cuStreamCreate", 2000, 0)));
+    /* Captures are tracked, and cuCtxSynchronize is watched; streams and
+     * events are the program's own. */
+    assert_true(in_fragpool(get("cuStreamBeginCapture", 10010, 0)));
+    assert_false(in_fragpool(get("cuStreamCreate", 2000, 0)));
     assert_true(in_fragpool(get("cuCtxSynchronize", 2000, 0)));
     assert_false(in_fragpool(get("cuStreamQuery", 2000, 0)));
     /* An older signature of cuMemAlloc is never swapped for the _v2 wrapper. */
