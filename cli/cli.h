@@ -10,6 +10,7 @@
 #include "fp_trace.h"
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef FP_CLI_TRACE
 #define FP_CLI_TRACE 1   /* replay, tune, report: 0 in a build without zlib */
@@ -29,13 +30,22 @@ typedef struct fp_replay_report {
     fp_run_report run;
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
-    char conf[2048];
+    char conf[4096];     /* fp_conf_format: 4 KiB always suffice */
 } fp_replay_report;
 void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
                           size_t budget, fp_replay_report *out);
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes.  0, or EINVAL. */
 int fp_parse_size(const char *s, size_t *out);
+/* Unsigned decimal digits only (no sign, space or 0x), at most max: 0 and
+ * *out, or EINVAL. */
+int fp_parse_count(const char *s, uint64_t max, uint64_t *out);
+/* --budget's value for the subcommand cmd: 0, or 2 after one line on
+ * stderr (not a size, or less than one byte: "0.5"). */
+int fp_parse_budget(const char *cmd, const char *s, size_t *out);
+/* After a subcommand wrote its output: flushes stdout; when that, or the
+ * fp_sink error sink_err (0: none), failed, one line on stderr and 1. */
+int fp_cli_output_done(const char *cmd, int sink_err);
 /* Defaults, then FRAGPOOL_CONF from the environment (or, when it is
  * unset, PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, with one line that
  * says so), then text as --conf; problems are printed on stderr.  Returns

@@ -1,7 +1,8 @@
 /* cmd_config.c - `fragpool config [K:V,...]`: every key of the option
  * table with its default, accepted values and meaning; with an argument,
  * that text is checked as FRAGPOOL_CONF would be and the effective
- * configuration is printed (exit status 1 when it has problems). */
+ * configuration is printed (exit status 1 when it has problems, or when
+ * stdout cannot be written: one line on stderr says so). */
 #include "cli.h"
 #include <stdio.h>
 
@@ -24,7 +25,7 @@ int fp_cmd_config(int argc, char **argv)
 {
     if (argc < 2) {
         print_table();
-        return 0;
+        return fp_cli_output_done("config", 0);
     }
     fp_conf c;
     fp_conf_default(&c);
@@ -32,5 +33,6 @@ int fp_cmd_config(int argc, char **argv)
     char buf[4096];
     fp_conf_format(&c, buf, sizeof buf);
     printf("%s\n", buf);
-    return problems ? 1 : 0;
+    int rc = fp_cli_output_done("config", 0);
+    return problems || rc ? 1 : 0;
 }

@@ -11,10 +11,11 @@ int fp_cmd_merge(int argc, char **argv)
         return 2;
     }
     char err[512];
+    fflush(stdout);
     fp_sink s = fp_sink_fd(1);
     if (fp_merge_json((const char *const *)argv + 1, (size_t)argc - 1, &s, err, sizeof err)) {
         fprintf(stderr, "fragpool merge: %s\n", err);
         return 1;
     }
-    return 0;
+    return fp_cli_output_done("merge", 0);
 }

@@ -2,6 +2,9 @@
  * [--json]`: runs a recorded trace through the same pool code on a
  * simulated device and prints the summary the shim would write.
  * Deterministic: the same trace and settings give the same output.
+ * Exit status 1 when the trace cannot be read or stdout cannot be written
+ * (one line on stderr says which); the trace's frees of unknown ids and
+ * allocations of live ids are counted in the summary and on stderr.
  */
 #include "cli.h"
 #include "fp_report.h"
@@ -23,10 +26,8 @@ static int parse_args(int argc, char **argv, replay_args *a)
         if (!strcmp(argv[i], "--conf") && i + 1 < argc) {
             a->conf = argv[++i];
         } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_size(argv[++i], &a->budget)) {
-                fprintf(stderr, "fragpool replay: bad --budget '%s' (want e.g. 8GiB)\n", argv[i]);
+            if (fp_parse_budget("replay", argv[++i], &a->budget))
                 return 2;
-            }
         } else if (!strcmp(argv[i], "--json")) {
             a->json = 1;
         } else if (argv[i][0] != '-' && !a->trace) {
@@ -46,7 +47,9 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
 {
     out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
                                .total_capacity = budget, .device_free = (size_t)-1,
-                               .stats = r->stats, .leaks = out->leaks};
+                               .stats = r->stats, .leaks = out->leaks, .replay = 1,
+                               .unknown_frees = r->bad_frees,
+                               .duplicate_allocs = r->dup_allocs};
     out->dev.idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
                                  r->stats.allocated_bytes[FP_ALL].current);
     out->dev.nleaks = fp_report_collect_leaks(p, out->leaks, FP_REPORT_TOP_LEAKS,
@@ -56,16 +59,26 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
                                .devs = &out->dev, .ndevs = 1};
 }
 
-static void print_summary(const replay_args *a, const fp_conf *c, fp_pool *p,
-                          const fp_replay_result *r)
+/* 0, or the sink's error. */
+static int print_summary(const replay_args *a, const fp_conf *c, fp_pool *p,
+                         const fp_replay_result *r)
 {
     static fp_replay_report rep;
     fp_replay_run_report(p, r, c, a->budget, &rep);
+    fflush(stdout);
     fp_sink s = fp_sink_fd(1);
-    if (a->json)
-        fp_summary_json(&rep.run, &s);
-    else
-        fp_summary_text(&rep.run, &s);
+    return a->json ? fp_summary_json(&rep.run, &s) : fp_summary_text(&rep.run, &s);
+}
+
+/* docs/replay.md: both are skipped and counted, neither stops the replay. */
+static void print_trace_problems(const fp_replay_result *r)
+{
+    if (r->bad_frees)
+        fprintf(stderr, "fragpool replay: frees of unknown ids: %zu, skipped; the first at "
+                "event %zu\n", r->bad_frees, r->first_bad_free);
+    if (r->dup_allocs)
+        fprintf(stderr, "fragpool replay: allocations of live ids: %zu, refused (the live "
+                "allocation stays); the first at event %zu\n", r->dup_allocs, r->first_dup_alloc);
 }
 
 static void print_first_oom(const fp_replay_result *r, const fp_conf *c, size_t budget)
@@ -98,10 +111,11 @@ int fp_cmd_replay(int argc, char **argv)
         fp_trace_free(&t);
         return 1;
     }
+    print_trace_problems(&r);
     if (r.ooms)
         print_first_oom(&r, &c, a.budget);
-    print_summary(&a, &c, p, &r);
+    rc = fp_cli_output_done("replay", print_summary(&a, &c, p, &r));
     fp_pool_destroy(p, 1);
     fp_trace_free(&t);
-    return 0;
+    return rc;
 }

@@ -16,10 +16,12 @@
 #include "fp_report.h"
 #include "fp_trace.h"
 #include "report_html.h"
+#include "fp_file.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define FP_REPORT_POINTS 2000
@@ -45,10 +47,8 @@ static int parse_args(int argc, char **argv, report_args *a)
         } else if (!strcmp(argv[i], "--at") && i + 1 < argc) {
             a->at = argv[++i];
         } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_size(argv[++i], &a->budget)) {
-                fprintf(stderr, "fragpool report: bad --budget '%s' (want e.g. 8GiB)\n", argv[i]);
+            if (fp_parse_budget("report", argv[++i], &a->budget))
                 return 2;
-            }
         } else if (argv[i][0] != '-' && !a->input) {
             a->input = argv[i];
         } else {
@@ -65,15 +65,32 @@ static int parse_args(int argc, char **argv, report_args *a)
 
 /* ---- reading the input ------------------------------------------------------ */
 
-/* The whole file (gzip or plain) in a NUL-terminated malloc'd buffer. */
-static int slurp(const char *path, char **out, size_t *len)
+/* The input through zlib (gzip or plain), after fp_file_open_read: a
+ * regular file, opened without blocking.  0, or an errno with why. */
+static int open_input(const char *path, gzFile *f, char *why, size_t len)
 {
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return errno ? errno : ENOENT;
+    int fd, err = fp_file_open_read(path, &fd, why, len);
+    if (err)
+        return err;
+    *f = gzdopen(fd, "rb");
+    if (!*f) {
+        close(fd);
+        snprintf(why, len, "out of memory");
+        return ENOMEM;
+    }
+    return 0;
+}
+
+/* The whole file (gzip or plain) in a NUL-terminated malloc'd buffer; a
+ * read or gzip error is an error, never a shorter text. */
+static int slurp(const char *path, char **out, size_t *len, char *why, size_t whylen)
+{
+    gzFile f;
+    int err = open_input(path, &f, why, whylen), got = 0;
+    if (err)
+        return err;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
-    int got;
     while (buf && (got = gzread(f, buf + n, (unsigned)(cap - n - 1))) > 0) {
         n += (size_t)got;
         if (cap - n - 1 == 0) {
@@ -84,20 +101,31 @@ static int slurp(const char *path, char **out, size_t *len)
             cap *= 2;
         }
     }
+    int zerr = Z_OK;
+    const char *msg = gzerror(f, &zerr);
+    if (buf && got < 0)
+        snprintf(why, whylen, "read error after %zu bytes: %s", n,
+                 zerr == Z_ERRNO ? strerror(errno) : msg);
     gzclose(f);
-    if (!buf)
-        return ENOMEM;
+    if (!buf || got < 0) {
+        if (!buf)
+            snprintf(why, whylen, "out of memory");
+        free(buf);
+        return buf ? EIO : ENOMEM;
+    }
     buf[n] = '\0';
     *out = buf;
     *len = n;
     return 0;
 }
 
-/* 1 when the file's first non-blank byte is '{' (a JSON summary). */
+/* 1 when the file's first non-blank byte is '{' (a JSON summary); files
+ * that cannot be read go to the trace loader, which says why. */
 static int looks_like_json(const char *path)
 {
-    gzFile f = gzopen(path, "rb");
-    if (!f)
+    char why[128];
+    gzFile f;
+    if (open_input(path, &f, why, sizeof why))
         return 0;
     int c;
     while ((c = gzgetc(f)) == ' ' || c == '\t' || c == '\r' || c == '\n')
@@ -259,15 +287,15 @@ static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t e
 static int pick_event(const char *at, const timeline *tl, size_t n, size_t *ev,
                       const char **what)
 {
-    char *end;
+    uint64_t v;
     if (!strcmp(at, "reserved"))
         *ev = tl->at_r, *what = "peak reserved";
     else if (!strcmp(at, "allocated"))
         *ev = tl->at_a, *what = "peak allocated";
     else if (!strcmp(at, "end"))
         *ev = n, *what = "the end";
-    else if ((*ev = strtoull(at, &end, 10), *end == '\0' && end != at && *ev <= n))
-        *what = "the chosen event";
+    else if (!fp_parse_count(at, n, &v))
+        *ev = (size_t)v, *what = "the chosen event";
     else
         return EINVAL;
     return 0;
@@ -283,7 +311,7 @@ static void histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
         uint64_t s = t->ev[i].size;
         unsigned k = s ? 63u - (unsigned)__builtin_clzll(s) : 0;
         count[k]++;
-        bytes[k] += s;
+        bytes[k] = bytes[k] > UINT64_MAX - s ? UINT64_MAX : bytes[k] + s;   /* saturates */
     }
 }
 
@@ -385,6 +413,8 @@ static int report_trace(const report_args *a)
         printf("fragpool report: wrote %s: %zu timeline points, %zu segments at %s (after "
                "event %zu of %zu)\n", a->out, pg.npoints, pg.nsegs, pg.snapshot_what,
                pg.snapshot_event, t.n);
+    if (!rc)
+        rc = fp_cli_output_done("report", 0);
     if (rp)
         trace_report_free(rp);
     free(rp);
@@ -395,11 +425,11 @@ static int report_trace(const report_args *a)
 /* A JSON summary: checked to be one (docs/summary.md), then embedded. */
 static int report_summary(const report_args *a)
 {
-    char *text;
+    char *text, why[256];
     size_t len, errpos = 0;
-    int err = slurp(a->input, &text, &len);
+    int err = slurp(a->input, &text, &len, why, sizeof why);
     if (err) {
-        fprintf(stderr, "fragpool report: cannot read '%s': %s\n", a->input, strerror(err));
+        fprintf(stderr, "fragpool report: cannot read '%s': %s\n", a->input, why);
         return 1;
     }
     size_t cap = len / 2 + 16;
@@ -408,10 +438,11 @@ static int report_summary(const report_args *a)
     err = tok ? fp_jdoc_parse(&d, text, len, tok, cap, &errpos) : ENOMEM;
     if (!err && (d.tok[0].type != FP_JOBJ || fp_jdoc_path(&d, "devices.0.reserved.peak") < 0))
         err = EPROTO;
-    if (err)
+    if (err == EINVAL)
+        fprintf(stderr, "fragpool report: %s: invalid JSON at byte %zu\n", a->input, errpos);
+    else if (err)
         fprintf(stderr, "fragpool report: %s: %s\n", a->input,
-                err == EINVAL ? "invalid JSON" : err == EPROTO ? "not a fragpool JSON summary"
-                                                               : "out of memory");
+                err == EPROTO ? "not a fragpool JSON summary" : "out of memory");
     int rc = err ? 1 : 0;
     if (!err) {
         fp_html_page pg = {.title = base_name(a->input),
@@ -421,6 +452,7 @@ static int report_summary(const report_args *a)
         rc = write_page(a->out, &pg);
         if (!rc)
             printf("fragpool report: wrote %s from the summary %s\n", a->out, a->input);
+        rc = rc ? rc : fp_cli_output_done("report", 0);
     }
     free(tok);
     free(text);

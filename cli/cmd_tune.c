@@ -4,7 +4,7 @@
  * OOM (the search is fp_tune.c; docs/replay.md explains the output).
  *
  * stdout is deterministic (the same trace gives the same bytes); the time
- * taken goes to stderr.
+ * taken goes to stderr.  Exit status 1 when stdout cannot be written.
  */
 #include "cli.h"
 #include "fp_report.h"
@@ -29,14 +29,11 @@ static int parse_args(int argc, char **argv, tune_args *a)
     memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_size(argv[++i], &a->budget) || !a->budget) {
-                fprintf(stderr, "fragpool tune: bad --budget '%s' (want e.g. 8GiB)\n", argv[i]);
+            if (fp_parse_budget("tune", argv[++i], &a->budget))
                 return 2;
-            }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            char *end;
-            unsigned long v = strtoul(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v > 64) {
+            uint64_t v;
+            if (fp_parse_count(argv[++i], 64, &v)) {
                 fprintf(stderr, "fragpool tune: bad --threads '%s' (want 0..64)\n", argv[i]);
                 return 2;
             }
@@ -106,7 +103,8 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
     }
 }
 
-static void print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n)
+/* 0, or the sink's error. */
+static int print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n)
 {
     fp_sink s = fp_sink_fd(1);
     fp_json j;
@@ -143,7 +141,7 @@ static void print_json(const tune_args *a, const fp_trace *t, const fp_tune_row 
     fp_json_end_arr(&j);
     fp_json_end_obj(&j);
     fp_putc(&s, '\n');
-    fp_sink_flush(&s);
+    return fp_sink_flush(&s);
 }
 
 static double now_s(void)
@@ -178,14 +176,15 @@ int fp_cmd_tune(int argc, char **argv)
     size_t replays = 0;
     for (size_t i = 0; i < n; i++)
         replays += rows[i].replays;
+    int out_err = 0;
     if (a.json)
-        print_json(&a, &t, rows, n);
+        out_err = print_json(&a, &t, rows, n);
     else
         print_text(&a, &t, rows, n);
-    fflush(stdout);
+    rc = fp_cli_output_done("tune", out_err);
     fprintf(stderr, "fragpool tune: %zu settings, %zu replays of %zu events in %.2f s\n", n,
             replays, t.n, secs);
     free(rows);
     fp_trace_free(&t);
-    return 0;
+    return rc;
 }

@@ -2,8 +2,11 @@
  *
  * The simulated backend is a bump allocator over a 2 MiB-aligned address
  * space, with an optional budget: a reserve that would take the bytes in
- * use past it fails with ENOMEM, as a full device would.  Trace ids map to
- * addresses through an open-addressing table.
+ * use past it fails with ENOMEM, as a full device would; so does one that
+ * would run past the end of the 64-bit address space.  Trace ids map to
+ * addresses through an open-addressing table.  An allocation of a live id
+ * is refused and counted (dup_allocs), a free of an id that is not live is
+ * skipped and counted (bad_frees); neither is an OOM.
  */
 #include "fp_trace.h"
 #include <errno.h>
@@ -19,10 +22,12 @@ typedef struct sim_dev {
 static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
 {
     sim_dev *d = ctx;
-    if (d->budget && (size > d->budget || d->in_use > d->budget - size))
-        return ENOMEM;
+    size_t limit = d->budget ? d->budget : SIZE_MAX;
+    uint64_t span = (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
+    if (size > limit || d->in_use > limit - size || span < size || d->next > UINT64_MAX - span)
+        return ENOMEM;   /* over the budget, or past the end of the address space */
     *addr = d->next;
-    d->next += (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
+    d->next += span;
     d->in_use += size;
     return 0;
 }
@@ -35,16 +40,23 @@ static int sim_release(void *ctx, uint64_t addr, size_t size)
     return 0;
 }
 
-/* id -> address; 0 marks an empty slot (ids are stored +1). */
+/* id -> address.  Every id is a key, 2^64-1 included: a slot is taken when
+ * its byte in used is 1 (no key value is reserved as the empty marker). */
 typedef struct idmap {
     uint64_t *key, *val;
+    unsigned char *used;
     size_t mask, count;
 } idmap;
 
+static size_t home_of(const idmap *m, uint64_t key)
+{
+    return (size_t)(key * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
+}
+
 static size_t slot_of(const idmap *m, uint64_t key)
 {
-    size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
-    while (m->key[i] && m->key[i] != key)
+    size_t i = home_of(m, key);
+    while (m->used[i] && m->key[i] != key)
         i = (i + 1) & m->mask;
     return i;
 }
@@ -52,58 +64,84 @@ static size_t slot_of(const idmap *m, uint64_t key)
 static int idmap_init(idmap *m, size_t n)
 {
     size_t cap = 1024;
-    while (cap < n * 2)
+    while (cap < n * 2 && cap < SIZE_MAX / 4)
         cap *= 2;
-    m->key = calloc(cap, sizeof *m->key);
-    m->val = calloc(cap, sizeof *m->val);
+    m->key = malloc(cap * sizeof *m->key);
+    m->val = malloc(cap * sizeof *m->val);
+    m->used = calloc(cap, 1);
     m->mask = cap - 1;
     m->count = 0;
-    return m->key && m->val ? 0 : ENOMEM;
+    return m->key && m->val && m->used ? 0 : ENOMEM;
 }
 
 static void idmap_fini(idmap *m)
 {
     free(m->key);
     free(m->val);
+    free(m->used);
+}
+
+static void idmap_put(idmap *m, size_t i, uint64_t key, uint64_t val)
+{
+    m->used[i] = 1;
+    m->key[i] = key;
+    m->val[i] = val;
+    m->count++;
 }
 
 /* Backward-shift delete keeps probe runs intact. */
 static void idmap_erase(idmap *m, size_t i)
 {
-    m->key[i] = 0;
-    for (size_t j = (i + 1) & m->mask; m->key[j]; j = (j + 1) & m->mask) {
-        size_t home = (size_t)(m->key[j] * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
+    m->used[i] = 0;
+    for (size_t j = (i + 1) & m->mask; m->used[j]; j = (j + 1) & m->mask) {
+        size_t home = home_of(m, m->key[j]);
         bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
         if (!stays) {
             m->key[i] = m->key[j];
             m->val[i] = m->val[j];
-            m->key[j] = 0;
+            m->used[i] = 1;
+            m->used[j] = 0;
             i = j;
         }
     }
     m->count--;
 }
 
+static void count_event(size_t *count, size_t *first, size_t idx)
+{
+    if ((*count)++ == 0)
+        *first = idx;
+}
+
+static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
+                         fp_replay_result *r)
+{
+    size_t i = slot_of(m, e->id);
+    uint64_t addr;
+    if (m->used[i]) {
+        count_event(&r->dup_allocs, &r->first_dup_alloc, idx);
+        return;
+    }
+    if (fp_pool_alloc(p, (size_t)e->size, &addr)) {
+        if (r->ooms++ == 0) {
+            r->first_oom_event = idx;
+            fp_pool_last_oom(p, &r->first_oom);
+        }
+        return;
+    }
+    idmap_put(m, i, e->id, addr);
+}
+
 static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
                          fp_replay_result *r)
 {
-    size_t i = slot_of(m, e->id + 1);
     if (e->op == 'a') {
-        uint64_t addr;
-        if (m->key[i] || fp_pool_alloc(p, e->size, &addr)) {
-            if (!m->key[i] && r->ooms++ == 0) {
-                r->first_oom_event = idx;
-                fp_pool_last_oom(p, &r->first_oom);
-            }
-            return;
-        }
-        m->key[i] = e->id + 1;
-        m->val[i] = addr;
-        m->count++;
+        replay_alloc(p, m, e, idx, r);
         return;
     }
-    if (!m->key[i]) {
-        r->bad_frees++;
+    size_t i = slot_of(m, e->id);
+    if (!m->used[i]) {
+        count_event(&r->bad_frees, &r->first_bad_free, idx);
         return;
     }
     fp_pool_free(p, m->val[i]);
@@ -152,7 +190,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
         return ENOMEM;
     }
     memset(r, 0, sizeof *r);
-    r->first_oom_event = t->n;
+    r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
     replay_all(p, &m, t, h, r);
     fp_pool_get_stats(p, &r->stats);
     idmap_fini(&m);
@@ -163,7 +201,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     return 0;
 }
 
-/* One pass with the id table holding rounded sizes instead of addresses. */
+/* One pass with the id table holding rounded sizes instead of addresses.
+ * The sum saturates: sizes near 2^64 cannot wrap it. */
 size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
 {
     idmap m;
@@ -174,15 +213,14 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
     size_t live = 0, peak = 0;
     for (size_t k = 0; k < t->n; k++) {
         const fp_trace_event *e = &t->ev[k];
-        size_t i = slot_of(&m, e->id + 1);
-        if (e->op == 'a' && !m.key[i]) {
-            m.key[i] = e->id + 1;
-            m.val[i] = fp_round_size(opts, (size_t)e->size);
-            m.count++;
-            live += (size_t)m.val[i];
+        size_t i = slot_of(&m, e->id);
+        if (e->op == 'a' && !m.used[i]) {
+            size_t sz = fp_round_size(opts, (size_t)e->size);
+            idmap_put(&m, i, e->id, sz);
+            live = live > SIZE_MAX - sz ? SIZE_MAX : live + sz;
             peak = live > peak ? live : peak;
-        } else if (e->op == 'f' && m.key[i]) {
-            live -= (size_t)m.val[i];
+        } else if (e->op == 'f' && m.used[i]) {
+            live = live == SIZE_MAX ? live : live - (size_t)m.val[i];
             idmap_erase(&m, i);
         }
     }

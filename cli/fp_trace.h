@@ -25,7 +25,9 @@ typedef struct fp_trace {
     size_t n, cap;
 } fp_trace;
 
-/* 0, or an errno with a one-line reason in err (path, line, what). */
+/* 0, or an errno with a one-line reason in err (path, line, what): a file
+ * that is not a regular file, a read or gzip error (cut short, corrupt),
+ * a malformed row, or no events at all.  Never a partial trace. */
 int  fp_trace_load(const char *path, fp_trace *t, char *err, size_t errlen);
 int  fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream);
 void fp_trace_free(fp_trace *t);
@@ -35,7 +37,12 @@ typedef struct fp_replay_result {
     size_t events;           /* events replayed                              */
     size_t ooms;             /* allocations refused                          */
     size_t first_oom_event;  /* index of the first refused allocation, or n  */
-    size_t bad_frees;        /* frees of ids that were never (or no longer) live */
+    size_t bad_frees;        /* frees of ids that were never (or no longer)
+                                live: skipped                                */
+    size_t dup_allocs;       /* allocations of an id that is live: refused,
+                                the live allocation stays (not an OOM)       */
+    size_t first_bad_free;   /* event index of the first of each, or n       */
+    size_t first_dup_alloc;
     fp_oom_info first_oom;   /* the pool's view of the first OOM             */
 } fp_replay_result;
 

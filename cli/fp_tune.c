@@ -70,27 +70,40 @@ static size_t add_unique(size_t *v, size_t n, size_t cap, size_t x)
     return n;
 }
 
+/* Whole MiB, rounded up, without overflowing near 2^64. */
+static size_t ceil_mib(uint64_t bytes)
+{
+    return (size_t)(bytes / FP_MIB + (bytes % FP_MIB != 0));
+}
+
+/* Requests no pool can serve (over FP_TUNE_MAX_REQUEST) are left out: they
+ * fail under every setting, and sizes near 2^64 would overflow the
+ * arithmetic below. */
 size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
 {
     uint64_t largest = 0;
     size_t nbig = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (t->ev[i].op == 'a') {
-            largest = t->ev[i].size > largest ? t->ev[i].size : largest;
-            nbig += t->ev[i].size > 20 * FP_MIB;
+    for (size_t i = 0; i < t->n; i++) {
+        uint64_t sz = t->ev[i].size;
+        if (t->ev[i].op == 'a' && sz <= FP_TUNE_MAX_REQUEST) {
+            largest = sz > largest ? sz : largest;
+            nbig += sz > 20 * FP_MIB;
         }
+    }
     size_t n = 0;
-    for (size_t p = 32; p * FP_MIB <= largest; p *= 2)
+    for (size_t p = 32; p <= largest / FP_MIB; p *= 2)
         n = add_unique(mb, n, cap, p);
     uint64_t *big = nbig ? malloc(nbig * sizeof *big) : NULL;
     if (big) {
         size_t k = 0;
-        for (size_t i = 0; i < t->n; i++)
-            if (t->ev[i].op == 'a' && t->ev[i].size > 20 * FP_MIB)
-                big[k++] = t->ev[i].size;
+        for (size_t i = 0; i < t->n; i++) {
+            uint64_t sz = t->ev[i].size;
+            if (t->ev[i].op == 'a' && sz > 20 * FP_MIB && sz <= FP_TUNE_MAX_REQUEST)
+                big[k++] = sz;
+        }
         qsort(big, k, sizeof *big, cmp_u64);
-        n = add_unique(mb, n, cap, (size_t)((big[(k - 1) / 2] + FP_MIB - 1) / FP_MIB));
-        n = add_unique(mb, n, cap, (size_t)((big[(k - 1) * 9 / 10] + FP_MIB - 1) / FP_MIB));
+        n = add_unique(mb, n, cap, ceil_mib(big[(k - 1) / 2]));
+        n = add_unique(mb, n, cap, ceil_mib(big[(k - 1) * 9 / 10]));
         free(big);
     }
     qsort(mb, n, sizeof *mb, cmp_size);
@@ -108,15 +121,30 @@ static int runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget
     return err;
 }
 
+/* 1 once hi steps of g pass 4 x upper (+ g), without overflowing. */
+static int past_search_end(size_t hi, size_t g, size_t upper)
+{
+    if (hi > SIZE_MAX / g)
+        return 1;
+    if (upper > (SIZE_MAX - g) / 4)
+        return 0;
+    return hi * g > 4 * upper + g;
+}
+
+/* Budgets are counted in steps of g, and no step count reaches SIZE_MAX / g,
+ * so every budget tried is a size_t, for any upper. */
 int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower,
                        size_t upper, size_t g, size_t *out, size_t *replays)
 {
-    size_t lo = lower ? (lower - 1) / g : 0;   /* lo * g < lower: fails  */
-    size_t hi = (upper + g - 1) / g, n = 0;    /* hi * g >= upper        */
-    int clean = !s->gc, err = 0;               /* without GC, hi is safe */
+    size_t max_steps = SIZE_MAX / g;
+    size_t lo = lower ? (lower - 1) / g : 0;                   /* lo * g < lower  */
+    size_t hi = upper / g + (upper % g != 0), n = 0;           /* hi * g >= upper */
+    int clean = !s->gc, err = 0;                               /* without GC, hi is safe */
     *out = 0;
     if (hi <= lo)
         hi = lo + 1;
+    if (hi >= max_steps)   /* upper is near SIZE_MAX: no budget can be tried */
+        goto done;
     while (!clean) {   /* with the budget as the cap, hi must be tried */
         if ((err = runs_clean(t, s, hi * g, &clean)))
             return err;
@@ -124,7 +152,7 @@ int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower
         if (!clean) {
             lo = hi;
             hi += hi / 8 ? hi / 8 : 1;
-            if (hi * g > 4 * upper + g)
+            if (past_search_end(hi, g, upper))
                 goto done;
         }
     }

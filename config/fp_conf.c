@@ -375,29 +375,75 @@ static void format_word(const fp_option *o, const fp_conf *c, fp_strbuf *out)
 }
 
 /* A destination: one of o->words, or a path (no control bytes, shorter
- * than FP_CONF_PATH_MAX), stored as text. */
+ * than FP_CONF_PATH_MAX), stored as text.  '[', ']' and ',' would cut or
+ * join entries of the formatted text, so the formatter writes them as
+ * %5B, %5D and %2C, and the parser turns these back (either case); %%
+ * stays as it is, and the other escapes (%p, ...) are the shim's.  A '%'
+ * right before one of the three is refused: it is no escape, and its
+ * formatted form would read back as %%. */
+static int hex_escape(const char *v, size_t n, size_t i, char *out)
+{
+    static const char *const esc[] = {"5B[", "5D]", "2C,"};
+    if (i + 2 >= n || v[i] != '%')
+        return 0;
+    for (size_t k = 0; k < 3; k++) {
+        char a = v[i + 1], b = v[i + 2];
+        b = (char)(b >= 'a' && b <= 'z' ? b - 'a' + 'A' : b);
+        if (a == esc[k][0] && b == esc[k][1]) {
+            *out = esc[k][2];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
                       fp_strbuf *why)
 {
     (void)o;
-    if (n >= FP_CONF_PATH_MAX) {
-        sb_put(why, "path too long");
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++)
+    char tmp[FP_CONF_PATH_MAX];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
         if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
             sb_put(why, "control byte in path");
             return -1;
         }
+        char ch = v[i];
+        int pair = v[i] == '%' && i + 1 < n && v[i + 1] == '%';   /* kept whole */
+        if (m + 1 + (size_t)pair >= FP_CONF_PATH_MAX) {
+            sb_put(why, "path too long");
+            return -1;
+        }
+        char next;
+        if (!pair && hex_escape(v, n, i, &ch)) {
+            i += 2;
+        } else if (pair) {
+            tmp[m++] = v[i++];
+        } else if (ch == '%' && i + 1 < n &&
+                   (strchr("[],", v[i + 1]) || hex_escape(v, n, i + 1, &next))) {
+            sb_put(why, "'%' before '[', ']' or ','");   /* no escape, and no round trip */
+            return -1;
+        }
+        tmp[m++] = ch;
+    }
     char *dst = field(c, o);
-    memcpy(dst, v, n);
-    dst[n] = '\0';
+    memcpy(dst, tmp, m);
+    dst[m] = '\0';
     return 0;
 }
 
 static void format_dest(const fp_option *o, const fp_conf *c, fp_strbuf *out)
 {
-    sb_put(out, (const char *)cfield(c, o));
+    for (const char *p = (const char *)cfield(c, o); *p; p++) {
+        if (*p == '[')
+            sb_put(out, "%5B");
+        else if (*p == ']')
+            sb_put(out, "%5D");
+        else if (*p == ',')
+            sb_put(out, "%2C");
+        else
+            sb_putc(out, *p);
+    }
 }
 
 /* ---- roundup_power2_divisions ------------------------------------------

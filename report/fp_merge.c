@@ -14,6 +14,7 @@
  *    frees everything on every path; errors are "PATH: what" in err.
  */
 #include "fp_report.h"
+#include "fp_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -448,12 +449,13 @@ static int fp_merr_json(char *err, size_t errlen, const char *path, size_t pos,
     return rc;
 }
 
-/* The whole file in a malloc'd, NUL-terminated buffer. */
-static int fp_read_file(const char *path, char **text, size_t *len)
+/* The whole file in a malloc'd, NUL-terminated buffer; only a regular
+ * file is read (fp_file_open_read: never a FIFO or /dev/zero). */
+static int fp_read_file(const char *path, char **text, size_t *len, char *why, size_t wlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
+    int fd, rc0 = fp_file_open_read(path, &fd, why, wlen);
+    if (rc0)
+        return rc0;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     int rc = buf ? 0 : ENOMEM;
@@ -477,6 +479,9 @@ static int fp_read_file(const char *path, char **text, size_t *len)
     }
     close(fd);
     if (rc) {
+        fp_sink w = fp_sink_buffer(why, wlen);
+        fp_puts(&w, "read error: ");
+        fp_puts(&w, strerror(rc));
         free(buf);
         return rc;
     }
@@ -486,15 +491,57 @@ static int fp_read_file(const char *path, char **text, size_t *len)
     return 0;
 }
 
-/* An integer member at path under t; null or absent reads as dflt. */
-static int64_t fp_jint_at(const fp_jdoc *d, int t, const char *key,
-                          const char *sub, int64_t dflt)
+/* One integer member of a summary, as merge reads it. */
+typedef struct fp_mfield {
+    const char *key, *sub;   /* sub may be NULL                        */
+    int64_t dflt, min;       /* absent or null: dflt; smaller: an error */
+} fp_mfield;
+
+/* "PATH: devices.0.reserved.peak is 1e99, not an integer from 0 to ..." */
+static int fp_merr_field(const fp_jdoc *d, int v, int dev, const fp_mfield *f,
+                         const char *path, char *err, size_t errlen)
 {
-    int v = fp_jdoc_get(d, t, key);
-    if (sub)
-        v = fp_jdoc_get(d, v, sub);
-    int64_t x;
-    return fp_jdoc_int(d, v, &x) ? dflt : x;
+    fp_sink s = fp_sink_buffer(err, errlen);
+    fp_puts(&s, path);
+    fp_puts(&s, ": ");
+    if (dev >= 0) {
+        fp_puts(&s, "devices.");
+        fp_put_u64(&s, (uint64_t)dev);
+        fp_putc(&s, '.');
+    }
+    fp_puts(&s, f->key);
+    if (f->sub) {
+        fp_putc(&s, '.');
+        fp_puts(&s, f->sub);
+    }
+    fp_puts(&s, " is ");
+    size_t n = d->tok[v].end - d->tok[v].start;
+    if (d->tok[v].type == FP_JNUM)
+        fp_put_visible(&s, d->text + d->tok[v].start, n < 40 ? n : 40);
+    else
+        fp_puts(&s, d->tok[v].type == FP_JSTR ? "a string" : "not a number");
+    fp_puts(&s, ", not an integer from ");
+    fp_put_i64(&s, f->min);
+    fp_puts(&s, " to 9223372036854775807");
+    return EINVAL;
+}
+
+/* The integer member f of object t (device dev, -1 for the root): absent
+ * or null reads as f->dflt; anything but an integer from f->min up, an
+ * error naming the file and the member. */
+static int fp_mint(const fp_jdoc *d, int t, int dev, const fp_mfield *f, int64_t *out,
+                   const char *path, char *err, size_t errlen)
+{
+    int v = fp_jdoc_get(d, t, f->key);
+    if (f->sub && v >= 0 && d->tok[v].type != FP_JNULL)
+        v = fp_jdoc_get(d, v, f->sub);
+    if (v < 0 || d->tok[v].type == FP_JNULL) {
+        *out = f->dflt;
+        return 0;
+    }
+    if (fp_jdoc_int(d, v, out) || *out < f->min)
+        return fp_merr_field(d, v, dev, f, path, err, errlen);
+    return 0;
 }
 
 static int fp_mrows_push(fp_mrows *rows, const fp_mrow *r)
@@ -520,20 +567,25 @@ static int fp_merge_doc(const fp_jdoc *d, fp_mrows *rows, const char *path,
     int devs = fp_jdoc_path(d, "devices");
     if (!fp_jvalid(d, devs, FP_JARR))
         return fp_merr(err, errlen, path, "no \"devices\" array", EINVAL);
-    fp_mrow base = {fp_jint_at(d, 0, "rank", NULL, -1),
-                    fp_jint_at(d, 0, "pid", NULL, 0), 0, 0, 0, 0, 0};
-    for (int i = 0; i < d->tok[devs].n; i++) {
+    static const fp_mfield rank = {"rank", NULL, -1, 0}, pid = {"pid", NULL, 0, 0};
+    static const fp_mfield fields[5] = {
+        {"device", NULL, 0, 0},        {"allocated", "peak", 0, 0},
+        {"reserved", "peak", 0, 0},    {"oom_count", NULL, 0, 0},
+        {"alloc_retries", NULL, 0, 0}};
+    fp_mrow base = {0};
+    int rc = fp_mint(d, 0, -1, &rank, &base.rank, path, err, errlen);
+    if (!rc)
+        rc = fp_mint(d, 0, -1, &pid, &base.pid, path, err, errlen);
+    for (int i = 0; i < d->tok[devs].n && !rc; i++) {
         int t = fp_jdoc_at(d, devs, (size_t)i);
         fp_mrow r = base;
-        r.device = fp_jint_at(d, t, "device", NULL, 0);
-        r.peak_alloc = fp_jint_at(d, t, "allocated", "peak", 0);
-        r.peak_res = fp_jint_at(d, t, "reserved", "peak", 0);
-        r.ooms = fp_jint_at(d, t, "oom_count", NULL, 0);
-        r.retries = fp_jint_at(d, t, "alloc_retries", NULL, 0);
-        if (fp_mrows_push(rows, &r))
-            return fp_merr(err, errlen, path, "out of memory", ENOMEM);
+        int64_t *dst[5] = {&r.device, &r.peak_alloc, &r.peak_res, &r.ooms, &r.retries};
+        for (int k = 0; k < 5 && !rc; k++)
+            rc = fp_mint(d, t, i, &fields[k], dst[k], path, err, errlen);
+        if (!rc && fp_mrows_push(rows, &r))
+            rc = fp_merr(err, errlen, path, "out of memory", ENOMEM);
     }
-    return 0;
+    return rc;
 }
 
 static int fp_merge_file(const char *path, fp_mrows *rows, char *err,
@@ -541,9 +593,10 @@ static int fp_merge_file(const char *path, fp_mrows *rows, char *err,
 {
     char *text = NULL;
     size_t len = 0, pos = 0;
-    int rc = fp_read_file(path, &text, &len);
+    char why[128];
+    int rc = fp_read_file(path, &text, &len, why, sizeof why);
     if (rc)
-        return fp_merr(err, errlen, path, strerror(rc), rc);
+        return fp_merr(err, errlen, path, rc == ENOMEM ? "out of memory" : why, rc);
     size_t cap = len / 2 + 2;
     fp_jtok *tok = malloc(cap * sizeof *tok);
     fp_jdoc d;
@@ -651,14 +704,20 @@ static void fp_msort(fp_mrows *rows)
     }
 }
 
+/* Sums saturate at INT64_MAX: every term is >= 0 (fp_mint). */
+static int64_t fp_msum(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 static void fp_mtotal(const fp_mrows *rows, fp_mrow *t)
 {
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < rows->n; i++) {
-        t->peak_alloc += rows->v[i].peak_alloc;
-        t->peak_res += rows->v[i].peak_res;
-        t->ooms += rows->v[i].ooms;
-        t->retries += rows->v[i].retries;
+        t->peak_alloc = fp_msum(t->peak_alloc, rows->v[i].peak_alloc);
+        t->peak_res = fp_msum(t->peak_res, rows->v[i].peak_res);
+        t->ooms = fp_msum(t->ooms, rows->v[i].ooms);
+        t->retries = fp_msum(t->retries, rows->v[i].retries);
     }
 }
 
@@ -695,7 +754,7 @@ int fp_merge_json(const char *const *paths, size_t n, fp_sink *out,
         fp_mwrite(out, &rows, n);
         rc = fp_sink_flush(out);
         if (rc)
-            fp_merr(err, errlen, "merge", strerror(rc), rc);
+            fp_merr(err, errlen, "cannot write the table", strerror(rc), rc);
     }
     free(rows.v);
     return rc;

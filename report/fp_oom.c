@@ -114,11 +114,18 @@ static int fp_cap_is_fraction(const fp_oom_ctx *c)
     return fr != SIZE_MAX && fr < mr;
 }
 
-/* A fraction in (0, 1] with two decimals, from a double. */
+/* A fraction in (0, 1]: two decimals; one that would read "0.00" gets as
+ * many more (up to 15) as show two significant digits ("0.00012"). */
 static void fp_put_fraction(fp_sink *s, double f)
 {
-    uint64_t v = f <= 0 ? 0 : f >= 1 ? 100 : (uint64_t)(f * 100.0 + 0.5);
-    fp_put_fixed(s, v, 100, 2);
+    unsigned dec = 2;
+    uint64_t den = 100;
+    while (f > 0 && f * 100.0 < 0.5 && f * (double)den < 9.95 && dec < 15) {
+        dec++;
+        den *= 10;
+    }
+    uint64_t v = f <= 0 ? 0 : f >= 1 ? den : (uint64_t)(f * (double)den + 0.5);
+    fp_put_fixed(s, v, den, dec);
 }
 
 /* "max_reserved_mb:4096" or "per_process_memory_fraction:0.50 of 80.00 GiB". */

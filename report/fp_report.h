@@ -80,6 +80,9 @@ typedef struct fp_dev_report {
     uint64_t leak_bytes;        /* their requested bytes                      */
     int running;                /* 1: a snapshot while the program runs (the
                                    live blocks are not leaks yet)            */
+    int replay;                 /* 1: a trace replay, with the two below     */
+    uint64_t unknown_frees;     /* trace frees of ids not live: skipped      */
+    uint64_t duplicate_allocs;  /* trace allocations of live ids: refused    */
 } fp_dev_report;
 
 typedef struct fp_run_report {
@@ -89,6 +92,7 @@ typedef struct fp_run_report {
     const char *config;         /* effective config "k:v,k:v", may be NULL    */
     const char *const *config_errors; /* one line each, arbitrary text       */
     size_t nconfig_errors;
+    size_t config_errors_more;  /* problems not in config_errors (no room)    */
     const char *mode;           /* "shim", "replay", ...; may be NULL         */
     const char *config_source;  /* where config came from: "FRAGPOOL_CONF",
                                    "PYTORCH_ALLOC_CONF", "defaults", ...;

@@ -491,6 +491,25 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
     }
 }
 
+/* A replay only: the trace's frees of unknown ids and allocations of
+ * live ids (docs/replay.md). */
+static void fp_text_trace(fp_sink *s, const fp_dev_report *d)
+{
+    if (!d->replay)
+        return;
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    if (!d->unknown_frees && !d->duplicate_allocs) {
+        fp_puts(o, "none");
+    } else {
+        fp_put_count(o, d->unknown_frees, " free of an unknown id (skipped), ",
+                     " frees of unknown ids (skipped), ");
+        fp_put_count(o, d->duplicate_allocs, " allocation of a live id (refused)",
+                     " allocations of live ids (refused)");
+    }
+    fp_val_end(&v, s, "Trace problems");
+}
+
 static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
 {
     static const char title[] = "fragpool: what the table above does not show";
@@ -503,6 +522,7 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_time(s, d);
     fp_text_passthrough(s, d);
     fp_text_defer(s, d);
+    fp_text_trace(s, d);
     fp_text_leaks(s, d);
 }
 
@@ -566,6 +586,13 @@ static void fp_text_config_errors(fp_sink *s, const fp_run_report *r)
     }
     if (label)
         fp_tbl_kv(s, label, "none", 4);
+    if (r->config_errors_more) {
+        fp_sink *o = fp_val_begin(&v);
+        fp_puts(o, "... and ");
+        fp_put_u64(o, r->config_errors_more);
+        fp_puts(o, " more (all were printed on stderr at the start)");
+        fp_val_end(&v, s, NULL);
+    }
 }
 
 /* Where the configuration came from, and any notes (none: no row). */
@@ -695,6 +722,19 @@ static void fp_json_defer(fp_json *j, const fp_dev_report *d)
     fp_json_end_obj(j);
 }
 
+/* "trace": a replay's trace problems, or null outside a replay. */
+static void fp_json_trace(fp_json *j, const fp_dev_report *d)
+{
+    if (!d->replay) {
+        fp_json_null(j, "trace");
+        return;
+    }
+    fp_json_obj(j, "trace");
+    fp_json_u64(j, "unknown_frees", d->unknown_frees);
+    fp_json_u64(j, "duplicate_allocs", d->duplicate_allocs);
+    fp_json_end_obj(j);
+}
+
 static void fp_json_device(fp_json *j, const fp_dev_report *d)
 {
     fp_json_obj(j, NULL);
@@ -715,6 +755,7 @@ static void fp_json_device(fp_json *j, const fp_dev_report *d)
         fp_json_u64(j, fp_pt_name(k), d->passthrough[k]);
     fp_json_end_obj(j);
     fp_json_defer(j, d);
+    fp_json_trace(j, d);
     fp_json_leaks(j, d);
     fp_json_end_obj(j);
 }
@@ -751,6 +792,7 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
     for (size_t i = 0; i < r->nconfig_errors; i++)
         fp_json_str(&j, NULL, r->config_errors[i] ? r->config_errors[i] : "");
     fp_json_end_arr(&j);
+    fp_json_u64(&j, "config_errors_more", r->config_errors_more);
     fp_json_str(&j, "config_source", r->config_source);
     fp_json_arr(&j, "notes");
     for (size_t i = 0; i < r->nnotes; i++)

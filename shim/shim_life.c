@@ -43,11 +43,16 @@ void fp_say(const char *fmt, ...)
 
 /* ---- configuration, before main ------------------------------------------- */
 
+/* Kept whole or not at all (the summary counts the others: "... and N
+ * more"); every problem is printed on stderr. */
 static void keep_problem(void *ud, const char *line)
 {
     (void)ud;
-    size_t used = strlen(fp_shim.conf_errors);
-    snprintf(fp_shim.conf_errors + used, sizeof fp_shim.conf_errors - used, "%s\n", line);
+    size_t used = strlen(fp_shim.conf_errors), n = strlen(line);
+    if (n + 2 <= sizeof fp_shim.conf_errors - used) {
+        memcpy(fp_shim.conf_errors + used, line, n);
+        memcpy(fp_shim.conf_errors + used + n, "\n", 2);
+    }
     fp_shim.nconf_errors++;
     size_t len = strlen(line);
     ssize_t w = write(2, line, len);
@@ -81,6 +86,8 @@ static void on_exit_handler(void)
         fp_shim_write_summary("shim");
 }
 
+static void dump_fork_child(void);
+
 /* fork: every lock of fragpool's is taken before (pools first, then the
  * trace's, the order in which they nest) so that no child inherits one
  * held by a thread it does not have. */
@@ -104,6 +111,7 @@ static void on_fork_child(void)
     atomic_store(&fp_shim.used, false);
     fp_trace_fork_child();
     fp_pools_fork_after(true);
+    dump_fork_child();
 }
 
 /* ---- dump_on_sigusr1: the handler only writes a byte to a pipe; a thread
@@ -149,6 +157,27 @@ static void start_dump_thread(void)
     pthread_t t;
     if (dump_pipe[0] >= 0 && pthread_create(&t, NULL, dump_thread, NULL) == 0)
         pthread_detach(t);
+}
+
+/* A forked child must not write into its parent's pipe, which the
+ * parent's thread reads: SIGUSR1 sent to the child would dump the parent.
+ * The child gets a pipe of its own.  It has no dump thread (threads do not
+ * survive fork, and starting one in a child of a threaded process is not
+ * safe), so its SIGUSR1 dumps nothing; the handler stays, so the signal
+ * still does not kill it. */
+static void dump_fork_child(void)
+{
+    int p[2], old[2] = {dump_pipe[0], dump_pipe[1]};
+    if (old[0] < 0)
+        return;
+    if (pipe2(p, O_CLOEXEC) != 0)
+        p[0] = p[1] = -1;   /* the handler's write then fails harmlessly */
+    else
+        fcntl(p[1], F_SETFL, O_NONBLOCK);
+    dump_pipe[0] = p[0];
+    dump_pipe[1] = p[1];
+    close(old[0]);
+    close(old[1]);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

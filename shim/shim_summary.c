@@ -4,11 +4,21 @@
  * Both read only what the shim already holds in memory: the exit path
  * makes no CUDA call, and the report module formats into fixed buffers.
  * The summary goes where the summary key says: off, stderr, or a file
- * whose name may hold %p (pid), %r (rank) and %h (host).
+ * whose name may hold %p (pid), %r (rank), %h (host) and %% (a '%').
+ *
+ * Files (docs/files.md): the name must expand whole (no truncation, no
+ * unknown escape); it is opened by fp_file_create (O_EXCL for a fresh
+ * name, O_NOFOLLOW, never a FIFO, a device, or another user's file).  Any
+ * problem - the name, the open, a failed write or close - is one line on
+ * stderr, and the summary is then written on stderr instead: it is never
+ * lost silently.
  */
 #include "shim.h"
 #include "shim_framework.h"
 #include "fp_report.h"
+#include "fp_file.h"
+#include "shim_out.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,41 +81,99 @@ static int rank_from_env(void)
     return -1;
 }
 
-/* Expands %p, %r, %h and %% of a path pattern. */
-static void expand_path(const char *pat, int rank, const char *host, char *out, size_t len)
+/* Appends t[0..n) at out + *o; 0, or ENAMETOOLONG past len (with the NUL). */
+static int put_part(char *out, size_t len, size_t *o, const char *t, size_t n)
 {
-    size_t o = 0;
-    for (const char *s = pat; *s && o + 1 < len; s++) {
-        if (s[0] != '%' || !s[1]) {
-            out[o++] = *s;
-            continue;
-        }
-        char num[24];
-        const char *t = num;
-        s++;
-        if (*s == 'p')
-            snprintf(num, sizeof num, "%d", (int)getpid());
-        else if (*s == 'r')
-            snprintf(num, sizeof num, "%d", rank < 0 ? 0 : rank);
-        else if (*s == 'h')
-            t = host;
-        else
-            snprintf(num, sizeof num, "%c", *s);
-        for (; *t && o + 1 < len; t++)
-            out[o++] = *t;
-    }
-    out[o] = '\0';
+    if (n >= len - *o)
+        return ENAMETOOLONG;
+    memcpy(out + *o, t, n);
+    *o += n;
+    return 0;
 }
 
-void fp_expand_path(const char *pat, char *out, size_t len)
+/* The text of escape c into *t: 0, or EINVAL for an unknown one. */
+static int escape_text(char c, int rank, const char *host, char num[24], const char **t)
+{
+    *t = num;
+    if (c == 'p')
+        snprintf(num, 24, "%d", (int)getpid());
+    else if (c == 'r')
+        snprintf(num, 24, "%d", rank < 0 ? 0 : rank);
+    else if (c == 'h')
+        *t = host;
+    else if (c == '%')
+        snprintf(num, 24, "%%");
+    else
+        return EINVAL;
+    return 0;
+}
+
+static void bad_escape(const char *pat, char c, char *why, size_t whylen)
+{
+    if (c)
+        snprintf(why, whylen, "'%s' holds the unknown escape %%%c (the escapes are %%p pid, "
+                 "%%r rank, %%h host, %%%% a '%%')", pat, c);
+    else
+        snprintf(why, whylen, "'%s' ends in a lone '%%' (write %%%% for a '%%')", pat);
+}
+
+static int expand_path(const char *pat, int rank, const char *host, char *out, size_t len,
+                       char *why, size_t whylen)
+{
+    size_t o = 0;
+    int err = len ? 0 : ENAMETOOLONG;
+    for (const char *s = pat; *s && !err; s++) {
+        const char *t = s;
+        char num[24];
+        size_t n = 1;
+        if (*s == '%') {
+            if ((err = escape_text(s[1], rank, host, num, &t)) != 0) {
+                bad_escape(pat, s[1], why, whylen);
+                break;
+            }
+            n = strlen(t);
+            s++;
+        }
+        if ((err = put_part(out, len, &o, t, n)) != 0)
+            snprintf(why, whylen, "'%s' expands to more than %zu bytes", pat, len - 1);
+    }
+    if (len)
+        out[err ? 0 : o] = '\0';
+    return err;
+}
+
+int fp_path_expand(const char *pat, char *out, size_t len, char *why, size_t whylen)
 {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    expand_path(pat, rank_from_env(), host, out, len);
+    return expand_path(pat, rank_from_env(), host, out, len, why, whylen);
 }
 
-/* dump 0: the exit summary; n > 0: the n-th SIGUSR1 dump, which goes to
- * PATH.n when the summary goes to a file. */
+/* shim.h's older form: an empty name when the pattern does not expand. */
+void fp_expand_path(const char *pat, char *out, size_t len)
+{
+    char why[8];
+    fp_path_expand(pat, out, len, why, sizeof why);
+}
+
+/* The SIGUSR1 dump n > 0 goes to PATH.n. */
+static int dump_name(char *path, size_t len, unsigned dump, char *why, size_t whylen)
+{
+    size_t n = strlen(path);
+    int m = snprintf(path + n, len - n, ".%u", dump);
+    if (m < 0 || (size_t)m >= len - n) {
+        path[n] = '\0';
+        snprintf(why, whylen, "'%s.%u' is longer than %zu bytes", path, dump, len - 1);
+        return ENAMETOOLONG;
+    }
+    return 0;
+}
+
+static char dest_path[FP_OUT_PATH_MAX];   /* under summary_lock */
+
+/* dump 0: the exit summary; n > 0: the n-th SIGUSR1 dump.  -1: nothing to
+ * write; 2: stderr (asked for, or instead of a file that failed, after
+ * one line saying why); else the file's descriptor, named in dest_path. */
 static int open_destination(int rank, const char *host, unsigned dump)
 {
     const char *dest = fp_shim.conf.summary;
@@ -113,35 +181,66 @@ static int open_destination(int rank, const char *host, unsigned dump)
         return -1;
     if (strcmp(dest, "stderr") == 0 || strcmp(dest, "off") == 0)
         return 2;
-    char path[FP_CONF_PATH_MAX + 160];
-    expand_path(dest, rank, host, path, sizeof path - 16);
-    if (dump)
-        snprintf(path + strlen(path), 16, ".%u", dump);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        fp_say("cannot write the summary to '%s'; writing it on stderr instead", path);
-    return fd < 0 ? 2 : fd;
+    static char why[FP_OUT_PATH_MAX + 256];
+    int fd = -1, err = expand_path(dest, rank, host, dest_path, sizeof dest_path, why, sizeof why);
+    if (!err && dump)
+        err = dump_name(dest_path, sizeof dest_path, dump, why, sizeof why);
+    if (err) {
+        fp_say("summary: %s; writing the summary on stderr instead", why);
+        return 2;
+    }
+    if ((err = fp_file_create(dest_path, &fd, why, sizeof why)) != 0) {
+        fp_say("summary: cannot write '%s': %s; writing the summary on stderr instead",
+               dest_path, why);
+        return 2;
+    }
+    return fd;
 }
 
-/* Splits the stored config problems into lines for the report. */
-static size_t error_lines(const char **lines, size_t max)
+/* Splits the stored config problems into lines for the report; *more
+ * gets the problems that are not among them (no room to keep them). */
+static size_t error_lines(const char **lines, size_t max, size_t *more)
 {
     static char copy[sizeof fp_shim.conf_errors];
     memcpy(copy, fp_shim.conf_errors, sizeof copy);
+    copy[sizeof copy - 1] = '\0';
     size_t n = 0;
     for (char *s = copy, *nl; *s && n < max; s = nl + 1) {
         nl = strchr(s, '\n');
-        lines[n++] = s;
         if (!nl)
-            break;
+            break;   /* a line cut short: not shown */
         *nl = '\0';
+        lines[n++] = s;
     }
+    *more = fp_shim.nconf_errors > n ? fp_shim.nconf_errors - n : 0;
     return n;
+}
+
+static int emit(const fp_run_report *r, int fd)
+{
+    fp_sink s = fp_sink_fd(fd);
+    if (fp_shim.conf.summary_format == FP_SUMMARY_JSON)
+        return fp_summary_json(r, &s);
+    return fp_summary_text(r, &s);
+}
+
+/* A summary file that could not be written whole: one line, then the
+ * summary on stderr. */
+static void emit_to_file(const fp_run_report *r, int fd)
+{
+    int err = emit(r, fd);
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (!err)
+        return;
+    fp_say("summary: writing '%s' failed: %s; writing the summary on stderr instead",
+           dest_path, strerror(err));
+    emit(r, 2);
 }
 
 static void write_summary(const char *mode, unsigned dump)
 {
-    static char host[256], conf[2048];
+    static char host[256], conf[4096];
     const char *errs[32];
     const char *notes[4];
     collect *c = &summary_data;
@@ -151,21 +250,16 @@ static void write_summary(const char *mode, unsigned dump)
     gethostname(host, sizeof host - 1);
     fp_conf_format(&fp_shim.conf, conf, sizeof conf);
     fp_run_report r = {.pid = (int)getpid(), .rank = rank_from_env(), .host = host,
-                       .config = conf, .config_errors = errs,
-                       .nconfig_errors = error_lines(errs, 32), .mode = mode,
+                       .config = conf, .config_errors = errs, .mode = mode,
                        .config_source = fp_fw_conf_source(), .notes = notes,
                        .nnotes = fp_fw_notes(notes, 4),
                        .devs = c->devs, .ndevs = c->n};
+    r.nconfig_errors = error_lines(errs, 32, &r.config_errors_more);
     int fd = open_destination(r.rank, host, dump);
-    if (fd < 0)
-        return;
-    fp_sink s = fp_sink_fd(fd);
-    if (fp_shim.conf.summary_format == FP_SUMMARY_JSON)
-        fp_summary_json(&r, &s);
-    else
-        fp_summary_text(&r, &s);
-    if (fd != 2)
-        close(fd);
+    if (fd == 2)
+        emit(&r, 2);
+    else if (fd >= 0)
+        emit_to_file(&r, fd);
 }
 
 /* summary_data is shared by the exit summary and the SIGUSR1 dumps. */

@@ -9,8 +9,18 @@
  * replay skips.  Ids: (pool number << 40) | the pool's allocation number,
  * unique for the life of one allocation.  stream: 0 for cuMemAlloc, else a
  * small number per distinct stream, in order of first use.
+ *
+ * The file (docs/files.md): the name must expand whole; it is opened by
+ * fp_file_create (O_EXCL for a fresh name, O_NOFOLLOW, never a FIFO, a
+ * device, or another user's file).  A failed open records nothing; a
+ * failed write stops the recording; a failed close at exit is reported.
+ * Each is one line on stderr naming the file, so an incomplete trace is
+ * never mistaken for a whole one.  fd is atomic: the exit handler and a
+ * failed write close it while other threads check it.
  */
 #include "shim.h"
+#include "fp_file.h"
+#include "shim_out.h"
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,14 +31,16 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char buf[FP_TRACE_BUF];
 static size_t used;
-static int fd = -1;
+static atomic_int fd = -1;
+static char name[FP_OUT_PATH_MAX];
+static uint64_t written;     /* bytes that reached the file */
 static uint64_t seq;
 static CUstream streams[FP_TRACE_STREAMS];
 static unsigned nstreams;
 
 bool fp_trace_on(void)
 {
-    return fd >= 0;
+    return atomic_load_explicit(&fd, memory_order_relaxed) >= 0;
 }
 
 void fp_trace_open(void)
@@ -36,35 +48,61 @@ void fp_trace_open(void)
     const char *path = fp_shim.conf.trace;
     if (!path[0] || strcmp(path, "off") == 0)
         return;
-    char name[FP_CONF_PATH_MAX + 32];
-    fp_expand_path(path, name, sizeof name);
-    fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fp_say("trace: cannot open '%s'; recording nothing", name);
+    static char why[FP_OUT_PATH_MAX + 256];
+    if (fp_path_expand(path, name, sizeof name, why, sizeof why)) {
+        fp_say("trace: %s; recording nothing", why);
+        return;
+    }
+    int f;
+    if (fp_file_create(name, &f, why, sizeof why)) {
+        fp_say("trace: cannot write '%s': %s; recording nothing", name, why);
         return;
     }
     static const char header[] = "seq,op,id,size,stream\n";
     memcpy(buf, header, sizeof header - 1);
     used = sizeof header - 1;
+    atomic_store(&fd, f);
+}
+
+/* Closes the trace after what; one line when that, or the close, failed. */
+static void stop_locked(int err, const char *what)
+{
+    int f = atomic_exchange(&fd, -1);
+    if (close(f) != 0 && !err) {
+        err = errno;
+        what = "closing";
+    }
+    if (err)
+        fp_say("trace: %s '%s' after %llu bytes: %s; the trace is incomplete", what, name,
+               (unsigned long long)written, strerror(err));
 }
 
 static void flush_locked(void)
 {
-    for (size_t off = 0; off < used;) {
-        ssize_t w = write(fd, buf + off, used - off);
-        if (w <= 0)
+    int f = atomic_load_explicit(&fd, memory_order_relaxed);
+    for (size_t off = 0; f >= 0 && off < used;) {
+        ssize_t w = write(f, buf + off, used - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            stop_locked(w < 0 ? errno : EIO, "writing to");
             break;
+        }
         off += (size_t)w;
+        written += (uint64_t)w;
     }
     used = 0;
 }
 
+/* At exit: the last rows, then the close, both checked. */
 void fp_trace_flush(void)
 {
-    if (fd < 0)
+    if (!fp_trace_on())
         return;
     pthread_mutex_lock(&lock);
     flush_locked();
+    if (atomic_load(&fd) >= 0)
+        stop_locked(0, "");
     pthread_mutex_unlock(&lock);
 }
 
@@ -82,9 +120,9 @@ void fp_trace_fork_parent(void)
 
 void fp_trace_fork_child(void)
 {
-    if (fd >= 0)
-        close(fd);
-    fd = -1;
+    int f = atomic_exchange(&fd, -1);
+    if (f >= 0)
+        close(f);
     used = 0;
     pthread_mutex_init(&lock, NULL);
 }
@@ -118,9 +156,13 @@ static char *put_u64(char *p, uint64_t v, char c)
 
 void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s)
 {
-    if (fd < 0)
+    if (!fp_trace_on())
         return;
     pthread_mutex_lock(&lock);
+    if (atomic_load_explicit(&fd, memory_order_relaxed) < 0) {   /* stopped meanwhile */
+        pthread_mutex_unlock(&lock);
+        return;
+    }
     if (FP_TRACE_BUF - used < 96) /* a row is at most 4 x 20 digits + 6 */
         flush_locked();
     char *p = put_u64(buf + used, seq++, ',');

@@ -71,12 +71,15 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
 {
   bool elem_ok = ElementSizeBytes == 4 || ElementSizeBytes == 8 ||
                  ElementSizeBytes == 16;
-  if (pPitch == NULL || !elem_ok || WidthInBytes == 0 || Height == 0 ||
-      WidthInBytes > 2147483647u)
+  if (pPitch == NULL || !elem_ok || WidthInBytes == 0 || Height == 0)
     return bad_arg();
-  size_t pitch = (WidthInBytes + SIM_PITCH_ALIGN - 1) &
-                 ~(size_t)(SIM_PITCH_ALIGN - 1);
-  /* an impossible size: let the capacity check refuse it */
+  /* Widths past 2^31 - 1 are allowed, as the H200's driver (580.159.04)
+   * allows them: 2^31 succeeds with pitch 2^31, 2^40 is out of memory.
+   * A width or size past SIZE_MAX is an impossible size: the capacity
+   * check refuses it. */
+  size_t pitch = WidthInBytes > SIZE_MAX - (SIM_PITCH_ALIGN - 1)
+                     ? SIZE_MAX
+                     : (WidthInBytes + SIM_PITCH_ALIGN - 1) & ~(size_t)(SIM_PITCH_ALIGN - 1);
   size_t bytes = Height > SIZE_MAX / pitch ? SIZE_MAX : pitch * Height;
   CUresult rc = alloc_in_ctx(dptr, bytes, SIM_MEM_DEVICE, 0);
   if (rc == CUDA_SUCCESS)

@@ -41,6 +41,13 @@ static void check_round_trip(const fp_conf *c)
     if (memcmp(&back.pool, &c->pool, sizeof c->pool) != 0 ||
         back.strict != c->strict)
         abort();
+    /* every other field too: paths with [ ] , % included (issue 15, 13) */
+    if (strcmp(back.summary, c->summary) || strcmp(back.trace, c->trace) ||
+        back.summary_format != c->summary_format || back.free_policy != c->free_policy ||
+        back.defer_headroom != c->defer_headroom || back.debug_check != c->debug_check ||
+        back.dump_on_sigusr1 != c->dump_on_sigusr1 ||
+        back.meminfo_counts_cache != c->meminfo_counts_cache)
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -777,6 +777,45 @@ static void test_format_divs(void **state)
     }
 }
 
+/* Paths holding [ ] , and % round-trip, and the formatted text splits
+ * into every key (issue 15, item 13). */
+static void test_path_round_trip(void **state)
+{
+    (void)state;
+    static const char *const in[][3] = {
+        {"trace:/tmp/b],summary:/tmp/[a", "/tmp/[a", "/tmp/b]"},
+        {"summary:/tmp/[a,b],trace:/t/%%5B%p", "/tmp/[a,b]", "/t/%%5B%p"},
+        {"summary:/tmp/%5ba%2C%5D", "/tmp/[a,]", "off"},
+        {"summary:/x/%5%5B", "/x/%5[", "off"},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        fp_conf c, back;
+        char buf[4096];
+        fp_conf_default(&c);
+        assert_int_equal(fp_conf_parse(in[i][0], &c, NULL, NULL), 0);
+        assert_string_equal(c.summary, in[i][1]);
+        assert_string_equal(c.trace, in[i][2]);
+        assert_int_equal(fp_conf_format(&c, buf, sizeof buf), 0);
+        assert_null(strchr(strstr(buf, "summary:"), '['));
+        fp_conf_default(&back);
+        assert_int_equal(fp_conf_parse(buf, &back, NULL, NULL), 0);
+        assert_string_equal(back.summary, c.summary);
+        assert_string_equal(back.trace, c.trace);
+        assert_int_equal(back.summary_format, c.summary_format);
+        assert_int_equal(back.dump_on_sigusr1, c.dump_on_sigusr1);
+        int entries = 1;
+        for (const char *p = buf; *p; p++)
+            entries += *p == ',' && !strchr("0123456789>", p[1]);
+        assert_int_equal(entries, (int)fp_conf_noptions());
+    }
+    /* a '%' right before [ ] , is no escape and would not read back */
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse("summary:/a%],trace:/b%%5D", &c, NULL, NULL), 1);
+    assert_string_equal(c.summary, "stderr");
+    assert_string_equal(c.trace, "/b%%5D");
+}
+
 static void test_format_enospc(void **state)
 {
     (void)state;
@@ -964,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_round_trip_divs),
         cmocka_unit_test(test_format_divs),
+        cmocka_unit_test(test_path_round_trip),
         cmocka_unit_test(test_format_enospc),
         cmocka_unit_test(test_label_and_lenient),
         cmocka_unit_test(test_from_env),

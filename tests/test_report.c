@@ -328,6 +328,11 @@ static void text_edge_cases(void **state)
     has(t, "| Configuration         | defaults");
     has(t, "| Config errors         | none");
     has(t, "| Process               | unknown");
+    run.config_errors_more = 7;   /* problems that did not fit (issue 15, item 15) */
+    t = text_summary();
+    has(t, "| Config errors         | none ");
+    has(t, "|                       | ... and 7 more (all were printed on stderr at ");
+    run.config_errors_more = 0;
     has(t, "| Time in allocator     | 1.23 ms ");
 }
 
@@ -742,6 +747,18 @@ static void oom_over_cap(void **state)
     oom_run(&o, &opts, 80 * FP_GIB, 30 * FP_GIB);
     has(oom, "; fragmentation too: 2.00 GiB idle in cached blocks");
     has(oom, ", or FRAGPOOL_CONF=max_split_size_mb:898 to reuse the idle bytes\n");
+
+    /* a tiny fraction shows its digits, not "0.00" (issue 15, item 17) */
+    fp_pool_opts_default(&opts);
+    opts.memory_fraction = 0.00012;
+    opts.device_total = 80 * FP_GIB;
+    o.reserved = 0;
+    o.idle = 0;
+    o.cap = (size_t)(0.00012 * 80.0 * (double)FP_GIB);
+    oom_run(&o, &opts, 80 * FP_GIB, 30 * FP_GIB);
+    has(oom, "(per_process_memory_fraction:0.00012 of 80.00 GiB)");
+    if (strstr(oom, "per_process_memory_fraction:0.00 "))
+        fail_msg("%s", oom);
 }
 
 static void oom_split_advice(void **state)

@@ -17,6 +17,10 @@
  *   workload[-fork]        a deterministic mixed workload for the trace
  *                          test (sync and stream-ordered calls); -fork
  *                          forks a CUDA-free child half-way through
+ *   sigusr1-child          forks a child that sleeps 1 s and _exits; the
+ *                          parent sends the child SIGUSR1, waits for it,
+ *                          waits 300 ms more, then returns (the parent
+ *                          must not dump: the signal was not its own)
  *
  * stdout gets one "key=value" line per fact the tests check:
  *   main=1, live=<bytes>, child-pid=<pid>, late-free rc=.. driver-frees=..
@@ -26,11 +30,13 @@
 #include "fp_cuda.h"
 #include "fpsim.h"
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EP_LIVE_SIZE ((size_t)5767168) /* 5.50 MiB: left live at exit */
@@ -132,6 +138,32 @@ static pid_t fork_nocuda(void)
     printf("child-pid=%d\n", (int)pid);
     fflush(stdout);
     return pid;
+}
+
+/* SIGUSR1 goes to a forked child only; its dump pipe must be its own. */
+static void sigusr1_child(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        _exit(20);
+    if (pid == 0) {
+        in_forked_child = 1;
+        struct timespec t = {1, 0};
+        while (nanosleep(&t, &t) != 0)
+            ;
+        _exit(0);
+    }
+    struct timespec ready = {0, 200000000}, after = {0, 300000000};
+    nanosleep(&ready, NULL);
+    kill(pid, SIGUSR1);
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        _exit(21);
+    nanosleep(&after, NULL);
+    printf("child-pid=%d\n", (int)pid);
+    fflush(stdout);
 }
 
 /* ---- the trace workload ------------------------------------------------ */
@@ -248,6 +280,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "fork-nocuda") == 0) {
         fork_nocuda();
+        return 0;
+    }
+    if (strcmp(mode, "sigusr1-child") == 0) {
+        sigusr1_child();
         return 0;
     }
     fprintf(stderr, "exit_paths: unknown mode '%s'\n", mode);

@@ -1,0 +1,253 @@
+/* test_cli.c - the fragpool command on bad input and lost output (issue
+ * 15, items 2, 4, 6, 17): each case runs build/bin/fragpool in a child with
+ * a deadline and checks its exit status and its stderr.
+ *
+ * Checked:
+ *  - `replay /dev/zero`, a FIFO without a writer, a directory: exit 1 at
+ *    once with one line naming the file; `report` and `merge` too;
+ *  - `tune` on a trace with a 2^64-1 byte request ends (exit 0);
+ *  - replay, tune, config and merge exit 1 with one line when stdout is
+ *    /dev/full;
+ *  - `--budget 0.5` is a usage error (exit 2), for replay, tune, report;
+ *  - problems in --conf say "--conf", not "FRAGPOOL_CONF";
+ *  - merge: a number out of range is an error naming the member;
+ *  - tune --threads and report --at take digits only;
+ *  - replay shows and counts frees of unknown ids and allocations of live
+ *    ids (docs/replay.md).
+ */
+#include "child_run.h"
+#include <errno.h>
+#include <sys/stat.h>
+
+#define DEADLINE_S 30
+
+typedef struct cli_run {
+    int status;
+    char *out, *err;
+} cli_run;
+
+static const char *tmp_name(const char *stem)
+{
+    static char name[8][160];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(name[k], sizeof name[k], "/tmp/fp-cli-%d-%s", (int)getpid(), stem);
+    return name[k];
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Runs fragpool with args (NULL-terminated); stdout to out_path when not
+ * NULL (e.g. /dev/full), else captured. */
+static void run_cli(cli_run *r, const char *out_path, const char *const *args)
+{
+    static const char *const drop[] = {"FRAGPOOL_CONF=", "LD_PRELOAD=", NULL};
+    char **env = fp_t_hold(fp_t_child_env(drop, NULL));
+    char *argv[16] = {(char *)FP_CLI};
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = (char *)args[i];
+    int out = out_path ? open(out_path, O_WRONLY) : fp_t_temp_fd("/tmp/fp-cli-io-");
+    int err = fp_t_temp_fd("/tmp/fp-cli-io-");
+    assert_true(out >= 0);
+    pid_t pid = fp_t_spawn_wait(FP_CLI, argv, env, out, err, DEADLINE_S, &r->status);
+    if (pid < 0)
+        fail_msg("fragpool %s %s still running after %d s", args[0], args[1] ? args[1] : "",
+                 DEADLINE_S);
+    r->out = out_path ? fp_t_hold(strdup("")) : fp_t_slurp_fd(out);
+    r->err = fp_t_slurp_fd(err);
+    close(out);
+    close(err);
+}
+
+static void expect(const cli_run *r, int code, const char *in_err)
+{
+    if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != code)
+        fail_msg("status 0x%x, want exit %d; stderr:\n%s", r->status, code, r->err);
+    if (in_err && !strstr(r->err, in_err))
+        fail_msg("stderr lacks '%s':\n%s", in_err, r->err);
+}
+
+static int lines(const char *s)
+{
+    return fp_t_count_of(s, "\n");
+}
+
+static const char *small_trace(void)
+{
+    const char *path = tmp_name("t.csv");
+    write_text(path, "seq,op,id,size,stream\n0,a,1,1000,0\n1,a,2,3000000,0\n2,f,1,0,0\n"
+                     "3,f,9,0,0\n4,a,2,50,0\n5,f,2,0,0\n");
+    return path;
+}
+
+/* ---- inputs that are not regular files (item 4) ------------------------------ */
+
+static void non_regular_inputs(void **state)
+{
+    (void)state;
+    cli_run r;
+    const char *fifo = tmp_name("fifo");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    const char *inputs[] = {"/dev/zero", fifo, "/tmp"};
+    for (int i = 0; i < 3; i++) {
+        run_cli(&r, NULL, (const char *[]){"replay", inputs[i], NULL});
+        expect(&r, 1, "not a regular file");
+        assert_int_equal(lines(r.err), 1);
+        run_cli(&r, NULL, (const char *[]){"tune", inputs[i], NULL});
+        expect(&r, 1, "not a regular file");
+        run_cli(&r, NULL, (const char *[]){"report", inputs[i], "-o", tmp_name("r.html"), NULL});
+        expect(&r, 1, "not a regular file");
+        run_cli(&r, NULL, (const char *[]){"merge", inputs[i], NULL});
+        expect(&r, 1, "not a regular file");
+    }
+}
+
+/* ---- tune on 2^64-1 bytes (item 2) ------------------------------------------ */
+
+static void tune_huge_request(void **state)
+{
+    (void)state;
+    const char *path = tmp_name("huge.csv");
+    write_text(path, "0,a,1,18446744073709551615,0\n1,a,2,9223372036854775808,0\n"
+                     "2,a,3,67108864,0\n3,f,1,0,0\n4,f,3,0,0\n");
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"tune", path, "--threads", "2", NULL});
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "(defaults)"));
+}
+
+/* ---- stdout that cannot be written (item 6) --------------------------------- */
+
+static void stdout_full(void **state)
+{
+    (void)state;
+    const char *trace = small_trace();
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--json", NULL});
+    expect(&r, 0, NULL);
+    const char *json = tmp_name("s.json");
+    write_text(json, r.out);
+    const char *const cases[][4] = {
+        {"replay", trace, NULL},        {"replay", trace, "--json", NULL},
+        {"tune", trace, NULL},          {"tune", trace, "--json", NULL},
+        {"config", NULL},               {"config", "max_split_size_mb:64", NULL},
+        {"merge", json, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run_cli(&r, "/dev/full", cases[i]);
+        expect(&r, 1, "No space left on device");
+        assert_non_null(strstr(r.err, "cannot write"));
+    }
+}
+
+/* ---- --budget, --conf (item 17) ----------------------------------------------- */
+
+static void budget_and_conf(void **state)
+{
+    (void)state;
+    const char *trace = small_trace();
+    cli_run r;
+    const char *cmds[] = {"replay", "tune", "report"};
+    for (int i = 0; i < 3; i++) {
+        run_cli(&r, NULL, (const char *[]){cmds[i], trace, "--budget", "0.5", "-o",
+                                            tmp_name("b.html"), NULL});
+        expect(&r, 2, "bad --budget '0.5': less than one byte");
+    }
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", "foo:1", NULL});
+    expect(&r, 0, "fragpool: --conf: unknown key 'foo'");
+    assert_null(strstr(r.err, "FRAGPOOL_CONF"));
+}
+
+/* Siblings of item 9: the CLI's own counts are strict numbers too. */
+static void strict_counts(void **state)
+{
+    (void)state;
+    const char *trace = small_trace();
+    cli_run r;
+    const char *bad_threads[] = {"+1", " 1", "-1", "1x", "", "65"};
+    for (int i = 0; i < 6; i++) {
+        run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", bad_threads[i], NULL});
+        expect(&r, 2, "bad --threads");
+    }
+    const char *bad_at[] = {"+2", " 2", "-1", "2x", "7", "18446744073709551617"};
+    for (int i = 0; i < 6; i++) {
+        run_cli(&r, NULL, (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at",
+                                            bad_at[i], NULL});
+        expect(&r, 1, "bad --at");
+    }
+    run_cli(&r, NULL, (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at", "6",
+                                        NULL});
+    expect(&r, 0, NULL);
+}
+
+/* ---- merge: numbers out of range (item 17) ----------------------------------- */
+
+static void merge_out_of_range(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *want;
+    } bad[] = {
+        {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":99999999999999999999}}]}",
+         "devices.0.reserved.peak is 99999999999999999999, not an integer"},
+        {"{\"version\":1,\"devices\":[{\"oom_count\":-1}]}", "devices.0.oom_count is -1"},
+        {"{\"version\":1,\"devices\":[{\"allocated\":{\"peak\":1.5}}]}",
+         "devices.0.allocated.peak is 1.5"},
+        {"{\"version\":1,\"rank\":\"3\",\"devices\":[]}", "rank is a string"},
+        {"{\"version\":1,\"pid\":1e400,\"devices\":[]}", "pid is 1e400"},
+    };
+    const char *path = tmp_name("m.json");
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_text(path, bad[i].json);
+        cli_run r;
+        run_cli(&r, NULL, (const char *[]){"merge", path, NULL});
+        expect(&r, 1, bad[i].want);
+        assert_int_equal(lines(r.err), 1);
+    }
+    write_text(path, "{\"version\":1,\"rank\":null,\"devices\":[{\"reserved\":{\"peak\":"
+                     "9223372036854775807}},{\"reserved\":{\"peak\":9223372036854775807}}]}");
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"merge", path, NULL});
+    expect(&r, 0, NULL);   /* the total saturates instead of overflowing */
+}
+
+/* ---- the trace's problems in the replay summary (item 10) --------------------- */
+
+static void replay_shows_trace_problems(void **state)
+{
+    (void)state;
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"replay", small_trace(), NULL});
+    expect(&r, 0, "frees of unknown ids: 1, skipped; the first at event 3");
+    assert_non_null(strstr(r.err, "allocations of live ids: 1, refused"));
+    assert_non_null(strstr(r.out, "| Trace problems        | 1 free of an unknown id (skipped)"));
+    run_cli(&r, NULL, (const char *[]){"replay", small_trace(), "--json", NULL});
+    assert_non_null(strstr(r.out, "\"trace\":{\"unknown_frees\":1,\"duplicate_allocs\":1}"));
+}
+
+static int cleanup(void **state)
+{
+    fp_t_release_held(state);
+    fp_t_remove_own_tmp("fp-cli");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(non_regular_inputs, fp_t_release_held),
+        cmocka_unit_test_teardown(tune_huge_request, fp_t_release_held),
+        cmocka_unit_test_teardown(stdout_full, fp_t_release_held),
+        cmocka_unit_test_teardown(budget_and_conf, fp_t_release_held),
+        cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
+        cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
+        cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
+    };
+    return cmocka_run_group_tests(tests, NULL, cleanup);
+}
