@@ -79,6 +79,10 @@ static void print_trace_problems(const fp_replay_result *r)
     if (r->dup_allocs)
         fprintf(stderr, "fragpool replay: allocations of live ids: %zu, refused (the live "
                 "allocation stays); the first at event %zu\n", r->dup_allocs, r->first_dup_alloc);
+    if (r->recorded_ooms)
+        fprintf(stderr, "fragpool replay: the recorded run failed %zu allocation%s ('o' rows); "
+                "this replay refused %zu of them\n", r->recorded_ooms,
+                r->recorded_ooms == 1 ? "" : "s", r->recorded_refused);
 }
 
 static void print_first_oom(const fp_replay_result *r, const fp_conf *c, size_t budget)

@@ -54,9 +54,22 @@ static int parse_args(int argc, char **argv, tune_args *a)
     return a->trace ? 0 : 2;
 }
 
+/* The setting as the user must write it.  A GC row was searched with the
+ * budget as its cap ("per_process_memory_fraction:1" of a device of the
+ * budget's size); on a real device, shared with other processes, that cap
+ * is max_reserved_mb of the budget found, never a fraction of the device. */
 static const char *label(const fp_tune_row *r)
 {
-    return r->is_default ? "(defaults)" : r->set.conf;
+    static const char cap[] = "per_process_memory_fraction:1";
+    static char buf[FP_TUNE_CONF_MAX + 32];
+    const char *at = r->set.gc ? strstr(r->set.conf, cap) : NULL;
+    if (r->is_default)
+        return "(defaults)";
+    if (!at || !r->min_budget)
+        return r->set.conf;
+    snprintf(buf, sizeof buf, "%.*smax_reserved_mb:%zu%s", (int)(at - r->set.conf), r->set.conf,
+             r->min_budget / FP_MIB, at + sizeof cap - 1);
+    return buf;
 }
 
 /* 1 - allocated/reserved, in tenths of a percent. */
@@ -91,8 +104,9 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
     }
     printf("\n* PyTorch's defaults.  min budget: the smallest device size (a multiple of\n"
            "  2 MiB) found to replay the trace without an OOM; 2 MiB less OOMs.\n"
-           "  garbage_collection_threshold acts only under a cap: its rows use the budget\n"
-           "  as the cap (in PyTorch: torch.cuda.set_per_process_memory_fraction).\n");
+           "  garbage_collection_threshold acts only under a cap: its rows name the cap\n"
+           "  as max_reserved_mb, the memory this process may reserve, not as a\n"
+           "  fraction of the device (which other processes may share).\n");
     if (a->budget) {
         char b[32];
         fp_format_size(a->budget, b);
@@ -122,7 +136,7 @@ static int print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *
         const fp_tune_row *r = &rows[i];
         fp_json_obj(&j, NULL);
         fp_json_u64(&j, "rank", i + 1);
-        fp_json_str(&j, "conf", r->set.conf);
+        fp_json_str(&j, "conf", r->is_default ? "" : label(r));
         fp_json_u64(&j, "default", (uint64_t)r->is_default);
         fp_json_u64(&j, "gc", (uint64_t)r->set.gc);
         fp_json_u64(&j, "peak_reserved", r->peak_reserved);

@@ -132,11 +132,33 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
     idmap_put(m, i, e->id, addr);
 }
 
+/* An 'o' row: the recorded run asked for this and was refused.  Asked
+ * again here; served, it is given straight back (the run never had it). */
+static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx,
+                           fp_replay_result *r)
+{
+    uint64_t addr;
+    r->recorded_ooms++;
+    if (fp_pool_alloc(p, (size_t)e->size, &addr) == 0) {
+        fp_pool_free(p, addr);
+        return;
+    }
+    r->recorded_refused++;
+    if (r->ooms++ == 0) {
+        r->first_oom_event = idx;
+        fp_pool_last_oom(p, &r->first_oom);
+    }
+}
+
 static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
                          fp_replay_result *r)
 {
     if (e->op == 'a') {
         replay_alloc(p, m, e, idx, r);
+        return;
+    }
+    if (e->op == 'o') {
+        replay_refused(p, e, idx, r);
         return;
     }
     size_t i = slot_of(m, e->id);

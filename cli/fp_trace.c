@@ -217,15 +217,15 @@ static int parse_row(reader *r, const char *s, size_t n, fp_trace_event *e)
     size_t k = split(s, n, f);
     if (k < 4 || k > 5) {
         snprintf(r->err, r->errlen, "%s:%zu: not a trace row (%s%zu field%s; want "
-                 "seq,op,id,size[,stream] with op a or f)", r->path, r->lineno,
+                 "seq,op,id,size[,stream] with op a, f or o)", r->path, r->lineno,
                  k > 5 ? "more than " : "", k > 5 ? (size_t)5 : k, k == 1 ? "" : "s");
         return EINVAL;
     }
     uint64_t seq, st = 0;
     if (parse_u64(f[0], UINT64_MAX, &seq))
         return bad_field(r, 0, f[0], num);
-    if (f[1].n != 1 || !strchr("afsr", f[1].p[0]) || !f[1].p[0])
-        return bad_field(r, 1, f[1], "a, f, s or r");
+    if (f[1].n != 1 || !strchr("afsro", f[1].p[0]) || !f[1].p[0])
+        return bad_field(r, 1, f[1], "a, f, s, r or o");
     if (parse_u64(f[2], UINT64_MAX, &e->id))
         return bad_field(r, 2, f[2], num);
     if (parse_u64(f[3], UINT64_MAX, &e->size))

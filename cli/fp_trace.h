@@ -43,6 +43,8 @@ typedef struct fp_replay_result {
                                 the live allocation stays (not an OOM)       */
     size_t first_bad_free;   /* event index of the first of each, or n       */
     size_t first_dup_alloc;
+    size_t recorded_ooms;    /* 'o' rows: requests the recorded run failed on */
+    size_t recorded_refused; /* of which this replay refused too             */
     fp_oom_info first_oom;   /* the pool's view of the first OOM             */
 } fp_replay_result;
 

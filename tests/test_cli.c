@@ -231,6 +231,31 @@ static void replay_shows_trace_problems(void **state)
     assert_non_null(strstr(r.out, "\"trace\":{\"unknown_frees\":1,\"duplicate_allocs\":1}"));
 }
 
+/* tune's pick with garbage collection names its cap as max_reserved_mb,
+ * and that text, replayed verbatim, runs without an OOM. */
+static void tune_gc_setting_runs_verbatim(void **state)
+{
+    (void)state;
+    const char *trace = FP_TEST_DATA "/resnet50_varres.csv.gz";
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"tune", trace, "--budget", "7GiB", "--json", NULL});
+    expect(&r, 0, NULL);
+    const char *key = "\"conf\":\"garbage_collection_threshold:0.8,max_reserved_mb:";
+    const char *at = strstr(r.out, key);
+    assert_non_null(at);
+    assert_null(strstr(r.out, "per_process_memory_fraction:1"));
+    char conf[128];
+    at += strlen("\"conf\":\"");
+    size_t n = strcspn(at, "\"");
+    assert_true(n < sizeof conf);
+    memcpy(conf, at, n);
+    conf[n] = 0;
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", conf, NULL});
+    expect(&r, 0, NULL);
+    assert_null(strstr(r.err, "failed"));
+    assert_non_null(strstr(r.out, "CUDA OOMs: 0"));
+}
+
 static int cleanup(void **state)
 {
     fp_t_release_held(state);
@@ -248,6 +273,7 @@ int main(void)
         cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
+        cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }

@@ -359,6 +359,34 @@ static void tune_huge_sizes_end(void **state)
     fp_trace_free(&t);
 }
 
+/* A run that ended in an OOM left an 'o' row for the failing request:
+ * loaded, replayed under the budget the run had, it fails again; with more
+ * room it is served and given straight back. */
+static void recorded_oom_replays(void **state)
+{
+    (void)state;
+    const char *path = tmp_name("oom.csv");
+    write_text(path, "seq,op,id,size,stream\n0,a,1,8388608,0\n1,a,2,8388608,0\n"
+                     "2,o,0,16777216,0\n");
+    fp_trace t = {0};
+    char err[256];
+    assert_int_equal(fp_trace_load(path, &t, err, sizeof err), 0);
+    assert_int_equal(t.n, 3);
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    fp_replay_result r;
+    assert_int_equal(fp_replay(&t, &o, 32 * FP_MIB, &r, NULL), 0); /* 20 + 16 > 32 */
+    assert_int_equal(r.recorded_ooms, 1);
+    assert_int_equal(r.recorded_refused, 1);
+    assert_int_equal(r.ooms, 1);
+    assert_int_equal(r.first_oom_event, 2);
+    assert_int_equal(fp_replay(&t, &o, 0, &r, NULL), 0);
+    assert_int_equal(r.recorded_refused, 0);
+    assert_int_equal(r.ooms, 0);
+    assert_int_equal(r.stats.allocated_bytes[FP_ALL].current, 16 * FP_MIB);
+    fp_trace_free(&t);
+}
+
 static int cleanup(void **state)
 {
     (void)state;
@@ -385,6 +413,7 @@ int main(void)
         cmocka_unit_test(id_max_is_an_id),
         cmocka_unit_test(counts_trace_problems),
         cmocka_unit_test(tune_huge_sizes_end),
+        cmocka_unit_test(recorded_oom_replays),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }
