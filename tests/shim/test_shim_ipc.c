@@ -171,7 +171,7 @@ static uint64_t seg_offset(CUdeviceptr p)
 static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice,
                           char **summary)
 {
-    char path[128], out_path[128], sum_path[128], conf[512], twice_s[8];
+    char path[128], out_path[128], sum_path[128], conf[512], twice_s[16];
     snprintf(path, sizeof path, "/tmp/fp-ipc-%d-recs", (int)getpid());
     snprintf(sum_path, sizeof sum_path, "/tmp/fp-ipc-%d-sum.json", (int)getpid());
     snprintf(out_path, sizeof out_path, "/tmp/fp-ipc-%d-out-", (int)getpid());
