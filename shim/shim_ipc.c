@@ -119,15 +119,24 @@ static bool is_fragpool_handle(const CUipcMemHandle *h)
 static struct {
     pthread_mutex_t lock;
     int fd;                    /* -1 until the first fragpool export        */
+    pid_t pid;                 /* the process that made fd                  */
     uint64_t nonce, serial;
     uint64_t *addr;            /* slot -> block address, 0: never used      */
     atomic_bool any;           /* a fragpool handle was ever given          */
-} reg = {PTHREAD_MUTEX_INITIALIZER, -1, 0, 0, NULL, false};
+} reg = {PTHREAD_MUTEX_INITIALIZER, -1, 0, 0, 0, NULL, false};
 
+/* The registry of this process: a forked child makes its own, so that it
+ * never writes the slots of its parent's handles. */
 static int reg_open_locked(void)
 {
-    if (reg.fd >= 0)
+    if (reg.fd >= 0 && reg.pid == getpid())
         return 0;
+    if (reg.fd >= 0) {
+        close(reg.fd);
+        free(reg.addr);
+        reg.fd = -1;
+        reg.addr = NULL;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     reg_head h = {.nonce = mix(mix((uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec), getpid())};
@@ -145,6 +154,7 @@ static int reg_open_locked(void)
         return errno ? errno : EIO;
     }
     reg.fd = fd;
+    reg.pid = getpid();
     reg.nonce = h.nonce;
     return 0;
 }
@@ -209,7 +219,7 @@ void fp_ipc_block_freed(uint64_t addr)
     if (!atomic_load_explicit(&reg.any, memory_order_relaxed) || !addr)
         return;
     pthread_mutex_lock(&reg.lock);
-    long i = reg_probe_locked(addr);
+    long i = reg.fd >= 0 && reg.pid == getpid() ? reg_probe_locked(addr) : -1;
     uint64_t dead = 0;
     if (i >= 0 && reg.addr[i] == addr &&
         pwrite(reg.fd, &dead, sizeof dead, slot_pos((uint32_t)i)) != sizeof dead)
