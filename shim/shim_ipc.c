@@ -265,8 +265,9 @@ static CUresult refuse(CUdeviceptr p, const where *w)
     bump(&n_refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation starts %llu B into a fragpool segment, "
            "and the driver's handle would give the process that opens it the segment's start; "
-           "returning CUDA_ERROR_NOT_SUPPORTED. Set FRAGPOOL_CONF=ipc_export:fragpool when "
-           "every process that opens it runs under fragpool%s",
+           "returning CUDA_ERROR_NOT_SUPPORTED. Set FRAGPOOL_CONF=ipc_export:fragpool if every "
+           "process that opens it runs under fragpool and counts offsets from this pointer "
+           "(PyTorch), not from cuMemGetAddressRange (UCX)%s",
            (unsigned long long)p, (unsigned long long)(w->block - w->seg), own);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
