@@ -753,6 +753,30 @@ static const fp_option fp_options[] = {
         .offset = offsetof(fp_conf, trace),
         .parse = parse_dest, .format = format_dest,
     },
+    {
+        .name = "ipc_export", .type = "word", .deflt = "refuse",
+        .range = "refuse, fragpool",
+        .help = "cuIpcGetMemHandle of an allocation inside a pool segment: "
+                "refuse it (CUDA_ERROR_NOT_SUPPORTED), or give a fragpool "
+                "handle that only processes under fragpool can open "
+                "(docs/shim.md, IPC)",
+        .accept = "refuse or fragpool",
+        .offset = offsetof(fp_conf, ipc_export),
+        .words = (const char *const[]){"refuse", "fragpool", NULL},
+        .parse = parse_word, .format = format_word,
+    },
+    {
+        .name = "own_segment_mb", .type = "integer MiB", .deflt = "off",
+        .range = "1..17592186044415, off",
+        .help = "allocations of this many MiB or more go to the driver, each "
+                "a segment of its own (not cached), so that any process can "
+                "open their IPC handles (PyTorch with its cache on: 2)",
+        .accept = "an integer number of MiB >= 1 (up to 17592186044415), "
+                  "or off",
+        .offset = offsetof(fp_conf, own_segment), .min = 1, .max = FP_MAX_MB,
+        .off_word = "off", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])

@@ -63,6 +63,18 @@ typedef struct fp_defer_counts {
  * syncs: reuses that synchronized instead (no context events, or a fence
  * refused); failed: fences the driver refused. */
 
+/* Legacy IPC through the shim (cuIpc*), process-wide. */
+typedef struct fp_ipc_counts {
+    uint64_t exports;          /* handles given (cuIpcGetMemHandle)         */
+    uint64_t exports_fragpool; /* of which fragpool handles (ipc_export)    */
+    uint64_t refused;          /* exports refused: a block inside a segment */
+    uint64_t opens;            /* handles opened (cuIpcOpenMemHandle)       */
+    uint64_t opens_fragpool;   /* of which fragpool handles                 */
+    uint64_t closes;           /* cuIpcCloseMemHandle                       */
+    uint64_t own_segments;     /* allocations sent to the driver whole
+                                  (own_segment_mb)                          */
+} fp_ipc_counts;
+
 typedef struct fp_dev_report {
     int device;                 /* device ordinal                             */
     const char *device_name;    /* may be NULL                                */
@@ -83,6 +95,7 @@ typedef struct fp_dev_report {
     int replay;                 /* 1: a trace replay, with the two below     */
     uint64_t unknown_frees;     /* trace frees of ids not live: skipped      */
     uint64_t duplicate_allocs;  /* trace allocations of live ids: refused    */
+    fp_ipc_counts ipc;          /* process-wide: the first entry has them     */
 } fp_dev_report;
 
 typedef struct fp_run_report {

@@ -459,6 +459,31 @@ static void fp_text_defer(fp_sink *s, const fp_dev_report *d)
     fp_val_end(&v, s, NULL);
 }
 
+/* Legacy IPC, when there was any. */
+static void fp_text_ipc(fp_sink *s, const fp_dev_report *d)
+{
+    const fp_ipc_counts *c = &d->ipc;
+    if (!(c->exports | c->refused | c->opens | c->closes | c->own_segments))
+        return;
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    fp_put_count(o, c->exports, " export (fragpool handles: ", " exports (fragpool handles: ");
+    fp_put_u64(o, c->exports_fragpool);
+    fp_puts(o, "), ");
+    fp_put_count(o, c->refused, " refused", " refused");
+    fp_val_end(&v, s, "IPC");
+    o = fp_val_begin(&v);
+    fp_put_count(o, c->opens, " open (fragpool handles: ", " opens (fragpool handles: ");
+    fp_put_u64(o, c->opens_fragpool);
+    fp_puts(o, "), ");
+    fp_put_count(o, c->closes, " close", " closes");
+    fp_val_end(&v, s, NULL);
+    o = fp_val_begin(&v);
+    fp_put_count(o, c->own_segments, " allocation given its own segment",
+                 " allocations given their own segments");
+    fp_val_end(&v, s, NULL);
+}
+
 static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
 {
     fp_val v;
@@ -523,6 +548,7 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_passthrough(s, d);
     fp_text_defer(s, d);
     fp_text_trace(s, d);
+    fp_text_ipc(s, d);
     fp_text_leaks(s, d);
 }
 
@@ -735,6 +761,19 @@ static void fp_json_trace(fp_json *j, const fp_dev_report *d)
     fp_json_end_obj(j);
 }
 
+static void fp_json_ipc(fp_json *j, const fp_ipc_counts *c)
+{
+    fp_json_obj(j, "ipc");
+    fp_json_u64(j, "exports", c->exports);
+    fp_json_u64(j, "exports_fragpool", c->exports_fragpool);
+    fp_json_u64(j, "refused", c->refused);
+    fp_json_u64(j, "opens", c->opens);
+    fp_json_u64(j, "opens_fragpool", c->opens_fragpool);
+    fp_json_u64(j, "closes", c->closes);
+    fp_json_u64(j, "own_segments", c->own_segments);
+    fp_json_end_obj(j);
+}
+
 static void fp_json_device(fp_json *j, const fp_dev_report *d)
 {
     fp_json_obj(j, NULL);
@@ -756,6 +795,7 @@ static void fp_json_device(fp_json *j, const fp_dev_report *d)
     fp_json_end_obj(j);
     fp_json_defer(j, d);
     fp_json_trace(j, d);
+    fp_json_ipc(j, &d->ipc);
     fp_json_leaks(j, d);
     fp_json_end_obj(j);
 }

@@ -20,9 +20,9 @@
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default all but
-#                        real): alloc race multi demo pitch train cupy jax bench;
-#                        real runs scripts/gpu-real.sh (PyTorch as people write
-#                        it, NVML peaks; about 6 minutes on its own)
+#                        real): alloc race multi demo pitch train cupy jax bench
+#                        ipc; real runs scripts/gpu-real.sh (PyTorch as people
+#                        write it, NVML peaks; about 6 minutes on its own)
 # Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
 # results table and "N passed, N failed, N skipped".
 set -u -o pipefail
@@ -34,7 +34,7 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
 BUILD_DIR=${GPU_CHECK_BUILD_DIR:-build-gpu}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-ONLY=${GPU_CHECK_ONLY:-alloc race multi demo pitch train cupy jax bench}
+ONLY=${GPU_CHECK_ONLY:-alloc race multi demo pitch train cupy jax bench ipc}
 EXTRA_CONF=${GPU_CHECK_CONF:-}
 BIN=$BUILD_DIR/bin/gpu
 LIB=$BUILD_DIR/lib/libfragpool.so
@@ -270,6 +270,9 @@ nvcc_fallback() {
   build_one gpu_bench_alloc bench_alloc.cu & pids+=($!)
   build_one gpu_pitch_probe pitch_probe.cu -lcuda & pids+=($!)
   build_one gpu_multi_gpu multi_gpu.cu & pids+=($!)
+  build_one gpu_ipc_check ipc_check.cu & pids+=($!)
+  build_one gpu_ipc_check_shared ipc_check.cu -cudart shared \
+    ${libdir:+-Xlinker -rpath -Xlinker "$libdir"} & pids+=($!)
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   return $rc
 }
@@ -314,6 +317,7 @@ do_build() {
   fi
   grep -aE 'error|warning|CUDA|fragpool:' "$log" | grep -v '^--.*Looking' | head -n 40
   progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_ctx_fence gpu_bench_alloc gpu_pitch_probe gpu_multi_gpu"
+  progs="$progs gpu_ipc_check gpu_ipc_check_shared"
   for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "not built by cmake: ${missing[*]}; building them with nvcc" | tee -a "$log"
@@ -613,6 +617,139 @@ check_real() {
   record real "$res" "$(grep -a '^MUST' "$OUT_DIR/real.out" 2>/dev/null | cut -c6- | tr '\n' ' ' | cut -c1-400)"
 }
 
+
+# ---- IPC (issue #12): every export correct or refused, never wrong data ------
+
+ipc_note() {   # NAME: the IPC counters of check NAME's JSON summaries, summed
+  python3 - "$JSON_DIR" "$1" <<'PY'
+import glob, json, os, sys
+d, name = sys.argv[1:3]
+t = dict(exports=0, exports_fragpool=0, refused=0, opens=0, opens_fragpool=0, closes=0, own_segments=0)
+for f in glob.glob(os.path.join(d, name + "-*.json")):
+    try:
+        j = json.load(open(f))
+    except Exception:
+        continue
+    for dv in j.get("devices") or []:
+        for k in t:
+            t[k] += int((dv.get("ipc") or {}).get(k) or 0)
+print("ipc: exports %(exports)d (fragpool handles %(exports_fragpool)d), refused %(refused)d, "
+      "opens %(opens)d (fragpool handles %(opens_fragpool)d), closes %(closes)d, "
+      "own segments %(own_segments)d" % t)
+PY
+}
+
+ipc_check_note() {   # NAME: ipc_check's CHECK line, shortened
+  grep -a -m1 '^CHECK ipc_check' "$OUT_DIR/$1.out" 2>/dev/null | cut -c17-260
+}
+
+# ipc_c NAME BIN EXPECT CONF ARGS...: ipc_check under fragpool, judged; the
+# shared-cudart build gets the toolkit's lib directory where it needs one.
+ipc_c() {
+  local name=$1 bin=$2 conf=$3 extra=() libdir
+  shift 3
+  need_bin "$bin" "$name" || return
+  if ldd "$BIN/$bin" 2>/dev/null | grep -q 'libcudart.*not found'; then
+    libdir=$(cuda_libdir || true)
+    [ -n "$libdir" ] && extra=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  fi
+  if [ ! -f "$LIB" ]; then
+    record "$name" FAIL "no $LIB"
+    return
+  fi
+  fp_env "$name" "$conf"
+  run_step "$name" 90 "${FPENV[@]}" "${extra[@]}" -- "$BIN/$bin" "$@"
+  judge "$name" 'CHECK ipc_check OK' served
+  record "$name" "$J_RES" "${conf:-default}; $(ipc_check_note "$name"); $(ipc_note "$name"); $J_NOTE"
+}
+
+torch_sums() {   # NAME: the child's sums, "k:sum ..." (errors as k:ERR)
+  awk '$1=="CHILD" {printf "%s:%s ", $2, ($3=="ERROR" ? "ERR" : $3)}' "$OUT_DIR/$1.out" 2>/dev/null
+}
+
+torch_outcome() {   # NAME: OK, REFUSED, WRONG, SKIP or nothing
+  grep -a -m1 '^CHECK ipc_torch' "$OUT_DIR/$1.out" 2>/dev/null | awk '{print $3}'
+}
+
+torch_note() {   # NAME
+  echo "$(grep -a -m1 '^SEGMENTS' "$OUT_DIR/$1.out" 2>/dev/null) $(grep -a -m1 '^CHECK ipc_torch' "$OUT_DIR/$1.out" 2>/dev/null | cut -c17-240)"
+}
+
+# ipc_t NAME CONF EXPECT_RE [VAR=VALUE...] -- ARGS...: ipc_torch.py under fragpool.
+ipc_t() {
+  local name=$1 conf=$2 expect=$3
+  shift 3
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  fp_env "$name" "$conf"
+  run_step "$name" 180 "${FPENV[@]}" "${envs[@]}" -- python3 "$ROOT/tests/gpu/ipc_torch.py" "$@"
+  judge "$name" "$expect"
+  [ "$(torch_outcome "$name")" = WRONG ] && J_RES=FAIL
+}
+
+check_ipc() {
+  # A plain CUDA program, static and shared cudart: buffers inside pool
+  # segments exported to an exec'd child.
+  if need_bin gpu_ipc_check ipc_native; then
+    plain_run ipc_native 90 'CHECK ipc_check OK' -- "$BIN/gpu_ipc_check" --expect all
+    record ipc_native "$J_RES" "control without fragpool; $(ipc_check_note ipc_native) $J_NOTE"
+  fi
+  # ipc_export:fragpool, the child under fragpool: every buffer, 0 wrong words.
+  ipc_c ipc_fp_static gpu_ipc_check ipc_export:fragpool --expect all
+  if grep -aq '^CHECK ipc_check OK' "$OUT_DIR/ipc_fp_static.out" 2>/dev/null &&
+     ! grep -aq 'inside an allocation [1-9]' "$OUT_DIR/ipc_fp_static.out"; then
+    record ipc_fp_static_mid FAIL "no buffer landed inside a segment: the check proves nothing"
+  fi
+  ipc_c ipc_fp_shared gpu_ipc_check_shared ipc_export:fragpool --expect all
+  # The default: buffers inside a segment refused at export; the others
+  # opened by a child with fragpool and by one without.
+  ipc_c ipc_fp_refuse gpu_ipc_check "" --expect refuse-mid
+  ipc_c ipc_fp_refuse_plain gpu_ipc_check "" --plain-child --expect refuse-mid
+  # A child without fragpool given fragpool handles: errors, never a wrong word.
+  ipc_c ipc_fp_plain_child gpu_ipc_check ipc_export:fragpool --plain-child --expect no-wrong
+  # own_segment_mb:1: buffers of 1 MiB or more are whole driver allocations.
+  ipc_c ipc_fp_own gpu_ipc_check own_segment_mb:1 --plain-child --expect refuse-mid
+
+  # torch.multiprocessing, PyTorch's cache on.
+  local tn=$ROOT/tests/gpu/ipc_torch.py nat fp
+  plain_run ipc_torch_native 180 'CHECK ipc_torch OK' -- python3 "$tn"
+  record ipc_torch_native "$J_RES" "control without fragpool; $(torch_note ipc_torch_native) $J_NOTE"
+  if [ "$J_RES" = SKIP ]; then
+    record ipc_torch SKIP "as ipc_torch_native"
+    return
+  fi
+  nat=$(torch_sums ipc_torch_native)
+  ipc_t ipc_torch_fp ipc_export:fragpool 'CHECK ipc_torch OK' --
+  fp=$(torch_sums ipc_torch_fp)
+  if [ "$J_RES" = PASS ] && [ "$fp" != "$nat" ]; then
+    J_RES=FAIL J_NOTE="$J_NOTE; child sums differ from the native run's: native [$nat] fragpool [$fp]"
+  fi
+  record ipc_torch_fp "$J_RES" "ipc_export:fragpool, sums = native's: $([ "$fp" = "$nat" ] && echo yes || echo NO); $(torch_note ipc_torch_fp); $(ipc_note ipc_torch_fp); $J_NOTE"
+  ipc_t ipc_torch_fp_own own_segment_mb:2 'CHECK ipc_torch OK' -- --child-plain
+  fp=$(torch_sums ipc_torch_fp_own)
+  [ "$J_RES" = PASS ] && [ "$fp" != "$nat" ] && J_RES=FAIL
+  record ipc_torch_fp_own "$J_RES" "own_segment_mb:2, child without fragpool, sums = native's: $([ "$fp" = "$nat" ] && echo yes || echo NO); $(torch_note ipc_torch_fp_own); $(ipc_note ipc_torch_fp_own); $J_NOTE"
+  ipc_t ipc_torch_fp_refuse "" 'CHECK ipc_torch \(OK\|REFUSED\)' --
+  record ipc_torch_fp_refuse "$J_RES" "default (refuse); $(torch_note ipc_torch_fp_refuse); $(ipc_note ipc_torch_fp_refuse); $J_NOTE"
+  ipc_t ipc_torch_fp_plain ipc_export:fragpool 'CHECK ipc_torch \(OK\|REFUSED\)' -- --child-plain
+  record ipc_torch_fp_plain "$J_RES" "ipc_export:fragpool, child without fragpool: errors, never wrong; $(torch_note ipc_torch_fp_plain); $J_NOTE"
+
+  # PYTORCH_NO_CUDA_MEMORY_CACHING=1: whatever native PyTorch does, never wrong data.
+  plain_run ipc_torch_nocache_native 180 'CHECK ipc_torch \(OK\|REFUSED\)' PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python3 "$tn"
+  record ipc_torch_nocache_native "$J_RES" "control without fragpool; $(torch_note ipc_torch_nocache_native) $J_NOTE"
+  local want c name conf
+  want=$(torch_outcome ipc_torch_nocache_native)
+  for c in "ipc_torch_nocache_fp:" "ipc_torch_nocache_fp_block:ipc_export:fragpool"; do
+    name=${c%%:*} conf=${c#*:}
+    ipc_t "$name" "$conf" 'CHECK ipc_torch \(OK\|REFUSED\)' PYTORCH_NO_CUDA_MEMORY_CACHING=1 --
+    if [ "$J_RES" = PASS ] && [ "$(torch_outcome "$name")" != "$want" ]; then
+      J_RES=FAIL J_NOTE="$J_NOTE; native was ${want:-?}"
+    fi
+    record "$name" "$J_RES" "${conf:-default}; outcome as native (${want:-?}): $(torch_note "$name"); $J_NOTE"
+  done
+}
+
 # ---- main ---------------------------------------------------------------------------
 
 main() {
@@ -639,6 +776,7 @@ main() {
   want bench && check_bench
   want bench && check_bench_repeat
   want real && check_real
+  want ipc && check_ipc
 
   if [ "$JSON_DIR" != "$OUT_DIR" ]; then
     cp -f "$JSON_DIR"/*.json "$OUT_DIR"/ 2>/dev/null

@@ -39,6 +39,9 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;            /* opaque */
 typedef unsigned long long CUmemGenericAllocationHandle;    /* VMM handle */
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;  /* only used by pointer */
 typedef void (*CUhostFn)(void *userData);
+/* Legacy IPC: an opaque 64-byte handle, passed by value. */
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st { char reserved[CU_IPC_HANDLE_SIZE]; } CUipcMemHandle;
 
 /* Special stream handles (not pointers to anything). */
 #define CU_STREAM_LEGACY ((CUstream)0x1)
@@ -178,6 +181,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 #define CU_EVENT_RECORD_EXTERNAL 0x1
 #define CU_EVENT_WAIT_DEFAULT 0x0
 #define CU_EVENT_WAIT_EXTERNAL 0x1
+/* cuIpcOpenMemHandle flags */
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 /* cuMemHostAlloc flags */
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
@@ -258,6 +263,12 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset,                    \
                CUmemGenericAllocationHandle handle, unsigned long long flags)) \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                      \
+  X(cuIpcGetMemHandle, (CUipcMemHandle *pHandle, CUdeviceptr dptr))            \
+  X(cuIpcOpenMemHandle, (CUdeviceptr *pdptr, CUipcMemHandle handle,            \
+                         unsigned int Flags))                                  \
+  X(cuIpcOpenMemHandle_v2, (CUdeviceptr *pdptr, CUipcMemHandle handle,         \
+                            unsigned int Flags))                               \
+  X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                   \
   X(cuPointerGetAttribute, (void *data, CUpointer_attribute attribute,         \
                             CUdeviceptr ptr))                                  \
   X(cuPointerGetAttributes, (unsigned int numAttributes,                       \

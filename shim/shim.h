@@ -5,6 +5,7 @@
  *               cuGetProcAddress), by the identity of the function pointer;
  * shim_mem.c    the exported entry points that fragpool implements;
  * shim_pools.c  one pool per context, its backend and the pointer routing;
+ * shim_ipc.c    legacy IPC on pool memory (cuIpc*);
  * shim_life.c   configuration, first-call setup, fork and exit.
  *
  * The shim never calls through its own exported symbols: every driver call
@@ -44,7 +45,8 @@
     X(cuMemAllocFromPoolAsync_ptsz) X(cuMemCreate) X(cuMemAddressReserve)   \
     X(cuMemMap) X(cuDriverGetVersion) X(cuCtxRecordEvent) X(cuCtxWaitEvent)  \
     X(cuStreamWaitEvent) X(cuStreamBeginCaptureToGraph)                     \
-    X(cuStreamBeginCaptureToGraph_ptsz)
+    X(cuStreamBeginCaptureToGraph_ptsz) X(cuIpcGetMemHandle)                \
+    X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)
 
 typedef struct fp_real_table {
 #define FP_REAL_FIELD(name) fp_PFN_##name name;
@@ -175,6 +177,13 @@ void fp_shim_write_summary(const char *mode);
 void fp_shim_dump_summary(unsigned n);   /* the n-th SIGUSR1 dump */
 /* A path pattern with %p (pid), %r (rank), %h (host) filled in. */
 void fp_expand_path(const char *pat, char *out, size_t len);
+
+/* shim_ipc.c: true (and counted) when an allocation of bytes goes to the
+ * driver whole (own_segment_mb); a block about to be freed loses its
+ * fragpool IPC handle; the counters for the summary. */
+bool fp_ipc_own_segment(size_t bytes);
+void fp_ipc_block_freed(uint64_t addr);
+void fp_ipc_counts_get(fp_ipc_counts *out);
 
 /* shim_trace.c: the trace:PATH recorder. */
 void fp_trace_open(void);

@@ -38,6 +38,8 @@ static fp_hook hooks[] = {
     HOOK(cuStreamBeginCapture_v2), HOOK(cuStreamBeginCapture_v2_ptsz),
     HOOK(cuStreamBeginCaptureToGraph), HOOK(cuStreamBeginCaptureToGraph_ptsz),
     HOOK(cuStreamEndCapture), HOOK(cuStreamEndCapture_ptsz),
+    HOOK(cuIpcGetMemHandle), HOOK(cuIpcOpenMemHandle), HOOK(cuIpcOpenMemHandle_v2),
+    HOOK(cuIpcCloseMemHandle),
 };
 #undef HOOK
 #define NHOOKS (sizeof hooks / sizeof *hooks)

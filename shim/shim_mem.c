@@ -82,7 +82,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     fp_ctx_pool *d = serving_pool();
-    if (!d || !dptr || bytesize == 0)
+    if (!d || !dptr || bytesize == 0 || fp_ipc_own_segment(bytesize))
         return fp_real.cuMemAlloc_v2 ? fp_real.cuMemAlloc_v2(dptr, bytesize)
                                      : CUDA_ERROR_NOT_INITIALIZED;
     return pool_alloc(d, dptr, bytesize, NULL, false);
@@ -165,6 +165,7 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult res;
+    fp_ipc_block_freed(dptr);
     if (dptr && fp_shim_init() && release(dptr, NULL, false, NULL, "cuMemFree", &res) == 0)
         return res;
     if (dptr)
@@ -184,7 +185,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     size_t pitch = (WidthInBytes + FP_PITCH_ALIGN - 1) & ~(size_t)(FP_PITCH_ALIGN - 1);
     if (!bad && (pitch < WidthInBytes || Height > SIZE_MAX / pitch))
         bad = true;
-    if (!d || bad)
+    if (!d || bad || fp_ipc_own_segment(pitch * Height))
         return fp_real.cuMemAllocPitch_v2
                    ? fp_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
                    : CUDA_ERROR_NOT_INITIALIZED;
@@ -241,6 +242,7 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     CUresult res;
+    fp_ipc_block_freed(p);
     if (ours && release(p, s, true, sync, "cuMemFreeAsync", &res) == 0)
         return res;
     if (p)

@@ -63,6 +63,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
         r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
         for (int k = 0; k < FP_PT_NKINDS; k++)
             r->passthrough[k] = atomic_load(&fp_passthrough[k]);
+        fp_ipc_counts_get(&r->ipc);
     }
     c->n++;
 }

@@ -5,7 +5,8 @@
  * allocations, capacity), sim_mem.c (memory API), sim_copy.c (copies,
  * memsets), sim_stream.c (streams, workers, ordering), sim_event.c,
  * sim_capture.c (stream capture, graphs), sim_proc.c (cuGetProcAddress),
- * sim_error.c, sim_control.c (fpsim_*).
+ * sim_ipc.c (IPC handles across processes), sim_error.c, sim_control.c
+ * (fpsim_*).
  *
  * Locks (take in this order, never the reverse):
  *   1. g_sim.lock  - contexts, streams, their queues, events, captures,
@@ -114,7 +115,8 @@ typedef enum sim_mem_kind {
   SIM_MEM_ASYNC,    /* cuMemAllocAsync outside capture */
   SIM_MEM_GRAPH,    /* cuMemAllocAsync during capture */
   SIM_MEM_MANAGED,  /* cuMemAllocManaged */
-  SIM_MEM_HOST      /* cuMemAllocHost, cuMemHostAlloc */
+  SIM_MEM_HOST,     /* cuMemAllocHost, cuMemHostAlloc */
+  SIM_MEM_IPC       /* cuIpcOpenMemHandle: another process's memory */
 } sim_mem_kind;
 
 typedef struct sim_alloc {
@@ -128,6 +130,9 @@ typedef struct sim_alloc {
   unsigned long long id;      /* unique buffer id */
   unsigned long long cap_id;  /* capture that made a graph allocation */
   bool free_pending;          /* cuMemFreeAsync enqueued, not yet run */
+  size_t span;                /* host bytes mapped at base (SIM_MEM_DEVICE:
+                                 whole pages, so that IPC can share them) */
+  bool shared;                /* SIM_MEM_DEVICE pages now shared (IPC) */
 } sim_alloc;
 
 void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth);
@@ -152,6 +157,18 @@ void sim_mem_set_capacity(int dev, size_t bytes);
 void sim_mem_fail_nth(unsigned n);
 void sim_mem_info(int dev, size_t *free_b, size_t *total_b);
 void sim_mem_fork_lock(bool lock);            /* pthread_atfork support */
+/* IPC (sim_ipc.c calls these): the device allocation holding p, its pages
+ * made shareable first; an imported mapping registered and removed. */
+CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out);
+CUresult sim_mem_add_import(sim_alloc *req);
+CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out);
+
+/* ---- IPC backing (sim_ipc.c) -------------------------------------------- */
+/* Moves the pages [base, base+span) of allocation id into the process's
+ * shared device file, contents kept: 0 or an errno. */
+int sim_ipc_share_pages(CUdeviceptr base, size_t span, unsigned long long id);
+/* Gives them private pages again before the allocation is freed. */
+void sim_ipc_unshare_pages(CUdeviceptr base, size_t span, unsigned long long id);
 
 /* ---- streams (sim_stream.c) -------------------------------------------- */
 typedef enum sim_stream_kind {

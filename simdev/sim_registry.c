@@ -6,7 +6,12 @@
  *     disjoint (they are distinct host allocations);
  *   - for each device, in_use equals the sum of `charged` over its live
  *     entries; pinned host memory is never charged;
- *   - an entry with free_pending has exactly one SIM_OP_FREE queued.
+ *   - an entry with free_pending has exactly one SIM_OP_FREE queued;
+ *   - a SIM_MEM_DEVICE entry spans whole pages (span bytes from base), so
+ *     that sim_ipc.c can share them; shared ones go back to private pages
+ *     before they are freed; SIM_MEM_IPC entries are mappings of another
+ *     process's memory, never charged, removed only by cuIpcCloseMemHandle
+ *     or their context's end.
  * The device pointer of an allocation is its host address.
  */
 #include "sim.h"
@@ -14,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct mem_dev {
   size_t capacity;          /* bytes */
@@ -110,7 +116,25 @@ static void erase(sim_alloc *a)
 
 /* ---- accounting ----------------------------------------------------------- */
 
-static bool counted(sim_mem_kind kind) { return kind != SIM_MEM_HOST; }
+static bool counted(sim_mem_kind kind)
+{
+  return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC;
+}
+
+#define SIM_PAGE ((size_t)4096)
+
+/* Gives the host memory of a back (a's entry already erased). */
+static void release_host(const sim_alloc *a)
+{
+  void *p = (void *)(uintptr_t)a->base;
+  if (a->kind == SIM_MEM_IPC) {
+    munmap(p, a->span);
+    return;
+  }
+  if (a->shared)
+    sim_ipc_unshare_pages(a->base, a->span, a->id);
+  free(p);
+}
 
 /* Charges a counted allocation, or says why not (mem lock held). */
 static CUresult charge(const sim_alloc *req)
@@ -182,8 +206,14 @@ CUresult sim_mem_alloc(sim_alloc *req, CUdeviceptr *out)
   mem_unlock();
   if (rc != CUDA_SUCCESS)
     return rc;
+  req->span = rounded;
+  if (req->kind == SIM_MEM_DEVICE) {   /* whole pages: IPC may share them */
+    align = align < SIM_PAGE ? SIM_PAGE : align;
+    req->span = (rounded + SIM_PAGE - 1) & ~(SIM_PAGE - 1);
+  }
+  req->shared = false;
   void *p = NULL;
-  if (posix_memalign(&p, align, rounded) != 0)
+  if (req->span < rounded || posix_memalign(&p, align, req->span) != 0)
     p = NULL;
   mem_lock();
   if (p == NULL || !publish(req, p)) {
@@ -205,7 +235,8 @@ static bool may_free(const sim_alloc *a, sim_free_mode mode)
   switch (mode) {
   case SIM_FREE_SYNC:
   case SIM_FREE_CAPTURED:
-    return a->kind != SIM_MEM_HOST && !a->free_pending;
+    return a->kind != SIM_MEM_HOST && a->kind != SIM_MEM_IPC &&
+           !a->free_pending;
   case SIM_FREE_HOST:
     return a->kind == SIM_MEM_HOST;
   case SIM_FREE_ASYNC_RUN:
@@ -223,9 +254,10 @@ CUresult sim_mem_release(CUdeviceptr base, sim_free_mode mode)
     return CUDA_ERROR_INVALID_VALUE;
   }
   uncharge(a, true, mode == SIM_FREE_ASYNC_RUN || mode == SIM_FREE_CAPTURED);
+  sim_alloc gone = *a;
   erase(a);
   mem_unlock();
-  free((void *)(uintptr_t)base);
+  release_host(&gone);
   return CUDA_SUCCESS;
 }
 
@@ -258,12 +290,55 @@ void sim_mem_release_ctx(const sim_ctx *ctx)
     sim_alloc *a = &g_mem.v[i];
     if (a->ctx != ctx)
       continue;
-    void *p = (void *)(uintptr_t)a->base;
+    sim_alloc gone = *a;
     uncharge(a, true, false);
     erase(a);
-    free(p);
+    release_host(&gone);
   }
   mem_unlock();
+}
+
+/* ---- IPC ------------------------------------------------------------------- */
+
+CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out)
+{
+  mem_lock();
+  sim_alloc *a = containing(p);
+  CUresult rc = CUDA_SUCCESS;
+  if (a == NULL || a->kind != SIM_MEM_DEVICE || a->free_pending)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (!a->shared && sim_ipc_share_pages(a->base, a->span, a->id) != 0)
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (rc == CUDA_SUCCESS) {
+    a->shared = true;
+    *out = *a;
+  }
+  mem_unlock();
+  return rc;
+}
+
+CUresult sim_mem_add_import(sim_alloc *req)
+{
+  mem_lock();
+  req->id = ++g_mem.next_id;
+  req->charged = 0;
+  req->free_pending = false;
+  bool ok = containing(req->base) == NULL && insert(req);
+  mem_unlock();
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out)
+{
+  mem_lock();
+  sim_alloc *a = exact(base);
+  bool ok = a != NULL && a->kind == SIM_MEM_IPC;
+  if (ok) {
+    *out = *a;
+    erase(a);
+  }
+  mem_unlock();
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- queries --------------------------------------------------------------- */

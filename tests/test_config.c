@@ -29,7 +29,7 @@
               "per_process_memory_fraction, max_reserved_mb, strict, " \
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
-              "trace"
+              "trace, ipc_export, own_segment_mb"
 #define MSS "must be an integer number of MiB > 20 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
@@ -112,7 +112,8 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "max_reserved_mb:unlimited,strict:0," \
                  "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
                  "defer_headroom_mb:0,summary:stderr," \
-                 "summary_format:text,dump_on_sigusr1:0,trace:off"
+                 "summary_format:text,dump_on_sigusr1:0,trace:off," \
+                 "ipc_export:refuse,own_segment_mb:off"
 
 static void test_defaults(void **state)
 {
@@ -139,7 +140,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 15);
+    assert_int_equal(fp_conf_noptions(), 17);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -277,6 +278,14 @@ static void test_good_shim_keys(void **state)
     assert_int_equal(c.defer_headroom, 512 * MIB);
     assert_int_equal(fp_conf_parse("defer_headroom_mb:0", &c, NULL, NULL), 0);
     assert_int_equal(c.defer_headroom, 0);
+    assert_int_equal(c.ipc_export, FP_IPC_REFUSE);
+    assert_int_equal(fp_conf_parse("ipc_export:fragpool", &c, NULL, NULL), 0);
+    assert_int_equal(c.ipc_export, FP_IPC_FRAGPOOL);
+    assert_int_equal(c.own_segment, 0);
+    assert_int_equal(fp_conf_parse("own_segment_mb:2", &c, NULL, NULL), 0);
+    assert_int_equal(c.own_segment, 2 * MIB);
+    assert_int_equal(fp_conf_parse("own_segment_mb:off", &c, NULL, NULL), 0);
+    assert_int_equal(c.own_segment, 0);
     assert_int_equal(fp_conf_parse("trace:/tmp/t-%p.csv,dump_on_sigusr1:1", &c, NULL, NULL), 0);
     assert_string_equal(c.trace, "/tmp/t-%p.csv");
     assert_int_equal(c.dump_on_sigusr1, 1);
@@ -461,6 +470,21 @@ static const bad_case bad[] = {
     { "defer_headroom_mb:1.5", 1,
       P "'defer_headroom_mb:1.5': must be an integer number of MiB >= 0 (up to "
         "17592186044415)" KT("defer_headroom_mb", "0") "\n" },
+    { "ipc_export:block", 1,
+      P "'ipc_export:block': must be refuse or fragpool"
+        KT("ipc_export", "refuse") "\n" },
+    { "ipc_export:", 1,
+      P "'ipc_export:': empty value; must be refuse or fragpool"
+        KT("ipc_export", "refuse") "\n" },
+    { "own_segment_mb:0", 1,
+      P "'own_segment_mb:0': must be an integer number of MiB >= 1 (up to "
+        "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
+    { "own_segment_mb:2.5", 1,
+      P "'own_segment_mb:2.5': must be an integer number of MiB >= 1 (up to "
+        "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
+    { "own_segment_mb:17592186044416", 1,
+      P "'own_segment_mb:17592186044416': must be an integer number of MiB >= 1 (up to "
+        "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
     { "free_policy:lazy", 1,
       P "'free_policy:lazy': must be deferred or sync"
         KT("free_policy", "deferred") "\n" },

@@ -935,6 +935,29 @@ static void merge_errors(void **state)
     assert_int_equal(fp_merge_json(NULL, 0, &s, err, sizeof err), EINVAL);
 }
 
+/* IPC counters: one text row only when there was IPC, always in JSON. */
+static void ipc_counts(void **state)
+{
+    (void)state;
+    make_run(0);
+    assert_null(strstr(text_summary(), "| IPC "));
+    dev.ipc = (fp_ipc_counts){.exports = 3, .exports_fragpool = 2, .refused = 1, .opens = 4,
+                              .opens_fragpool = 1, .closes = 4, .own_segments = 1};
+    const char *t = text_summary();
+    has(t, "| IPC                   | 3 exports (fragpool handles: 2), 1 refused");
+    has(t, "|                       | 4 opens (fragpool handles: 1), 4 closes");
+    has(t, "|                       | 1 allocation given its own segment ");
+    fp_jdoc d;
+    parse(&d, json_summary());
+    assert_int_equal(jint(&d, "devices.0.ipc.exports"), 3);
+    assert_int_equal(jint(&d, "devices.0.ipc.exports_fragpool"), 2);
+    assert_int_equal(jint(&d, "devices.0.ipc.refused"), 1);
+    assert_int_equal(jint(&d, "devices.0.ipc.opens"), 4);
+    assert_int_equal(jint(&d, "devices.0.ipc.opens_fragpool"), 1);
+    assert_int_equal(jint(&d, "devices.0.ipc.closes"), 4);
+    assert_int_equal(jint(&d, "devices.0.ipc.own_segments"), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -964,6 +987,7 @@ int main(void)
         cmocka_unit_test(fd_sink_errors),
         cmocka_unit_test(merge_two_ranks),
         cmocka_unit_test(merge_errors),
+        cmocka_unit_test(ipc_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,438 @@
+/* test_shim_ipc.c - IPC on pooled memory, two processes on the simulated
+ * device (issue #12).
+ *
+ * The exporter (this test, under fragpool) allocates blocks that fragpool
+ * places at several offsets of its segments (offset 0 and inside, in the
+ * large and the small pool), fills each with its own pattern and exports
+ * each.  An importer (this program again, "import FILE", exec'd) opens every
+ * handle, compares every word with the pattern, writes a mark into the last
+ * word and closes it; the exporter then sees the mark.  The importer runs
+ * twice: under fragpool, and without it (LD_PRELOAD dropped).
+ *
+ * What must hold, in every configuration: no importer ever reads a wrong
+ * word.  Per FRAGPOOL_CONF:
+ *   ipc_export:fragpool  every export succeeds; the importer under fragpool
+ *                        reads every block; the one without fragpool reads
+ *                        the blocks at offset 0 and gets an error for the
+ *                        others (they carry fragpool handles);
+ *   (default: refuse)    exports at offset 0 succeed and both importers read
+ *                        them; the others fail at export with
+ *                        CUDA_ERROR_NOT_SUPPORTED and a line naming the keys;
+ *   own_segment_mb:1     as the default, but blocks of 1 MiB or more are
+ *                        segments of their own: exported, read by both.
+ * Also: an interior pointer exports its block (as the driver exports its
+ * allocation); the segment's start (cuMemGetAddressRange) exports the
+ * segment, for programs that add the offset themselves (UCX, vLLM); a
+ * freed block's fragpool handle is refused; two opens need two closes;
+ * the importer's summary counts its exports and opens.
+ */
+#include "shim_test.h"
+#include "child_run.h"
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#define MIB ((size_t)1 << 20)
+#define NBLK 10
+#define MARK 0xC0DE0000u
+
+static CUcontext ctx;
+static int mode_fragpool, own_mb;
+
+/* One handle for the importer. */
+typedef struct rec {
+    int k;                 /* index, for the importer's lines             */
+    int fragpool;          /* a fragpool handle (else the driver's)       */
+    uint64_t size;         /* bytes to check from ptr + add               */
+    uint64_t add;          /* the importer adds this to what it opens     */
+    uint32_t seed;
+    CUipcMemHandle h;
+} rec;
+
+static uint32_t word(uint32_t seed, size_t i)
+{
+    return seed * 2654435761u ^ (uint32_t)i;
+}
+
+static void fill(CUdeviceptr p, size_t n, uint32_t seed)
+{
+    uint32_t *v = malloc(n);
+    assert_non_null(v);
+    for (size_t i = 0; i < n / 4; i++)
+        v[i] = word(seed, i);
+    CU(cuMemcpyHtoD_v2(p, v, n));
+    free(v);
+}
+
+/* ---- the importer ------------------------------------------------------------ */
+
+/* Checks one handle; prints "OK k", "BAD k wrong" or "ERR k code". */
+static void import_one(const rec *r)
+{
+    CUdeviceptr p = 0;
+    CUresult e = cuIpcOpenMemHandle_v2(&p, r->h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (e != CUDA_SUCCESS) {
+        printf("ERR %d %d\n", r->k, (int)e);
+        return;
+    }
+    size_t n = r->size / 4, bad = 0;
+    uint32_t *v = malloc(r->size);
+    if (!v || cuMemcpyDtoH_v2(v, p + r->add, r->size) != CUDA_SUCCESS) {
+        printf("ERR %d copy\n", r->k);
+        free(v);
+        return;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        bad += v[i] != word(r->seed, i);
+    uint32_t mark = MARK | (uint32_t)r->k;
+    cuMemcpyHtoD_v2(p + r->add + r->size - 4, &mark, 4);
+    free(v);
+    e = cuIpcCloseMemHandle(p);
+    if (bad)
+        printf("BAD %d %zu\n", r->k, bad);
+    else if (e != CUDA_SUCCESS)
+        printf("ERR %d close %d\n", r->k, (int)e);
+    else
+        printf("OK %d\n", r->k);
+}
+
+/* Two opens of one handle give one pointer and need two closes. */
+static void import_twice(const rec *r)
+{
+    CUdeviceptr a = 0, b = 0;
+    if (cuIpcOpenMemHandle_v2(&a, r->h, 1) || cuIpcOpenMemHandle_v2(&b, r->h, 1)) {
+        printf("TWICE ERR\n");
+        return;
+    }
+    int ok = a == b && cuIpcCloseMemHandle(a) == CUDA_SUCCESS &&
+             cuIpcCloseMemHandle(b) == CUDA_SUCCESS &&
+             cuIpcCloseMemHandle(b) != CUDA_SUCCESS;
+    printf("TWICE %s\n", ok ? "OK" : "BAD");
+}
+
+/* The importer's own exports: a block at offset 0 and one after it. */
+static void export_own(void)
+{
+    CUdeviceptr a, b;
+    CUipcMemHandle h;
+    if (cuMemAlloc_v2(&a, 4096) || cuMemAlloc_v2(&b, 4096))
+        return;
+    CUresult ea = cuIpcGetMemHandle(&h, a), eb = cuIpcGetMemHandle(&h, b);
+    printf("OWN %d %d\n", (int)ea, (int)eb);
+}
+
+static int importer(const char *path, int twice)
+{
+    CUdevice dev;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return 3;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 4;
+    rec r;
+    int first = 1;
+    while (fread(&r, sizeof r, 1, f) == 1) {
+        if (twice && first && r.fragpool == twice - 1)
+            import_twice(&r), first = 0;
+        import_one(&r);
+    }
+    fclose(f);
+    export_own();
+    fflush(stdout);
+    return 0;
+}
+
+/* ---- the exporter ------------------------------------------------------------ */
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *conf = getenv("FRAGPOOL_CONF");
+    mode_fragpool = conf && strstr(conf, "ipc_export:fragpool") != NULL;
+    const char *o = conf ? strstr(conf, "own_segment_mb:") : NULL;
+    own_mb = o ? atoi(o + strlen("own_segment_mb:")) : 0;
+    CUdevice dev;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return -1;
+    return 0;
+}
+
+static uint64_t seg_offset(CUdeviceptr p)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CU(cuMemGetAddressRange_v2(&base, &size, p));
+    return p - base;
+}
+
+/* Runs the importer on the n records, with or without fragpool; its
+ * output and its summary (JSON, under fragpool) in memory held. */
+static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice,
+                          char **summary)
+{
+    char path[128], out_path[128], sum_path[128], conf[512], twice_s[16];
+    snprintf(path, sizeof path, "/tmp/fp-ipc-%d-recs", (int)getpid());
+    snprintf(sum_path, sizeof sum_path, "/tmp/fp-ipc-%d-sum.json", (int)getpid());
+    snprintf(out_path, sizeof out_path, "/tmp/fp-ipc-%d-out-", (int)getpid());
+    snprintf(twice_s, sizeof twice_s, "%d", twice);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(v, sizeof *v, n, f), n);
+    fclose(f);
+    unlink(sum_path);
+    char own[32] = "";
+    if (own_mb)
+        snprintf(own, sizeof own, ",own_segment_mb:%d", own_mb);
+    snprintf(conf, sizeof conf, "FRAGPOOL_CONF=debug_check:1%s%s,summary_format:json,summary:%s",
+             mode_fragpool ? ",ipc_export:fragpool" : "", own, sum_path);
+    const char *drop_fp[] = {"LD_PRELOAD=", "FRAGPOOL_CONF=", NULL};
+    const char *drop_conf[] = {"FRAGPOOL_CONF=", NULL};
+    const char *add[] = {conf, NULL};
+    char **env = fp_t_hold(fp_t_child_env(with_fragpool ? drop_conf : drop_fp, add));
+    char *argv[] = {"test_shim_ipc", "import", path, twice_s, NULL};
+    int out = fp_t_temp_fd(out_path), st = 0;
+    pid_t pid = fp_t_spawn_wait("/proc/self/exe", argv, env, out, -1, 60, &st);
+    assert_true(pid > 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char *text = fp_t_slurp_fd(out);
+    close(out);
+    unlink(path);
+    *summary = with_fragpool ? fp_t_slurp_path(sum_path) : NULL;
+    unlink(sum_path);
+    return text;
+}
+
+static int has_line(const char *text, const char *fmt, int k)
+{
+    char line[64];
+    snprintf(line, sizeof line, fmt, k);
+    for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[strlen(line)] == '\n')
+            return 1;
+    return 0;
+}
+
+/* What the export of a block at off of size n must give, in this mode. */
+static int export_expected(uint64_t off, size_t n)
+{
+    if (off == 0 || mode_fragpool)
+        return 1;
+    return own_mb && n >= (size_t)own_mb * MIB; /* whole: offset 0 anyway */
+}
+
+/* Exports p; returns 1 when exported (and fills r), 0 when refused. */
+static int export_block(CUdeviceptr p, size_t n, int k, rec *r)
+{
+    int err = fp_t_temp_fd("/tmp/fp-ipc-err-"), saved = dup(2);
+    fflush(stderr);
+    dup2(err, 2);
+    CUresult e = cuIpcGetMemHandle(&r->h, p);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char *msg = fp_t_slurp_fd(err);
+    close(err);
+    uint64_t off = seg_offset(p);
+    if (!export_expected(off, n)) {
+        assert_int_equal(e, CUDA_ERROR_NOT_SUPPORTED);
+        assert_non_null(strstr(msg, "fragpool: cuIpcGetMemHandle("));
+        assert_non_null(strstr(msg, "ipc_export:fragpool"));
+        assert_int_equal(fp_t_count_of(msg, "\n"), 1);
+        return 0;
+    }
+    CU(e);
+    assert_string_equal(msg, "");
+    r->k = k;
+    r->fragpool = memcmp(r->h.reserved, "fragpool", 8) == 0;
+    assert_int_equal(r->fragpool, off != 0);
+    r->size = n;
+    r->add = 0;
+    return 1;
+}
+
+typedef struct layout {
+    CUdeviceptr p[NBLK];
+    size_t n[NBLK];
+    uint64_t off[NBLK];
+} layout;
+
+/* Large-pool blocks of 3 MiB (one 20 MiB segment: offsets 0, 3, 6, 9 MiB),
+ * small-pool blocks of 96 KiB and 512 B, and one of 12 MiB. */
+static void allocate(layout *l)
+{
+    static const size_t sizes[NBLK] = {3 * MIB, 3 * MIB, 3 * MIB, 3 * MIB, 96 << 10,
+                                       96 << 10, 96 << 10, 512, 12 * MIB, 3 * MIB};
+    for (int k = 0; k < NBLK; k++) {
+        l->n[k] = sizes[k];
+        CU(cuMemAlloc_v2(&l->p[k], sizes[k]));
+        fill(l->p[k], sizes[k], 1000u + (uint32_t)k);
+        l->off[k] = seg_offset(l->p[k]);
+    }
+}
+
+static int count_offsets(const layout *l, int nonzero)
+{
+    int c = 0;
+    for (int k = 0; k < NBLK; k++)
+        c += nonzero ? l->off[k] != 0 : l->off[k] == 0;
+    return c;
+}
+
+static void check_importer(const char *out, const rec *v, size_t n, int with_fragpool)
+{
+    assert_null(strstr(out, "BAD"));  /* never a wrong word */
+    for (size_t i = 0; i < n; i++) {
+        int readable = with_fragpool || !v[i].fragpool;
+        if (!has_line(out, readable ? "OK %d" : "ERR %d 1", v[i].k))
+            fail_msg("importer (%s fragpool), handle %d (%s): want %s; got:\n%s",
+                     with_fragpool ? "under" : "without", v[i].k,
+                     v[i].fragpool ? "fragpool handle" : "driver handle",
+                     readable ? "OK" : "ERR 1", out);
+    }
+}
+
+static void check_marks(const layout *l, const rec *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w = 0;
+        int k = v[i].k;
+        CU(cuMemcpyDtoH_v2(&w, l->p[k] + l->n[k] - 4, 4));
+        assert_int_equal(w, MARK | (uint32_t)k);
+    }
+}
+
+static void offsets(void **state)
+{
+    (void)state;
+    layout l;
+    rec v[NBLK];
+    size_t nv = 0;
+    allocate(&l);
+    assert_true(count_offsets(&l, 0) >= 2);
+    assert_true(count_offsets(&l, 1) >= (own_mb ? 3 : 6));
+    for (int k = 0; k < NBLK; k++) {
+        v[nv].seed = 1000u + (uint32_t)k;
+        nv += (size_t)export_block(l.p[k], l.n[k], k, &v[nv]);
+    }
+    char *sum;
+    for (int with = 1; with >= 0; with--) {
+        const char *out = run_importer(v, nv, with, with ? 1 + mode_fragpool : 0, &sum);
+        check_importer(out, v, nv, with);
+        check_marks(&l, v, nv);
+        if (with) {
+            assert_non_null(strstr(out, "TWICE OK\n"));
+            assert_true(strstr(out, mode_fragpool ? "OWN 0 0\n" : "OWN 0 801\n") != NULL);
+            assert_non_null(sum);
+            char want[64];
+            snprintf(want, sizeof want, "\"opens\":%zu,", nv + 2);
+            if (!strstr(sum, want))
+                fail_msg("importer summary lacks %s: %s", want, sum);
+            const char *own = mode_fragpool ? "\"exports\":2,\"exports_fragpool\":1,\"refused\":0"
+                                            : "\"exports\":1,\"exports_fragpool\":0,\"refused\":1";
+            if (!strstr(sum, own))
+                fail_msg("importer summary lacks %s: %s", own, sum);
+            snprintf(want, sizeof want, "\"closes\":%zu,", nv + 2);
+            assert_non_null(strstr(sum, want));
+        }
+    }
+    for (int k = 0; k < NBLK; k++)
+        CU(cuMemFree_v2(l.p[k]));
+}
+
+/* An interior pointer exports its block; the segment's start exports the
+ * segment, and the receiver adds the offset itself (UCX, vLLM). */
+static void interior_and_range_start(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b, base = 0;
+    size_t bn = 96 << 10, segsz = 0;   /* the small pool: pooled in every mode */
+    CU(cuMemAlloc_v2(&a, bn));
+    CU(cuMemAlloc_v2(&b, bn));
+    fill(b, bn, 77);
+    CU(cuMemGetAddressRange_v2(&base, &segsz, b));
+    assert_true(b > base);
+    rec v[2] = {{.k = 0, .seed = 77, .size = bn}, {.k = 1, .seed = 77, .size = bn}};
+    CU(cuIpcGetMemHandle(&v[0].h, base));              /* the segment */
+    assert_int_equal(memcmp(v[0].h.reserved, "fragpool", 8) != 0, 1);
+    v[0].add = b - base;
+    size_t nv = 1;
+    if (export_expected(b - base, bn)) {                /* inside b: b itself */
+        CU(cuIpcGetMemHandle(&v[1].h, b + 12345));
+        v[1].fragpool = memcmp(v[1].h.reserved, "fragpool", 8) == 0;
+        nv = 2;
+    }
+    char *sum;
+    const char *out = run_importer(v, nv, 1, 0, &sum);
+    check_importer(out, v, nv, 1);
+    out = run_importer(v, 1, 0, 0, &sum);
+    check_importer(out, v, 1, 0);
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(a));
+}
+
+/* A freed block's handle is refused, never mapped onto what is there now;
+ * the block that takes its place exports anew. */
+static void freed_block(void **state)
+{
+    (void)state;
+    if (!mode_fragpool)
+        skip();
+    CUdeviceptr keep[8], b = 0, b2;
+    int nkeep = 0;
+    while (nkeep < 8 && !b) {   /* the first 3 MiB block inside its segment */
+        CU(cuMemAlloc_v2(&keep[nkeep], 3 * MIB));
+        if (seg_offset(keep[nkeep]) != 0)
+            b = keep[nkeep];
+        else
+            nkeep++;
+    }
+    assert_true(b != 0);
+    fill(b, 3 * MIB, 5);
+    rec v[1] = {{.k = 0, .fragpool = 1, .seed = 5, .size = 3 * MIB}};
+    CU(cuIpcGetMemHandle(&v[0].h, b));
+    assert_int_equal(memcmp(v[0].h.reserved, "fragpool", 8), 0);
+    CU(cuMemFree_v2(b));
+    CU(cuCtxSynchronize());   /* deferred reuse: b is reusable now */
+    CU(cuMemAlloc_v2(&b2, 3 * MIB));
+    fill(b2, 3 * MIB, 6);
+    char *sum;
+    const char *out = run_importer(v, 1, 1, 0, &sum);
+    if (!has_line(out, "ERR %d 1", 0))
+        fail_msg("a freed block opened: %s", out);
+    if (b2 == b) {            /* the same address, a new export */
+        v[0].seed = 6;
+        CU(cuIpcGetMemHandle(&v[0].h, b2));
+        out = run_importer(v, 1, 1, 0, &sum);
+        assert_true(has_line(out, "OK %d", 0));
+    }
+    CU(cuMemFree_v2(b2));
+    for (int i = 0; i < nkeep; i++)
+        CU(cuMemFree_v2(keep[i]));
+}
+
+/* Memory fragpool does not own goes to the driver untouched. */
+static void not_pool_memory(void **state)
+{
+    (void)state;
+    CUdeviceptr m;
+    CUipcMemHandle h;
+    CU(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL));
+    assert_int_equal(cuIpcGetMemHandle(&h, m), CUDA_ERROR_INVALID_VALUE);
+    CU(cuMemFree_v2(m));
+    assert_int_equal(cuIpcCloseMemHandle(0x1000), CUDA_ERROR_INVALID_VALUE);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "import") == 0)
+        return importer(argv[2], atoi(argv[3]));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(offsets, fp_t_release_held),
+        cmocka_unit_test_teardown(interior_and_range_start, fp_t_release_held),
+        cmocka_unit_test_teardown(freed_block, fp_t_release_held),
+        cmocka_unit_test(not_pool_memory),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
