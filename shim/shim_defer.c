@@ -96,8 +96,8 @@ fp_defer *fp_defer_new(CUcontext ctx)
 
 /* ---- making a grant safe ---------------------------------------------- */
 
-/* Records the fence and makes the context (s NULL) or stream s wait for
- * it.  False when the driver refused. */
+/* Records the fence and makes the context (or, for cuMemAllocAsync, only
+ * stream s) wait for it.  False when the driver refused. */
 static bool fence(fp_defer *f, CUstream s, bool async)
 {
     if (!f->ctx_events)
