@@ -563,8 +563,9 @@ check_bench() {
 # single run says little: run the bench 5 times, alternating native runs
 # (whose cudaMallocAsync pairs are the reference) with fragpool's default,
 # and report per case the median of the 5 medians and their range.
-rep_note() {   # PREFIX: "case median [min-max], ..." over $OUT_DIR/PREFIX-*.out
-  awk '$1=="BENCH" && $2=="malloc_free" {v[$3]=v[$3] " " $4}
+rep_note() {   # PREFIX [ROW]: "case median [min-max], ..." of the BENCH ROW lines
+               # (default malloc_free) over $OUT_DIR/PREFIX-*.out
+  awk -v row="${2:-malloc_free}" '$1=="BENCH" && $2==row {v[$3]=v[$3] " " $4}
        END {
          split("512 1048576 8388608 67108864 536870912 random128", k, " ")
          split("512B 1MiB 8MiB 64MiB 512MiB random", nm, " ")
@@ -575,23 +576,6 @@ rep_note() {   # PREFIX: "case median [min-max], ..." over $OUT_DIR/PREFIX-*.out
            printf "%s %s [%s-%s], ", nm[i], a[int((n + 1) / 2)], a[1], a[n]
          }
        }' "$OUT_DIR/$1"-*.out 2>/dev/null
-}
-
-async_note() {   # PREFIX: rep_note for the mallocasync_freeasync rows
-  sed 's/^BENCH mallocasync_freeasync /BENCH malloc_free /;t;d' "$OUT_DIR/$1"-*.out \
-    >"$OUT_DIR/$1-async.tmp" 2>/dev/null
-  awk '$1=="BENCH" && $2=="malloc_free" {v[$3]=v[$3] " " $4}
-       END {
-         split("512 1048576 8388608 67108864 536870912 random128", k, " ")
-         split("512B 1MiB 8MiB 64MiB 512MiB random", nm, " ")
-         for (i = 1; i <= 6; i++) {
-           n = split(v[k[i]], a, " ")
-           if (!n) continue
-           for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] + 0 < a[x] + 0) {t = a[x]; a[x] = a[y]; a[y] = t}
-           printf "%s %s [%s-%s], ", nm[i], a[int((n + 1) / 2)], a[1], a[n]
-         }
-       }' "$OUT_DIR/$1-async.tmp"
-  rm -f "$OUT_DIR/$1-async.tmp"
 }
 
 check_bench_repeat() {
@@ -605,7 +589,7 @@ check_bench_repeat() {
     [ "$J_RES" = PASS ] || res=$J_RES
   done
   record bench_repeat_default "$res" "5 runs, cudaMalloc+cudaFree us, median [range]: $(rep_note benchrep_default)"
-  record bench_repeat_native "$res" "native cudaMallocAsync+cudaFreeAsync us, 5 runs: $(async_note benchrep_native)"
+  record bench_repeat_native "$res" "native cudaMallocAsync+cudaFreeAsync us, 5 runs: $(rep_note benchrep_native mallocasync_freeasync)"
 }
 
 # PyTorch as people write it (scripts/gpu-real.sh, one round), judged there.
