@@ -101,8 +101,7 @@ static CUresult sync_before_free(fp_ctx_pool *d, CUstream s, fp_PFN_cuStreamSync
     if (atomic_load(&fp_shim.exiting))
         return CUDA_SUCCESS;
     fp_time_slow(); /* the synchronization is this free's wait */
-    CUresult r = sync ? sync(s) : (fp_pools_sync(d) ? fp_pools_last_error() : CUDA_SUCCESS);
-    return r == CUDA_SUCCESS || r ? r : CUDA_ERROR_UNKNOWN;
+    return sync ? sync(s) : (fp_pools_sync(d) ? fp_pools_last_error() : CUDA_SUCCESS);
 }
 
 typedef struct free_req {
