@@ -289,7 +289,7 @@ cc_fallback() {
   fi
   if [ ! -x "$BIN/gpu_host_costs" ]; then
     echo "cc: gpu_host_costs"
-    $cc -O2 -std=c11 -D_GNU_SOURCE -DFP_CUDA_API= -Ishim -o "$BIN/gpu_host_costs" \
+    $cc -O2 -std=c11 -D_GNU_SOURCE -DFP_CUDA_API= -Ibase -o "$BIN/gpu_host_costs" \
       tests/gpu/host_costs.c -ldl -lpthread || rc=1
   fi
   return $rc

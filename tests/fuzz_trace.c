@@ -1,5 +1,5 @@
-/* fuzz_trace.c - libFuzzer harness for the trace loader (cli/fp_trace.c)
- * and the replay's id table (cli/fp_replay.c).
+/* fuzz_trace.c - libFuzzer harness for the trace loader (replay/fp_trace.c)
+ * and the replay's id table (replay/fp_replay.c).
  *
  * The input is written to a memfd (a regular file) and loaded by name,
  * gzip or plain, through the same path `fragpool replay` takes.  Checked

@@ -1,4 +1,4 @@
-/* test_tune.c - the search behind `fragpool tune` (cli/fp_tune.c): the
+/* test_tune.c - the search behind `fragpool tune` (replay/fp_tune.c): the
  * budget it reports runs without an OOM and 2 MiB less does not, on the
  * PyTorch trace and on a synthetic one; the ranking order; determinism
  * whatever the thread count; and the replay hooks the search relies on.

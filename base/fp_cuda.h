@@ -1,4 +1,4 @@
-/* shim/fp_cuda.h: fragpool's own declarations of the CUDA driver API.
+/* base/fp_cuda.h: fragpool's own declarations of the CUDA driver API.
  *
  * fragpool never includes NVIDIA headers.  Everything here is written from
  * the public CUDA Driver API reference (types, enum values, signatures);
