@@ -1,23 +1,36 @@
 // bench_alloc.cu - the host cost of one allocate+free pair, as the median of
-// a loop (docs/gpu.md, the ANCHORS §1 baselines): cudaMalloc+cudaFree and
+// a loop (docs/gpu.md, docs/PERFORMANCE.md): cudaMalloc+cudaFree and
 // cudaMallocAsync+cudaFreeAsync (default pool, release threshold raised so
-// it keeps its memory) for fixed sizes of 512 B, 1 MiB, 8 MiB, 64 MiB and 512 MiB, and
-// for random sizes (log-uniform 512 B .. 64 MiB) with 128 live blocks, where
-// each step frees a random slot and allocates a new block into it.
+// it keeps its memory) for fixed sizes (default 512 B, 1 MiB, 8 MiB, 64 MiB
+// and 512 MiB), and for random sizes (log-uniform 512 B .. 64 MiB) with 128
+// live blocks, where each step frees a random slot and allocates a new block
+// into it; with 1 thread the driver's cuMemAlloc+cuMemFree too.
 //
-// Each case runs a warm-up, then up to <iters> timed pairs or <budget_ms>
-// of timed pairs (at least 1000), whichever ends first.
-// Usage: bench_alloc [iters=20000] [budget_ms=1500]
-// Prints one line per case: "BENCH <name> <size_or_mode> <median_us> n=.. p10=.. p90=.."
+// With T threads (the third argument, e.g. "1,8"), every case runs on T
+// threads at once, each with its own stream, slots and generator, started
+// together; each pair is timed on its own thread, and the line gives the
+// median over all threads' pairs plus the pairs per second of all threads
+// together.  Run it natively and under fragpool, built with static cudart
+// (gpu_bench_alloc) and with shared cudart (gpu_bench_alloc_shared).
+//
+// Each case runs a warm-up, then up to <iters> timed pairs per thread or
+// <budget_ms> of timed pairs (at least 1000 pairs in all), whichever ends first.
+// Usage: bench_alloc [iters=20000] [budget_ms=1500] [threads=1] [sizes=512,1048576,...]
+// Prints "BENCH_INFO ..." once, then per case
+//   "BENCH <name> <size_or_random128> <median_us> n=.. p10=.. p90=.. threads=T rate=<pairs/s>"
 // and "CHECK bench_alloc OK" at the end.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #define CK(call)                                                                 \
@@ -38,54 +51,222 @@ static long max_iters = 20000;
 static double budget_s = 1.5;
 static const int WARMUP = 200, MIN_ITERS = 1000, LIVE = 128;
 
-static uint64_t rng_state = 0x853c49e6748fea9bULL;
-static uint64_t rnd()
+// One thread's state in a case.
+struct Worker {
+    uint64_t rng = 0x853c49e6748fea9bULL;
+    cudaStream_t s = nullptr;
+    std::vector<void *> slot;
+    std::vector<double> us;
+    clk::time_point begin, end;
+};
+
+static uint64_t rnd(Worker &w)
 {
-    uint64_t x = rng_state;
+    uint64_t x = w.rng;
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
-    rng_state = x;
+    w.rng = x;
     return x * 0x2545F4914F6CDD1DULL;
 }
 
 // log-uniform in [512 B, 64 MiB]
-static size_t random_size()
+static size_t random_size(Worker &w)
 {
-    double u = (double)(rnd() >> 11) / 9007199254740992.0;
+    double u = (double)(rnd(w) >> 11) / 9007199254740992.0;
     size_t sz = (size_t)(512.0 * std::exp2(u * 17.0));
     return sz < 512 ? 512 : (sz > (64u << 20) ? (64u << 20) : sz);
-}
-
-static void report(const char *name, const char *mode, std::vector<double> &us)
-{
-    std::sort(us.begin(), us.end());
-    size_t n = us.size();
-    std::printf("BENCH %s %s %.3f n=%zu p10=%.3f p90=%.3f\n", name, mode, us[n / 2], n,
-                us[n / 10], us[n * 9 / 10]);
-    std::fflush(stdout);
-}
-
-// One timed case: step() does one pair; returns its cost in microseconds.
-template <class F> static void run_case(const char *name, const char *mode, F step)
-{
-    for (int i = 0; i < WARMUP; i++)
-        step();
-    std::vector<double> us;
-    us.reserve(max_iters);
-    clk::time_point end = clk::now() + std::chrono::duration_cast<clk::duration>(
-                                           std::chrono::duration<double>(budget_s));
-    for (long i = 0; i < max_iters; i++) {
-        us.push_back(step());
-        if (i + 1 >= MIN_ITERS && (i & 63) == 63 && clk::now() > end)
-            break;
-    }
-    report(name, mode, us);
 }
 
 static double since_us(clk::time_point t0)
 {
     return std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+}
+
+static void report(const char *name, const char *mode, int threads, std::vector<Worker> &ws)
+{
+    std::vector<double> us;
+    clk::time_point b = ws[0].begin, e = ws[0].end;
+    for (Worker &w : ws) {
+        us.insert(us.end(), w.us.begin(), w.us.end());
+        b = std::min(b, w.begin);
+        e = std::max(e, w.end);
+    }
+    std::sort(us.begin(), us.end());
+    size_t n = us.size();
+    double wall = std::chrono::duration<double>(e - b).count();
+    std::printf("BENCH %s %s %.3f n=%zu p10=%.3f p90=%.3f threads=%d rate=%.0f\n", name, mode,
+                us[n / 2], n, us[n / 10], us[n * 9 / 10], threads, wall > 0 ? n / wall : 0.0);
+    std::fflush(stdout);
+}
+
+// One timed case on `threads` threads: setup(w) once per thread, step(w)
+// does one pair and returns its cost in microseconds, teardown(w) at the end.
+template <class Setup, class Step, class Teardown>
+static void run_case(const char *name, const char *mode, int threads, Setup setup, Step step,
+                     Teardown teardown)
+{
+    std::vector<Worker> ws(threads);
+    std::atomic<int> ready(0);
+    long min_iters = (MIN_ITERS + threads - 1) / threads;
+    auto body = [&](int k) {
+        Worker &w = ws[k];
+        w.rng ^= 0x9E3779B97F4A7C15ULL * (uint64_t)(k + 1);
+        CK(cudaSetDevice(0));
+        CK(cudaStreamCreateWithFlags(&w.s, cudaStreamNonBlocking));
+        setup(w);
+        for (int i = 0; i < WARMUP; i++)
+            step(w);
+        w.us.reserve(max_iters);
+        ready.fetch_add(1);
+        while (ready.load() < threads) {
+        }
+        w.begin = clk::now();
+        clk::time_point stop = w.begin + std::chrono::duration_cast<clk::duration>(
+                                             std::chrono::duration<double>(budget_s));
+        for (long i = 0; i < max_iters; i++) {
+            w.us.push_back(step(w));
+            if (i + 1 >= min_iters && (i & 63) == 63 && clk::now() > stop)
+                break;
+        }
+        w.end = clk::now();
+        teardown(w);
+        CK(cudaStreamSynchronize(w.s));
+        CK(cudaStreamDestroy(w.s));
+    };
+    if (threads == 1) {
+        body(0);
+    } else {
+        std::vector<std::thread> ts;
+        for (int k = 0; k < threads; k++)
+            ts.emplace_back(body, k);
+        for (auto &t : ts)
+            t.join();
+    }
+    report(name, mode, threads, ws);
+}
+
+static void nothing(Worker &) {}
+
+static void fixed_cases(const std::vector<size_t> &sizes, int threads)
+{
+    char mode[32];
+    for (size_t sz : sizes) {
+        std::snprintf(mode, sizeof mode, "%zu", sz);
+        run_case("malloc_free", mode, threads, nothing, [sz](Worker &) {
+            void *p;
+            clk::time_point t0 = clk::now();
+            CK(cudaMalloc(&p, sz));
+            CK(cudaFree(p));
+            return since_us(t0);
+        }, nothing);
+    }
+    for (size_t sz : sizes) {
+        std::snprintf(mode, sizeof mode, "%zu", sz);
+        run_case("mallocasync_freeasync", mode, threads, nothing, [sz](Worker &w) {
+            void *p;
+            clk::time_point t0 = clk::now();
+            CK(cudaMallocAsync(&p, sz, w.s));
+            CK(cudaFreeAsync(p, w.s));
+            return since_us(t0);
+        }, nothing);
+    }
+}
+
+static void random_cases(int threads)
+{
+    run_case("malloc_free", "random128", threads,
+        [](Worker &w) {
+            w.slot.resize(LIVE);
+            for (auto &p : w.slot)
+                CK(cudaMalloc(&p, random_size(w)));
+        },
+        [](Worker &w) {
+            int j = (int)(rnd(w) % LIVE);
+            size_t sz = random_size(w);
+            clk::time_point t0 = clk::now();
+            CK(cudaFree(w.slot[j]));
+            CK(cudaMalloc(&w.slot[j], sz));
+            return since_us(t0);
+        },
+        [](Worker &w) {
+            for (auto p : w.slot)
+                CK(cudaFree(p));
+        });
+    run_case("mallocasync_freeasync", "random128", threads,
+        [](Worker &w) {
+            w.slot.resize(LIVE);
+            for (auto &p : w.slot)
+                CK(cudaMallocAsync(&p, random_size(w), w.s));
+        },
+        [](Worker &w) {
+            int j = (int)(rnd(w) % LIVE);
+            size_t sz = random_size(w);
+            clk::time_point t0 = clk::now();
+            CK(cudaFreeAsync(w.slot[j], w.s));
+            CK(cudaMallocAsync(&w.slot[j], sz, w.s));
+            return since_us(t0);
+        },
+        [](Worker &w) {
+            for (auto p : w.slot)
+                CK(cudaFreeAsync(p, w.s));
+        });
+}
+
+/* The driver's entry points, fetched the way libraries fetch them
+ * (cudaGetDriverEntryPointByVersion): the host cost without cudart's
+ * own layer.  One thread. */
+static void driver_cases(const std::vector<size_t> &sizes)
+{
+    typedef int (*alloc_fn)(unsigned long long *, size_t);
+    typedef int (*free_fn)(unsigned long long);
+    void *fa = nullptr, *ff = nullptr;
+    cudaDriverEntryPointQueryResult qa, qf;
+    if (cudaGetDriverEntryPointByVersion("cuMemAlloc", &fa, 3020, cudaEnableDefault, &qa) != cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuMemFree", &ff, 3020, cudaEnableDefault, &qf) != cudaSuccess ||
+        !fa || !ff) {
+        cudaGetLastError();
+        return;
+    }
+    alloc_fn da = (alloc_fn)fa;
+    free_fn df = (free_fn)ff;
+    char mode[32];
+    for (size_t sz : sizes) {
+        std::snprintf(mode, sizeof mode, "%zu", sz);
+        run_case("cumemalloc_free", mode, 1, nothing, [=](Worker &) {
+            unsigned long long p;
+            clk::time_point t0 = clk::now();
+            if (da(&p, sz) || df(p)) {
+                std::printf("CHECK bench_alloc FAIL cuMemAlloc/cuMemFree of %zu B\n", sz);
+                std::exit(1);
+            }
+            return since_us(t0);
+        }, nothing);
+    }
+}
+
+// "1,8" -> {1, 8}; every item must be a number in [lo, hi].
+static std::vector<size_t> parse_list(const char *what, const char *s, size_t lo, size_t hi)
+{
+    std::vector<size_t> v;
+    std::string str(s);
+    size_t at = 0;
+    while (at <= str.size()) {
+        size_t comma = str.find(',', at);
+        std::string item = str.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        char *end = nullptr;
+        unsigned long long x = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end || x < lo || x > hi) {
+            std::printf("CHECK bench_alloc FAIL the %s list '%s' wants numbers from %zu to %zu "
+                        "separated by commas; nothing was run\n", what, s, lo, hi);
+            std::exit(2);
+        }
+        v.push_back((size_t)x);
+        if (comma == std::string::npos)
+            break;
+        at = comma + 1;
+    }
+    return v;
 }
 
 int main(int argc, char **argv)
@@ -94,14 +275,18 @@ int main(int argc, char **argv)
         max_iters = std::atol(argv[1]);
     if (argc > 2 && std::atol(argv[2]) > 0)
         budget_s = std::atol(argv[2]) / 1000.0;
+    std::vector<size_t> threads = parse_list("threads", argc > 3 ? argv[3] : "1", 1, 64);
+    std::vector<size_t> sizes = parse_list(
+        "sizes", argc > 4 ? argv[4] : "512,1048576,8388608,67108864,536870912", 1, (size_t)1 << 36);
     CK(cudaSetDevice(0));
     CK(cudaFree(0));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("BENCH_INFO device \"%s\" iters %ld budget %.1f s live %d\n", prop.name, max_iters,
-                budget_s, LIVE);
-    cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int rt = 0, drv = 0;
+    CK(cudaRuntimeGetVersion(&rt));
+    CK(cudaDriverGetVersion(&drv));
+    std::printf("BENCH_INFO device \"%s\" iters %ld budget %.1f s live %d cudart %d driver_api %d\n",
+                prop.name, max_iters, budget_s, LIVE, rt, drv);
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) {
         uint64_t keep = UINT64_MAX;
@@ -109,83 +294,13 @@ int main(int argc, char **argv)
     }
     cudaGetLastError();
 
-    static const size_t sizes[] = {512, 1u << 20, 8u << 20, 64u << 20, 512u << 20};
-    char mode[32];
-    for (size_t sz : sizes) {
-        std::snprintf(mode, sizeof mode, "%zu", sz);
-        run_case("malloc_free", mode, [&] {
-            void *p;
-            clk::time_point t0 = clk::now();
-            CK(cudaMalloc(&p, sz));
-            CK(cudaFree(p));
-            return since_us(t0);
-        });
+    for (size_t t : threads) {
+        fixed_cases(sizes, (int)t);
+        random_cases((int)t);
+        if (t == 1)
+            driver_cases(sizes);
     }
-    {
-        std::vector<void *> slot(LIVE);
-        for (auto &p : slot)
-            CK(cudaMalloc(&p, random_size()));
-        run_case("malloc_free", "random128", [&] {
-            int j = (int)(rnd() % LIVE);
-            size_t sz = random_size();
-            clk::time_point t0 = clk::now();
-            CK(cudaFree(slot[j]));
-            CK(cudaMalloc(&slot[j], sz));
-            return since_us(t0);
-        });
-        for (auto p : slot)
-            CK(cudaFree(p));
-    }
-    /* The driver's entry points, fetched the way libraries fetch them
-     * (cudaGetDriverEntryPointByVersion): the host cost without cudart's
-     * own layer. */
-    typedef int (*alloc_fn)(unsigned long long *, size_t);
-    typedef int (*free_fn)(unsigned long long);
-    void *fa = nullptr, *ff = nullptr;
-    cudaDriverEntryPointQueryResult qa, qf;
-    if (cudaGetDriverEntryPointByVersion("cuMemAlloc", &fa, 3020, cudaEnableDefault, &qa) == cudaSuccess &&
-        cudaGetDriverEntryPointByVersion("cuMemFree", &ff, 3020, cudaEnableDefault, &qf) == cudaSuccess &&
-        fa && ff) {
-        alloc_fn da = (alloc_fn)fa;
-        free_fn df = (free_fn)ff;
-        for (size_t sz : sizes) {
-            std::snprintf(mode, sizeof mode, "%zu", sz);
-            run_case("cumemalloc_free", mode, [&] {
-                unsigned long long p;
-                clk::time_point t0 = clk::now();
-                if (da(&p, sz) || df(p))
-                    std::exit(1);
-                return since_us(t0);
-            });
-        }
-    }
-    for (size_t sz : sizes) {
-        std::snprintf(mode, sizeof mode, "%zu", sz);
-        run_case("mallocasync_freeasync", mode, [&] {
-            void *p;
-            clk::time_point t0 = clk::now();
-            CK(cudaMallocAsync(&p, sz, s));
-            CK(cudaFreeAsync(p, s));
-            return since_us(t0);
-        });
-    }
-    {
-        std::vector<void *> slot(LIVE);
-        for (auto &p : slot)
-            CK(cudaMallocAsync(&p, random_size(), s));
-        run_case("mallocasync_freeasync", "random128", [&] {
-            int j = (int)(rnd() % LIVE);
-            size_t sz = random_size();
-            clk::time_point t0 = clk::now();
-            CK(cudaFreeAsync(slot[j], s));
-            CK(cudaMallocAsync(&slot[j], sz, s));
-            return since_us(t0);
-        });
-        for (auto p : slot)
-            CK(cudaFreeAsync(p, s));
-    }
-    CK(cudaStreamSynchronize(s));
-    CK(cudaStreamDestroy(s));
+    CK(cudaDeviceSynchronize());
     std::printf("CHECK bench_alloc OK\n");
     return 0;
 }

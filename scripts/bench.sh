@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# scripts/bench.sh - fragpool side by side with the allocators a user would
+# pick instead, measured in as few calls as fit, merged into one results
+# file and one page (docs/PERFORMANCE.md).  Runs in the repo root.
+#
+# Parts (each writes $BENCH_OUT/<part>.json: date, GPU, driver, CUDA, commit):
+#   cpu          the pool beside a bestfit set and TLSF (build/bin/bench_cores)      ~60 s
+#   gpu-host     host cost of alloc+free pairs: raw cudaMalloc, cudaMallocAsync
+#                pool, fragpool under static and shared cudart; 1 and 8 threads    ~200 s
+#   offline      fragpool replay events/s and tune time on the shared traces       ~60 s
+#   real         PyTorch training, every allocator (scripts/gpu-real.sh + the
+#                PyTorch settings it lacks)                                        540 s
+#   real-budget  the smallest free memory each completes in (bisection)           540 s per call
+#   merge [DIR...]  the part files of $BENCH_OUT and DIRs -> $BENCH_OUT/results.json
+#   page  [DIR...]  merge, then write $BENCH_PAGE (default docs/PERFORMANCE.md) and its plots
+#   all          every measuring part in one go (more than 10 minutes: for machines without a limit)
+# Everything does not fit in one 10-minute call on one H200; run (one call each):
+#   scripts/bench.sh cpu gpu-host offline
+#   scripts/bench.sh real
+#   BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget
+#   BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget
+#   scripts/bench.sh page DIR1 DIR2 ...   (no GPU needed: the calls' $BENCH_OUT folders)
+# A call builds first (cmake, Release, into $BENCH_BUILD_DIR) unless BENCH_SKIP_BUILD=1.
+#
+# Environment (defaults in brackets):
+#   BENCH_OUT [$OUT, else /tmp/fragpool-bench]   BENCH_BUILD_DIR [build-gpu]   BENCH_COMMIT [git]
+#   BENCH_CPU_S [120] BENCH_CPU_PAIRS [1000000] BENCH_CPU_REPS [3]
+#   BENCH_GPU_HOST_S [300] BENCH_GPU_HOST_ROUNDS [3] BENCH_GPU_HOST_CASE_MS [400]
+#   BENCH_GPU_HOST_THREADS [1,8] BENCH_GPU_HOST_VARIANTS ["native fp fp-shared"] BENCH_CONF [extra FRAGPOOL_CONF]
+#   BENCH_OFFLINE_S [120] BENCH_OFFLINE_RUNS [3]
+#   BENCH_REAL_S [540] BENCH_REAL_WORKLOADS ["gpt_sdpa cnn"] BENCH_REAL_REPEAT [1] BENCH_REAL_ARGS
+#   BENCH_REAL_VARIANTS ["torch torch_exp torch_async torch_split512 nocache fp fpsync fpvmm fpvmm512"]
+#     (gpu-real.sh's variants go to it; a variant it does not know yet is reported "not run")
+#   BENCH_BUDGET_S [540] BENCH_BUDGET_VARIANTS ["torch fp"] BENCH_BUDGET_RES [512 MiB]
+#   BENCH_PAGE [docs/PERFORMANCE.md]
+# Exit status: 0 when every part asked for ended "ok", 1 when one was partial
+# or failed, 2 on bad usage.
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+PERF=$ROOT/scripts/perf
+OUT_DIR=${BENCH_OUT:-${OUT:-/tmp/fragpool-bench}}
+mkdir -p "$OUT_DIR" || exit 2
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+BUILD=${BENCH_BUILD_DIR:-build-gpu}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+MEASURE="cpu gpu-host offline real real-budget"
+
+usage() {
+  sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+}
+
+# build TARGET...: configure once, build the targets; nvcc straight for the GPU
+# programs when CMake found no CUDA compiler.
+build() {
+  local log=$OUT_DIR/build.out t0=$SECONDS
+  if [ "${BENCH_SKIP_BUILD:-0}" = 1 ]; then
+    echo "=== build: skipped (BENCH_SKIP_BUILD=1), using $BUILD"
+    return 0
+  fi
+  echo "=== build: $* in $BUILD (log $log)"
+  : >"$log"
+  timeout 300 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 ||
+    echo "=== build: configure failed (see $log)"
+  local t have=()
+  for t in "$@"; do
+    case $t in gpu_*) grep -q "building the GPU programs" "$log" || continue ;; esac
+    have+=("$t")
+  done
+  [ ${#have[@]} -gt 0 ] && timeout 600 cmake --build "$BUILD" -j"$(nproc)" --target "${have[@]}" >>"$log" 2>&1
+  for t in "$@"; do
+    case $t in
+      gpu_bench_alloc) nvcc_one gpu_bench_alloc "" ;;
+      gpu_bench_alloc_shared) nvcc_one gpu_bench_alloc_shared "-cudart shared" ;;
+    esac
+  done
+  grep -aE 'error|warning' "$log" | head -n 10
+  echo "=== build: done in $((SECONDS - t0)) s"
+}
+
+nvcc_one() {   # NAME FLAGS: tests/gpu/bench_alloc.cu with nvcc, if CMake did not build it
+  [ -x "$BUILD/bin/gpu/$1" ] && return 0
+  command -v nvcc >/dev/null || { echo "=== build: no nvcc, no $1"; return 1; }
+  mkdir -p "$BUILD/bin/gpu"
+  # shellcheck disable=SC2086
+  nvcc -O2 -arch=sm_90 $2 -o "$BUILD/bin/gpu/$1" tests/gpu/bench_alloc.cu >>"$OUT_DIR/build.out" 2>&1 &&
+    echo "=== build: $1 with nvcc"
+}
+
+invocation() {   # PART: the command line that reproduces it, with the knobs set
+  local v s=""
+  for v in $(compgen -e | grep '^BENCH_' | grep -v -e BENCH_OUT -e BENCH_INVOCATION -e BENCH_SKIP_BUILD -e BENCH_COMMIT -e BENCH_PAGE | sort); do
+    s="$s$v=\"${!v}\" "
+  done
+  echo "${s}scripts/bench.sh $1"
+}
+
+part() {   # PART: run it
+  local rc
+  echo "=== $1 ($(date -u '+%H:%M:%S'))"
+  export BENCH_INVOCATION
+  BENCH_INVOCATION=$(invocation "$1")
+  case $1 in
+    cpu)
+      python3 "$PERF/part_cpu.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_CPU_S:-120}" \
+        --pairs "${BENCH_CPU_PAIRS:-1000000}" --reps "${BENCH_CPU_REPS:-3}" ;;
+    gpu-host)
+      python3 "$PERF/part_gpu_host.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_GPU_HOST_S:-300}" \
+        --rounds "${BENCH_GPU_HOST_ROUNDS:-3}" --case-ms "${BENCH_GPU_HOST_CASE_MS:-400}" \
+        --threads "${BENCH_GPU_HOST_THREADS:-1,8}" --variants "${BENCH_GPU_HOST_VARIANTS:-native fp fp-shared}" \
+        --conf "${BENCH_CONF:-}" ;;
+    offline)
+      python3 "$PERF/part_offline.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_OFFLINE_S:-120}" \
+        --runs "${BENCH_OFFLINE_RUNS:-3}" ;;
+    real | real-budget)
+      local mode=matrix budget=${BENCH_REAL_S:-540}
+      local variants=${BENCH_REAL_VARIANTS:-torch torch_exp torch_async torch_split512 nocache fp fpsync fpvmm fpvmm512}
+      if [ "$1" = real-budget ]; then
+        mode=budget budget=${BENCH_BUDGET_S:-540} variants=${BENCH_BUDGET_VARIANTS:-torch fp}
+      fi
+      python3 "$PERF/part_real.py" "$mode" --build "$BUILD" --out "$OUT_DIR" --budget "$budget" \
+        --workloads "${BENCH_REAL_WORKLOADS:-gpt_sdpa cnn}" --variants "$variants" \
+        --repeat "${BENCH_REAL_REPEAT:-1}" --args "${BENCH_REAL_ARGS:-}" --resolution "${BENCH_BUDGET_RES:-512}" ;;
+  esac
+  rc=$?
+  [ "$rc" = 0 ] || echo "=== $1: exit status $rc"
+  return "$rc"
+}
+
+main() {
+  local parts=() dirs=() p rc=0 targets=() merge=0 page=0
+  [ $# -eq 0 ] && { usage; return 0; }
+  for p in "$@"; do
+    case $p in
+      all) parts+=($MEASURE) ;;
+      cpu | gpu-host | offline | real | real-budget) parts+=("$p") ;;
+      merge) merge=1 ;;
+      page) merge=1 page=1 ;;
+      -h | --help) usage; return 0 ;;
+      *)
+        if [ "$merge" = 1 ] && [ -d "$p" ]; then dirs+=("$p"); continue; fi
+        echo "scripts/bench.sh: unknown part '$p' (parts: $MEASURE merge page all; a folder only after merge or page); nothing was run" >&2
+        return 2 ;;
+    esac
+  done
+  echo "fragpool bench, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname); results in $OUT_DIR"
+  for p in "${parts[@]}"; do
+    case $p in
+      cpu) targets+=(bench_cores) ;;
+      gpu-host) targets+=(fragpool gpu_bench_alloc gpu_bench_alloc_shared) ;;
+      offline) targets+=(fragpool_cli) ;;
+      real | real-budget) targets+=(fragpool) ;;
+    esac
+  done
+  [ ${#targets[@]} -gt 0 ] && build "${targets[@]}"
+  for p in "${parts[@]}"; do part "$p" || rc=1; done
+  if [ "$merge" = 1 ]; then
+    python3 "$PERF/merge.py" -o "$OUT_DIR/results.json" "$OUT_DIR" "${dirs[@]}" || return 1
+  fi
+  if [ "$page" = 1 ]; then
+    python3 "$PERF/page.py" "$OUT_DIR/results.json" -o "${BENCH_PAGE:-$ROOT/docs/PERFORMANCE.md}" || return 1
+  fi
+  return "$rc"
+}
+
+main "$@" 2>&1 | tee -a "$OUT_DIR/bench-log.txt"
+exit "${PIPESTATUS[0]}"

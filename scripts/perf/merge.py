@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""merge.py - one results file from the part files of one or more
+scripts/bench.sh calls (OUT/<part>.json, common.py's format).
+
+  merge.py -o results.json PATH...     (a PATH may be a directory: its *.json part files)
+
+The result is {"fragpool_bench": 1, "merged": DATE, "parts": {NAME: part}, "sources":
+{NAME: path}, "warnings": [...]}.  Rules: a file that is not a part file is
+skipped with one line saying why; when two files hold the same part, the
+one measured later (meta.date) is kept and a warning says so; parts
+measured at different commits or on different GPUs are kept, with a
+warning (the page shows each part's own machine line).  Exit status 2 when
+no part file was found, else 0.
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import sys
+
+import common
+
+PARTS = ("cpu", "gpu-host", "real", "real-budget", "offline")
+
+
+def part_files(paths):
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            files += sorted(f for f in glob.glob(os.path.join(p, "*.json"))
+                            if os.path.basename(f)[:-5] in PARTS)
+        else:
+            files.append(p)
+    return files
+
+
+def load_part(path):
+    """The part document, or None after one line on stderr saying why it is skipped."""
+    try:
+        doc = common.read_json(path, "part file")
+    except common.BadInput as e:
+        print(f"bench merge: {e}; skipping it", file=sys.stderr)
+        return None
+    if not isinstance(doc, dict) or doc.get("fragpool_bench") != common.FORMAT or doc.get("part") not in PARTS:
+        print(f"bench merge: {path} is not a scripts/bench.sh part file (format {common.FORMAT}, "
+              f"part one of {', '.join(PARTS)}); skipping it", file=sys.stderr)
+        return None
+    if not isinstance(doc.get("meta"), dict) or not isinstance(doc.get("data"), dict):
+        print(f"bench merge: {path} lacks its meta or data object; skipping it", file=sys.stderr)
+        return None
+    return doc
+
+
+def merge(paths):
+    parts, sources, warnings = {}, {}, []
+    for path in part_files(paths):
+        doc = load_part(path)
+        if doc is None:
+            continue
+        name = doc["part"]
+        old = parts.get(name)
+        if old is not None:
+            keep_new = str(doc["meta"].get("date", "")) >= str(old["meta"].get("date", ""))
+            warnings.append(f"two files hold part {name}: kept {path if keep_new else sources[name]} "
+                            f"(measured later), dropped {sources[name] if keep_new else path}")
+            if not keep_new:
+                continue
+        parts[name] = doc
+        sources[name] = path
+    for key, what in (("commit", "commits"), ("gpu", "GPUs")):
+        seen = sorted({str(p["meta"].get(key)) for p in parts.values()})
+        if len(seen) > 1:
+            warnings.append(f"the parts were measured at different {what}: {', '.join(seen)}")
+    return {"fragpool_bench": common.FORMAT,
+            "merged": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "parts": parts, "sources": sources, "warnings": warnings}
+
+
+def run(a):
+    res = merge(a.paths)
+    if not res["parts"]:
+        raise common.BadInput("no part file found in " + " ".join(a.paths) + "; nothing written")
+    with open(a.output, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    for w in res["warnings"]:
+        print(f"bench merge: warning: {w}")
+    print(f"bench merge: {len(res['parts'])} part(s) ({', '.join(sorted(res['parts']))}) -> {a.output}")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("paths", nargs="+")
+    return common.main_guard(lambda: run(p.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""page.py - docs/PERFORMANCE.md from the merged results of scripts/bench.sh
+(merge.py): a first screen that says where fragpool stands against each
+alternative on speed and on memory, the command that reproduces it, then
+one section per part with its tables and SVG plots (svg.py), and the runs'
+machines, dates and commits.  Nothing on the page is typed by hand: every
+number comes from the results file; what a part did not measure says
+"not measured".
+
+  page.py RESULTS.json -o docs/PERFORMANCE.md     (plots into docs/perf/)
+  page.py --empty -o docs/PERFORMANCE.md          (no results yet: how to make them)
+
+Ratios are always fragpool / the alternative (below 1: fragpool is faster,
+or holds less).  A results file with a "fixture" key (a test's input) gets a
+banner saying so at the top of the page.
+"""
+import argparse
+import os
+import sys
+
+import common
+import svg
+
+VARIANT_TXT = {
+    "torch": "PyTorch caching allocator (default)",
+    "torch_exp": "PyTorch, expandable_segments:True",
+    "torch_async": "PyTorch, backend:cudaMallocAsync",
+    "torch_split512": "PyTorch, max_split_size_mb:512",
+    "nocache": "PyTorch, caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
+    "fp": "fragpool, default (caching off + fragpool)",
+    "fpsync": "fragpool, free_policy:sync",
+    "fpvmm": "fragpool, VMM segments (expandable_segments:True)",
+    "fpvmm512": "fragpool, VMM segments + max_split_size_mb:512",
+}
+TORCH_ALTS = ("torch", "torch_exp", "torch_async", "torch_split512", "nocache")
+API_TXT = {
+    ("native", "malloc_free"): "cudaMalloc+cudaFree",
+    ("native", "cumemalloc_free"): "cuMemAlloc+cuMemFree",
+    ("native", "mallocasync_freeasync"): "cudaMallocAsync+FreeAsync (pool kept)",
+    ("fp", "malloc_free"): "fragpool, static cudart",
+    ("fp-shared", "malloc_free"): "fragpool, shared cudart",
+    ("fp", "mallocasync_freeasync"): "fragpool serving cudaMallocAsync",
+    ("native-shared", "malloc_free"): "cudaMalloc+cudaFree (shared cudart)",
+}
+DEFAULT_CALLS = [
+    "scripts/bench.sh cpu gpu-host offline      # call 1: about 6 minutes with the build",
+    "scripts/bench.sh real                      # call 2: the training matrix, 540 s",
+    "BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget   # call 3: bisections, 540 s",
+    "BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget        # call 4",
+    "scripts/bench.sh page OUT1 OUT2 ...        # anywhere: merge the calls' results, write this page",
+]
+NA = "not measured"
+
+
+# ---- formatting --------------------------------------------------------------
+def x(v, digits=2):
+    return NA if v is None else f"{v:.{digits}f}x"
+
+
+def num(v, spec=",.0f"):
+    return "-" if v is None else format(v, spec)
+
+
+def us(v):
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def size_txt(mode):
+    if mode == "random128":
+        return "random, 128 live"
+    try:
+        b = int(mode)
+    except ValueError:
+        return mode
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= n and b % n == 0:
+            return f"{b // n} {unit}"
+    return f"{b} B"
+
+
+def span(vals, digits=2):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None
+    lo, hi = min(vals), max(vals)
+    return f"{lo:.{digits}f}x" if f"{lo:.{digits}f}" == f"{hi:.{digits}f}" else f"{lo:.{digits}f}-{hi:.{digits}f}x"
+
+
+def md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+# ---- what each part says -----------------------------------------------------
+def part(res, name):
+    p = (res.get("parts") or {}).get(name)
+    return p if p and p.get("status") != "failed" else None
+
+
+def real_rows(res):
+    p = part(res, "real")
+    return p["data"].get("rows", []) if p else []
+
+
+def real_row(rows, w, v):
+    """The row of variant v on workload w; torch from gpu-real.sh's group first."""
+    hits = [r for r in rows if r["workload"] == w and r["variant"] == v and r.get("ok_runs")]
+    hits.sort(key=lambda r: r.get("group") != "gpu-real")
+    return hits[0] if hits else None
+
+
+def compare_real(rows, w, fp_v, alt_v, key, xkey):
+    """fragpool / alternative for key (step_ms, nvml_mib), directly when both ran in one
+    group, else through each group's own PyTorch run (x_ref_*)."""
+    f, a = real_row(rows, w, fp_v), real_row(rows, w, alt_v)
+    if not f or not a:
+        return None
+    if f.get("group") == a.get("group"):
+        return ratio(f.get(key), a.get(key))
+    return ratio(f.get(xkey), a.get(xkey))
+
+
+def budgets(res):
+    p = part(res, "real-budget")
+    out = {}
+    for b in (p["data"].get("budgets", []) if p else []):
+        out[(b["workload"], b["variant"])] = b
+    return out
+
+
+def host_rows(res):
+    p = part(res, "gpu-host")
+    return p["data"].get("rows", []) if p else []
+
+
+def host_val(rows, variant, api, mode, threads):
+    for r in rows:
+        if (r["variant"], r["api"], r["mode"], r["threads"]) == (variant, api, mode, threads):
+            return r["median_us"]
+    return None
+
+
+def host_modes(rows):
+    modes = sorted({r["mode"] for r in rows if r["mode"] != "random128"}, key=lambda m: int(m) if m.isdigit() else 0)
+    return modes + (["random128"] if any(r["mode"] == "random128" for r in rows) else [])
+
+
+def cpu_rows(res):
+    p = part(res, "cpu")
+    return p["data"].get("rows", []) if p else []
+
+
+def cpu_val(rows, live, core, key="ns_median"):
+    for r in rows:
+        if r["live"] == live and r["core"] == core:
+            return r.get(key)
+    return None
+
+
+# ---- the first screen --------------------------------------------------------
+def glance_real(res, alt_v):
+    rows, bud = real_rows(res), budgets(res)
+    workloads = (part(res, "real") or {}).get("data", {}).get("workloads", [])
+    speed, mem = [], []
+    for w in workloads:
+        s = compare_real(rows, w, "fp", alt_v, "step_ms", "x_ref_step")
+        m = compare_real(rows, w, "fp", alt_v, "nvml_mib", "x_ref_nvml")
+        if s is not None:
+            speed.append(f"{x(s)} step time ({w})")
+        if m is not None:
+            mem.append(f"{x(m)} NVML peak ({w})")
+        bf, ba = bud.get((w, "fp"), {}).get("smallest_ok_mib"), bud.get((w, alt_v), {}).get("smallest_ok_mib")
+        if bf is not None and ba is not None:
+            mem.append(f"smallest budget {num(bf)} vs {num(ba)} MiB ({w})")
+    return "; ".join(speed) or NA, "; ".join(mem) or NA
+
+
+def glance_host(res, variant, api):
+    rows = host_rows(res)
+    out = []
+    for t in sorted({r["threads"] for r in rows}):
+        fixed = [ratio(host_val(rows, "fp", "malloc_free", m, t), host_val(rows, variant, api, m, t))
+                 for m in host_modes(rows) if m != "random128"]
+        rnd = ratio(host_val(rows, "fp", "malloc_free", "random128", t),
+                    host_val(rows, variant, api, "random128", t))
+        bits = []
+        if span(fixed, 3):
+            bits.append(f"fixed sizes {span(fixed, 3)}")
+        if rnd is not None:
+            bits.append(f"random sizes {x(rnd, 3)}")
+        if bits:
+            out.append(f"{t} thread{'s' if t > 1 else ''}: " + ", ".join(bits))
+    return ("host cost per pair: " + "; ".join(out)) if out else NA
+
+
+def glance_cpu(res, core):
+    rows = cpu_rows(res)
+    lives = sorted({r["live"] for r in rows})
+    sp = span([ratio(cpu_val(rows, n, "fragpool"), cpu_val(rows, n, core)) for n in lives])
+    mem = span([ratio(cpu_val(rows, n, "fragpool", "peak_reserved"), cpu_val(rows, n, core, "peak_reserved"))
+                for n in lives], 3)
+    if not sp:
+        return NA, NA
+    return (f"{sp} ns per pair ({num(lives[0])}-{num(lives[-1])} live blocks)",
+            f"{mem} peak reserved, same op sequence (simulated device)" if mem else NA)
+
+
+def glance(res):
+    rows = []
+    for v in TORCH_ALTS:
+        s, m = glance_real(res, v)
+        rows.append((VARIANT_TXT[v], s, m))
+    rows.append(("raw cudaMalloc/cudaFree", glance_host(res, "native", "malloc_free"),
+                 "see the caching-off row (PyTorch on raw cudaMalloc)"))
+    rows.append(("cudaMallocAsync/cudaFreeAsync, pool kept",
+                 glance_host(res, "native", "mallocasync_freeasync"), NA))
+    for core, txt in (("bestfit", "best fit over an ordered (size, address) set, PyTorch's structure (CPU)"),
+                      ("tlsf", "TLSF, two-level segregated fit (CPU)")):
+        s, m = glance_cpu(res, core)
+        rows.append((txt, s, m))
+    return md_table(["fragpool (default) against", "speed", "memory"], rows)
+
+
+def reproduce(res):
+    calls = []
+    for name in ("cpu", "gpu-host", "offline", "real", "real-budget"):
+        inv = ((res.get("parts") or {}).get(name) or {}).get("invocation")
+        if inv and inv not in calls:
+            calls.append(inv)
+    if calls:
+        calls.append("scripts/bench.sh page OUT1 OUT2 ...   # merge the calls' result folders, write this page")
+    return ["```sh"] + (calls or DEFAULT_CALLS) + ["```"]
+
+
+# ---- sections ----------------------------------------------------------------
+def section_cpu(res, plots):
+    rows = cpu_rows(res)
+    out = ["## Pool on the CPU", ""]
+    if not rows:
+        return out + [NA + ".", ""]
+    d = part(res, "cpu")["data"]
+    out += [f"`build/bin/bench_cores` (tests/bench/): ns per free+alloc pair, median of {d.get('reps')} runs of "
+            f"{num(d.get('pairs'))} pairs, sizes {d.get('sizes')}; the three cores run the same op sequence "
+            "in one process, alternating. bestfit: an AVL tree over (size, address), as PyTorch's "
+            "std::set; tlsf: two-level segregated fit (good fit, O(1)). Both written for this benchmark, "
+            "with fragpool's split and merge rules.", ""]
+    lives = sorted({r["live"] for r in rows})
+    t = []
+    for n in lives:
+        f, b, s = (cpu_val(rows, n, c) for c in ("fragpool", "bestfit", "tlsf"))
+        t.append((num(n), num(f, ".1f"), num(b, ".1f"), num(s, ".1f"), x(ratio(f, b)), x(ratio(f, s)),
+                  x(ratio(cpu_val(rows, n, "fragpool", "peak_reserved"), cpu_val(rows, n, "tlsf", "peak_reserved")), 3)))
+    out += md_table(["live blocks", "fragpool ns", "bestfit ns", "tlsf ns", "fragpool / bestfit",
+                     "fragpool / tlsf", "peak reserved fragpool / tlsf"], t)
+    plots["cpu.svg"] = svg.line_chart("Pool on the CPU: ns per free+alloc pair", "live blocks", "ns per pair",
+                                      [(c, [(n, cpu_val(rows, n, c)) for n in lives])
+                                       for c in ("fragpool", "bestfit", "tlsf")])
+    return out + ["", "![CPU pool](perf/cpu.svg)", ""]
+
+
+def section_host(res, plots):
+    rows = host_rows(res)
+    out = ["## Host cost of an alloc+free pair on the GPU", ""]
+    if not rows:
+        return out + [NA + ".", ""]
+    d = part(res, "gpu-host")["data"]
+    out += [f"`tests/gpu/bench_alloc.cu`: µs per pair, each pair timed on its own thread; the median of each "
+            f"run, then the median over {d.get('rounds')} alternating runs per variant (range in brackets); "
+            f"{d.get('case_ms')} ms per case. With 8 threads all run at once, each on its own stream.", ""]
+    cols = [k for k in API_TXT if any((r["variant"], r["api"]) == k for r in rows)]
+    for t in sorted({r["threads"] for r in rows}):
+        out += [f"### {t} thread{'s' if t > 1 else ''}", ""]
+        table = []
+        for m in host_modes(rows):
+            cells = [size_txt(m)]
+            for v, api in cols:
+                r = next((r for r in rows if (r["variant"], r["api"], r["mode"], r["threads"]) == (v, api, m, t)), None)
+                cells.append("-" if not r else f"{us(r['median_us'])} [{us(min(r['each_us']))}-{us(max(r['each_us']))}]")
+            fp = host_val(rows, "fp", "malloc_free", m, t)
+            cells.append(x(ratio(fp, host_val(rows, "native", "malloc_free", m, t)), 3))
+            cells.append(x(ratio(fp, host_val(rows, "native", "mallocasync_freeasync", m, t)), 3))
+            table.append(cells)
+        out += md_table(["case"] + [API_TXT[k] for k in cols] + ["fragpool / cudaMalloc", "fragpool / async pool"], table)
+        name = f"gpu-host-t{t}.svg"
+        modes = host_modes(rows)
+        plots[name] = svg.bar_chart(f"Host cost per alloc+free pair, {t} thread{'s' if t > 1 else ''} (log)",
+                                    "µs per pair", [size_txt(m).replace(", 128 live", "") for m in modes],
+                                    [(API_TXT[k], [host_val(rows, k[0], k[1], m, t) for m in modes]) for k in cols],
+                                    ylog=True)
+        out += ["", f"![host cost, {t} threads](perf/{name})", ""]
+    return out
+
+
+def section_real(res, plots):
+    rows, bud = real_rows(res), budgets(res)
+    out = ["## Real work: PyTorch training with variable shapes", ""]
+    p = part(res, "real")
+    if not rows:
+        return out + [NA + ".", ""]
+    d = p["data"]
+    out += ["`tests/gpu/train_real.py` (docs/gpu.md): median step; NVML peak (device memory the process added); "
+            "peak reserved / peak allocated (fragpool: its summary; PyTorch: torch.cuda.max_memory_*); the smallest "
+            "free memory the run completes in (a ballast holds the rest; bisection, scripts/gpu_budget.py). "
+            "Ratios against the PyTorch-default run of the same group (runs of one group alternate).", ""]
+    for w in d.get("workloads", []):
+        table = []
+        for r in [r for r in rows if r["workload"] == w]:
+            b = bud.get((w, r["variant"]), {})
+            bt = "-" if not b else (num(b.get("smallest_ok_mib")) if b.get("smallest_ok_mib") is not None else "none")
+            if b and not b.get("complete"):
+                bt += " (incomplete)"
+            table.append((VARIANT_TXT.get(r["variant"], r["variant"]) + ("" if r["group"] == "gpu-real" else " \u2020"),
+                          f"{r['ok_runs']}/{r['runs']}", num(r.get("step_ms"), ".2f"), x(r.get("x_ref_step"), 3),
+                          num(r.get("nvml_mib")), x(r.get("x_ref_nvml"), 3),
+                          num(r.get("reserved_over_allocated"), ".3f"), bt, r.get("loss_vs_ref") or "-"))
+        out += [f"### {w}", ""] + md_table(
+            ["allocator", "ok", "step ms", "x PyTorch", "NVML peak MiB", "x PyTorch", "reserved / allocated",
+             "smallest budget MiB", "loss vs PyTorch"], table) + [""]
+        name = f"real-{w}.svg"
+        rs = [r for r in rows if r["workload"] == w]
+        plots[name] = svg.bar_chart(f"{w}: against PyTorch's default (1.0 = same)", "x PyTorch default",
+                                    ["step time", "NVML peak"],
+                                    [(r["variant"] + ("" if r["group"] == "gpu-real" else " (alt)"),
+                                      [r.get("x_ref_step"), r.get("x_ref_nvml")]) for r in rs], ref=1.0)
+        out += [f"![{w}](perf/{name})", ""]
+    if any(r["group"] != "gpu-real" for r in rows):
+        drift = ", ".join(f"{w} {v:.3f}" for w, v in sorted((d.get("drift") or {}).items()))
+        out += ["\u2020 run by scripts/perf/part_real.py beside a PyTorch-default run of its own (the settings "
+                "scripts/gpu-real.sh does not have); its ratios are against that run"
+                + (f". PyTorch default, that run / gpu-real.sh's: {drift}" if drift else "") + ".", ""]
+    if d.get("not_run"):
+        out += ["Not run: " + ", ".join(d["not_run"]) + ".", ""]
+    return out
+
+
+def section_offline(res):
+    p = part(res, "offline")
+    out = ["## Offline: replay and tune", ""]
+    if not p:
+        return out + [NA + ".", ""]
+    t = [(r["tool"], r["trace"], num(r["events"]), f"{r['secs_median']:.3f}", num(r.get("events_per_s")),
+          r["runs"]) for r in p["data"].get("rows", [])]
+    return out + ["`build/bin/fragpool replay` / `tune`, wall time end to end (load, run, summary), median of "
+                  "the runs.", ""] + md_table(["tool", "trace", "events", "seconds", "events/s", "runs"], t) + [""]
+
+
+def section_runs(res):
+    out = ["## Runs", ""]
+    t = []
+    for name in ("cpu", "gpu-host", "real", "real-budget", "offline"):
+        p = (res.get("parts") or {}).get(name)
+        if not p:
+            t.append((name, NA, "", "", "", "", "", ""))
+            continue
+        m = p.get("meta", {})
+        t.append((name, p.get("status"), m.get("date"), m.get("commit"), f"{m.get('gpu')} ({m.get('gpu_count')})",
+                  f"driver {m.get('driver')}, CUDA {m.get('cuda')}", f"{m.get('cpu')}, {m.get('cpus')} CPUs",
+                  f"{p.get('elapsed_s')} s of {p.get('budget_s')}"))
+    out += md_table(["part", "status", "date", "commit", "GPU", "driver", "host", "time"], t) + [""]
+    notes = [f"- {n}: {s}" for n in sorted(res.get("parts") or {}) for s in (res["parts"][n].get("notes") or [])]
+    notes += [f"- merge: {w}" for w in res.get("warnings") or []]
+    return out + (["Notes:", ""] + notes + [""] if notes else [])
+
+
+def page(res, plots):
+    out = ["# Performance", ""]
+    if res.get("fixture"):
+        out += [f"> **TEST FIXTURE: {res['fixture']}. These are not measurements.**", ""]
+    out += ["<!-- generated by scripts/perf/page.py from the results of scripts/bench.sh; do not edit -->", "",
+            "fragpool against each allocator a user would pick instead, measured side by side (each part's "
+            "machine, date and commit are under [Runs](#runs)). **Ratios are fragpool / the alternative: "
+            "below 1 means fragpool is faster, or holds less memory.**", ""]
+    if not res.get("parts"):
+        out += ["No measurements yet: nothing below is filled in until the commands here are run on a GPU "
+                "machine.", ""]
+    out += glance(res) + ["", "Reproduce (each call under 10 minutes on one H200):", ""] + reproduce(res) + [""]
+    out += section_cpu(res, plots) + section_host(res, plots) + section_real(res, plots) + section_offline(res)
+    out += section_runs(res)
+    return "\n".join(out)
+
+
+def run(a):
+    if a.empty:
+        res = {"parts": {}}
+    elif not a.results:
+        raise common.BadInput("give a results file (merge.py's output) or --empty")
+    else:
+        res = common.read_json(a.results, "results file")
+        if not isinstance(res, dict) or res.get("fragpool_bench") != common.FORMAT or not isinstance(res.get("parts"), dict):
+            raise common.BadInput(f"{a.results} is not a merged results file of scripts/perf/merge.py "
+                                  f"(format {common.FORMAT}); no page written")
+    plots = {}
+    text = page(res, plots)
+    plot_dir = os.path.join(os.path.dirname(os.path.abspath(a.output)), "perf")
+    if plots:
+        os.makedirs(plot_dir, exist_ok=True)
+    for name, body in plots.items():
+        with open(os.path.join(plot_dir, name), "w") as f:
+            f.write(body)
+    with open(a.output, "w") as f:
+        f.write(text)
+    print(f"bench page: wrote {a.output}" + (f" and {len(plots)} plot(s) in {plot_dir}" if plots else ""))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("results", nargs="?")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--empty", action="store_true")
+    return common.main_guard(lambda: run(p.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
