@@ -9,17 +9,19 @@
 #                pool, fragpool under static and shared cudart; 1 and 8 threads    ~200 s
 #   offline      fragpool replay events/s and tune time on the shared traces       ~60 s
 #   real         PyTorch training, every allocator (scripts/gpu-real.sh + the
-#                PyTorch settings it lacks)                                        540 s
+#                PyTorch settings it lacks)                               540 s per call
 #   real-budget  the smallest free memory each completes in (bisection)           540 s per call
 #   merge [DIR...]  the part files of $BENCH_OUT and DIRs -> $BENCH_OUT/results.json
 #   page  [DIR...]  merge, then write $BENCH_PAGE (default docs/PERFORMANCE.md) and its plots
 #   all          every measuring part in one go (more than 10 minutes: for machines without a limit)
 # Everything does not fit in one 10-minute call on one H200; run (one call each):
 #   scripts/bench.sh cpu gpu-host offline
-#   scripts/bench.sh real
+#   BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real
+#   BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real
 #   BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget
 #   BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget
-#   scripts/bench.sh page DIR1 DIR2 ...   (no GPU needed: the calls' $BENCH_OUT folders)
+#   scripts/bench.sh page DIR1 DIR2 ...   (no GPU needed: the calls' $BENCH_OUT folders;
+#                                          real and real-budget of several calls are combined)
 # A call builds first (cmake, Release, into $BENCH_BUILD_DIR) unless BENCH_SKIP_BUILD=1.
 #
 # Environment (defaults in brackets):
@@ -39,6 +41,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
 PERF=$ROOT/scripts/perf
+export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the source tree
 OUT_DIR=${BENCH_OUT:-${OUT:-/tmp/fragpool-bench}}
 mkdir -p "$OUT_DIR" || exit 2
 OUT_DIR=$(cd "$OUT_DIR" && pwd)

@@ -7,7 +7,10 @@ scripts/bench.sh calls (OUT/<part>.json, common.py's format).
 The result is {"fragpool_bench": 1, "merged": DATE, "parts": {NAME: part}, "sources":
 {NAME: path}, "warnings": [...]}.  Rules: a file that is not a part file is
 skipped with one line saying why; when two files hold the same part, the
-one measured later (meta.date) is kept and a warning says so; parts
+one measured later (meta.date) is kept and a warning says so, except for
+"real" and "real-budget", which are made of one call per workload: their
+rows (budgets) are combined by (workload, variant, group), the later call
+winning a tie, and the part keeps every call's machine line in "calls"; parts
 measured at different commits or on different GPUs are kept, with a
 warning (the page shows each part's own machine line).  Exit status 2 when
 no part file was found, else 0.
@@ -22,6 +25,8 @@ import sys
 import common
 
 PARTS = ("cpu", "gpu-host", "real", "real-budget", "offline")
+COMBINED = {"real": "rows", "real-budget": "budgets"}  # part -> its list of per-workload entries
+STATUS_RANK = {"ok": 0, "partial": 1, "failed": 2}
 
 
 def part_files(paths):
@@ -52,6 +57,41 @@ def load_part(path):
     return doc
 
 
+def call_of(doc, path):
+    return {"meta": doc["meta"], "status": doc.get("status"), "invocation": doc.get("invocation"),
+            "elapsed_s": doc.get("elapsed_s"), "budget_s": doc.get("budget_s"), "source": path}
+
+
+def entry_key(e):
+    return (e.get("workload"), e.get("variant"), e.get("group"))
+
+
+def combine(old, doc, path):
+    """Part `doc` (from path) folded into the combined part `old` (None for the first)."""
+    key = COMBINED[doc["part"]]
+    if old is None:
+        new = dict(doc, calls=[call_of(doc, path)], data=dict(doc["data"]))
+        return new
+    first, second = sorted((old, doc), key=lambda d: str(d["meta"].get("date", "")))
+    entries = {entry_key(e): e for e in first["data"].get(key, [])}
+    entries.update({entry_key(e): e for e in second["data"].get(key, [])})
+    data = dict(first["data"])
+    data.update({k: v for k, v in second["data"].items() if k != key})
+    data[key] = list(entries.values())
+    have = {(e.get("workload"), e.get("variant")) for e in data[key]}
+    if "workloads" in first["data"] or "workloads" in second["data"]:
+        data["workloads"] = list(dict.fromkeys(first["data"].get("workloads", []) + second["data"].get("workloads", [])))
+    if "not_run" in data:
+        nr = first["data"].get("not_run", []) + second["data"].get("not_run", [])
+        data["not_run"] = [x for x in dict.fromkeys(nr) if tuple(x.split(" ", 1)) not in have]
+    if "drift" in data:
+        data["drift"] = dict(first["data"].get("drift") or {}, **(second["data"].get("drift") or {}))
+    calls = old["calls"] + [call_of(doc, path)]
+    return dict(second, data=data, calls=calls,
+                status=max((old["status"], doc.get("status")), key=lambda s: STATUS_RANK.get(s, 2)),
+                notes=(old.get("notes") or []) + (doc.get("notes") or []))
+
+
 def merge(paths):
     parts, sources, warnings = {}, {}, []
     for path in part_files(paths):
@@ -60,6 +100,10 @@ def merge(paths):
             continue
         name = doc["part"]
         old = parts.get(name)
+        if name in COMBINED:
+            parts[name] = combine(old, doc, path)
+            sources[name] = (sources.get(name, "") + " " + path).strip()
+            continue
         if old is not None:
             keep_new = str(doc["meta"].get("date", "")) >= str(old["meta"].get("date", ""))
             warnings.append(f"two files hold part {name}: kept {path if keep_new else sources[name]} "

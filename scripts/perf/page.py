@@ -43,11 +43,12 @@ API_TXT = {
     ("native-shared", "malloc_free"): "cudaMalloc+cudaFree (shared cudart)",
 }
 DEFAULT_CALLS = [
-    "scripts/bench.sh cpu gpu-host offline      # call 1: about 6 minutes with the build",
-    "scripts/bench.sh real                      # call 2: the training matrix, 540 s",
-    "BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget   # call 3: bisections, 540 s",
-    "BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget        # call 4",
-    "scripts/bench.sh page OUT1 OUT2 ...        # anywhere: merge the calls' results, write this page",
+    "scripts/bench.sh cpu gpu-host offline                          # call 1",
+    "BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real            # call 2",
+    "BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real                 # call 3",
+    "BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget     # call 4",
+    "BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget          # call 5",
+    "scripts/bench.sh page OUT1 OUT2 ...   # no GPU needed: merge the calls' result folders, write this page",
 ]
 NA = "not measured"
 
@@ -231,9 +232,11 @@ def glance(res):
 def reproduce(res):
     calls = []
     for name in ("cpu", "gpu-host", "offline", "real", "real-budget"):
-        inv = ((res.get("parts") or {}).get(name) or {}).get("invocation")
-        if inv and inv not in calls:
-            calls.append(inv)
+        p = (res.get("parts") or {}).get(name) or {}
+        for c in p.get("calls") or [p]:
+            inv = c.get("invocation")
+            if inv and inv not in calls:
+                calls.append(inv)
     if calls:
         calls.append("scripts/bench.sh page OUT1 OUT2 ...   # merge the calls' result folders, write this page")
     return ["```sh"] + (calls or DEFAULT_CALLS) + ["```"]
@@ -359,10 +362,11 @@ def section_runs(res):
         if not p:
             t.append((name, NA, "", "", "", "", "", ""))
             continue
-        m = p.get("meta", {})
-        t.append((name, p.get("status"), m.get("date"), m.get("commit"), f"{m.get('gpu')} ({m.get('gpu_count')})",
-                  f"driver {m.get('driver')}, CUDA {m.get('cuda')}", f"{m.get('cpu')}, {m.get('cpus')} CPUs",
-                  f"{p.get('elapsed_s')} s of {p.get('budget_s')}"))
+        for c in p.get("calls") or [p]:
+            m = c.get("meta", {})
+            t.append((name, c.get("status"), m.get("date"), m.get("commit"), f"{m.get('gpu')} ({m.get('gpu_count')})",
+                      f"driver {m.get('driver')}, CUDA {m.get('cuda')}", f"{m.get('cpu')}, {m.get('cpus')} CPUs",
+                      f"{c.get('elapsed_s')} s of {c.get('budget_s')}"))
     out += md_table(["part", "status", "date", "commit", "GPU", "driver", "host", "time"], t) + [""]
     notes = [f"- {n}: {s}" for n in sorted(res.get("parts") or {}) for s in (res["parts"][n].get("notes") or [])]
     notes += [f"- merge: {w}" for w in res.get("warnings") or []]

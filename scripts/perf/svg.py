@@ -8,8 +8,8 @@ from xml.sax.saxutils import escape
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")
-W, H = 720, 400
-L, R, T, B = 70, 190, 40, 60  # margins: the legend sits on the right
+W, H = 820, 400
+L, R, T, B = 70, 290, 40, 60  # margins: the legend sits on the right
 
 
 def _fmt(v):

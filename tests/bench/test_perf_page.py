@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""test_perf_page.py - scripts/perf/ without a GPU: the page generator on the
+checked-in test fixture (tests/bench/fixture_results.json: synthetic
+numbers, never results), merge's rules, the one line each bad input gets,
+and the parsers of the parts (BENCH lines, gpu-real.sh's variant list, the
+real-work table).  Usage: test_perf_page.py SCRIPTS_PERF_DIR FIXTURE
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+PERF, FIXTURE = sys.argv[1], sys.argv[2]
+sys.path.insert(0, PERF)
+import part_cpu  # noqa: E402
+import part_gpu_host  # noqa: E402
+import part_real  # noqa: E402
+
+
+def tool(name, *args):
+    return subprocess.run([sys.executable, os.path.join(PERF, name), *args], capture_output=True, text=True)
+
+
+def fixture():
+    with open(FIXTURE) as f:
+        return json.load(f)
+
+
+class Page(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="perfpage.")
+        cls.md = os.path.join(cls.tmp, "docs", "PERFORMANCE.md")
+        os.makedirs(os.path.dirname(cls.md))
+        r = tool("page.py", FIXTURE, "-o", cls.md)
+        assert r.returncode == 0, r.stderr
+        with open(cls.md) as f:
+            cls.text = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def row(self, label):
+        rows = [ln for ln in self.text.splitlines() if ln.startswith("| " + label + " |")]
+        self.assertTrue(rows, label)
+        return rows[0]
+
+    def test_fixture_banner_first(self):
+        self.assertIn("TEST FIXTURE", self.text.splitlines()[2])
+        self.assertIn("not measurements", self.text.splitlines()[2])
+
+    def test_glance_same_group(self):
+        r = self.row("PyTorch caching allocator (default)")
+        self.assertIn("0.97x step time (gpt_sdpa)", r)     # 48.5 / 50.0
+        self.assertIn("1.01x step time (cnn)", r)          # 101 / 100
+        self.assertIn("0.99x NVML peak (gpt_sdpa)", r)     # 19800 / 20000
+        self.assertIn("smallest budget 9,216 vs 9,728 MiB (gpt_sdpa)", r)
+
+    def test_glance_through_group_reference(self):
+        # fp is in gpu-real.sh's group, torch_exp in the other: 0.97 / 1.02
+        r = self.row("PyTorch, expandable_segments:True")
+        self.assertIn("0.95x step time (gpt_sdpa)", r)
+        self.assertIn("1.04x NVML peak (gpt_sdpa)", r)     # 0.99 / 0.95
+
+    def test_glance_missing_is_not_measured(self):
+        r = self.row("PyTorch, backend:cudaMallocAsync")
+        self.assertEqual(r.count("not measured"), 2)
+        self.assertIn("Not run: gpt_sdpa torch_async", self.text)
+
+    def test_glance_host_and_cpu(self):
+        r = self.row("raw cudaMalloc/cudaFree")
+        self.assertIn("1 thread: fixed sizes 0.003-0.010x, random sizes 0.010x", r)
+        r = self.row("cudaMallocAsync/cudaFreeAsync, pool kept")
+        self.assertIn("random sizes 0.250x", r)
+        r = [ln for ln in self.text.splitlines() if ln.startswith("| best fit")][0]
+        self.assertIn("0.50-0.80x ns per pair", r)          # 100/200 .. 400/500
+        r = [ln for ln in self.text.splitlines() if ln.startswith("| TLSF")][0]
+        self.assertIn("1.25-2.00x", r)
+        self.assertIn("0.909x peak reserved", r)            # 1000 / 1100
+
+    def test_tables_and_runs(self):
+        self.assertIn("| 100,000 | 400.0 | 500.0 | 320.0 | 0.80x | 1.25x | 0.909x |", self.text)
+        self.assertIn("| random, 128 live | 50.0 [50.0-55.0] |", self.text)
+        self.assertIn("| replay | 10^6 events | 1,000,000 | 0.500 | 2,000,000 | 3 |", self.text)
+        self.assertIn("| real | partial |", self.text)
+        self.assertIn("fpvmm yet: not run", self.text)
+        self.assertIn("scripts/bench.sh real-budget", self.text)
+
+    def test_plots_are_svg_with_the_data(self):
+        d = os.path.join(self.tmp, "docs", "perf")
+        names = sorted(os.listdir(d))
+        self.assertEqual(names, ["cpu.svg", "gpu-host-t1.svg", "gpu-host-t8.svg", "real-cnn.svg",
+                                 "real-gpt_sdpa.svg"])
+        for n in names:
+            self.assertIn(f"](perf/{n})", self.text)
+            root = ET.parse(os.path.join(d, n)).getroot()
+            self.assertTrue(root.tag.endswith("svg"), n)
+        ns = "{http://www.w3.org/2000/svg}"
+        cpu = ET.parse(os.path.join(d, "cpu.svg")).getroot()
+        self.assertEqual(len(cpu.findall(f"{ns}polyline")), 3)
+        host = ET.parse(os.path.join(d, "gpu-host-t1.svg")).getroot()
+        bars = [r for r in host.findall(f"{ns}rect") if r.find(f"{ns}title") is not None]
+        self.assertEqual(len(bars), 12)  # 4 allocators x 3 cases
+        self.assertTrue(any("fragpool, static cudart, random: 0.5" in b.find(f"{ns}title").text for b in bars))
+
+    def test_empty_page(self):
+        out = os.path.join(self.tmp, "empty.md")
+        r = tool("page.py", "--empty", "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            text = f.read()
+        self.assertIn("No measurements yet", text)
+        self.assertNotIn("TEST FIXTURE", text)
+        self.assertFalse(re.search(r"\d\.\d+x", text))
+
+    def test_bad_results(self):
+        bad = os.path.join(self.tmp, "bad.json")
+        with open(bad, "w") as f:
+            json.dump({"part": "cpu"}, f)
+        r = tool("page.py", bad, "-o", os.path.join(self.tmp, "x.md"))
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        self.assertIn("bad.json is not a merged results file", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "x.md")))
+
+
+class Merge(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="perfmerge.")
+        self.parts = fixture()["parts"]
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def put(self, sub, name, doc):
+        d = os.path.join(self.tmp, sub)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            json.dump(doc, f)
+        return d
+
+    def test_merge_two_calls(self):
+        a = self.put("a", "cpu", self.parts["cpu"])
+        old = dict(self.parts["cpu"], meta=dict(self.parts["cpu"]["meta"], date="1999-01-01 00:00:00 UTC"))
+        b = self.put("b", "cpu", old)
+        newer = dict(self.parts["real"], meta=dict(self.parts["real"]["meta"], commit="def5678"))
+        self.put("b", "real", newer)
+        with open(os.path.join(b, "junk.json"), "w") as f:
+            f.write("{")
+        out = os.path.join(self.tmp, "results.json")
+        r = tool("merge.py", "-o", out, a, b, os.path.join(b, "junk.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            res = json.load(f)
+        self.assertEqual(sorted(res["parts"]), ["cpu", "real"])
+        self.assertEqual(res["parts"]["cpu"]["meta"]["date"], "2000-01-01 00:00:00 UTC")
+        self.assertTrue(any("two files hold part cpu" in w for w in res["warnings"]))
+        self.assertTrue(any("different commits: abc1234, def5678" in w for w in res["warnings"]))
+        self.assertIn("junk.json is not valid JSON", r.stderr)
+        self.assertIn("skipping it", r.stderr)
+        page = os.path.join(self.tmp, "P.md")
+        self.assertEqual(tool("page.py", out, "-o", page).returncode, 0)
+        with open(page) as f:
+            self.assertIn("different commits", f.read())
+
+    def test_real_calls_combine(self):
+        real = self.parts["real"]
+        rows = real["data"]["rows"]
+        gpt = dict(real, data=dict(real["data"], workloads=["gpt_sdpa"], not_run=["gpt_sdpa fpvmm", "cnn fp"],
+                                   rows=[r for r in rows if r["workload"] == "gpt_sdpa"]))
+        cnn = dict(real, status="ok", notes=["second call"],
+                   meta=dict(real["meta"], date="2000-01-02 00:00:00 UTC"),
+                   data=dict(real["data"], workloads=["cnn"], not_run=[], drift={},
+                             rows=[r for r in rows if r["workload"] == "cnn"]))
+        a, b = self.put("a", "real", gpt), self.put("b", "real", cnn)
+        out = os.path.join(self.tmp, "results.json")
+        r = tool("merge.py", "-o", out, a, b)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            p = json.load(f)["parts"]["real"]
+        self.assertEqual(len(p["data"]["rows"]), len(rows))
+        self.assertEqual(p["data"]["workloads"], ["gpt_sdpa", "cnn"])
+        self.assertEqual(p["data"]["not_run"], ["gpt_sdpa fpvmm"])   # cnn fp ran in the second call
+        self.assertEqual(len(p["calls"]), 2)
+        self.assertEqual(p["status"], "partial")
+        self.assertEqual(p["data"]["drift"], {"gpt_sdpa": 1.1})
+        page = os.path.join(self.tmp, "P.md")
+        self.assertEqual(tool("page.py", out, "-o", page).returncode, 0)
+        with open(page) as f:
+            text = f.read()
+        self.assertEqual(text.count("| real | "), 2)
+        self.assertIn("1.01x step time (cnn)", text)
+
+    def test_nothing_to_merge(self):
+        d = self.put("c", "cpu", {"part": "cpu"})
+        r = tool("merge.py", "-o", os.path.join(self.tmp, "r.json"), d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("is not a scripts/bench.sh part file", r.stderr)
+        self.assertIn("no part file found", r.stderr)
+
+
+class Parsers(unittest.TestCase):
+    def test_bench_lines(self):
+        rows = part_gpu_host.parse_bench(
+            "BENCH_INFO device x\nBENCH malloc_free 512 56.280 n=1000 p10=50.0 p90=60.0\n"
+            "BENCH malloc_free random128 0.326 n=9 p10=0.3 p90=0.4 threads=8 rate=123\nBENCH bad x y\n")
+        self.assertEqual(len(rows), 2)
+        self.assertEqual((rows[0]["threads"], rows[0]["median_us"]), (1, 56.28))
+        self.assertEqual((rows[1]["threads"], rows[1]["rate"]), (8, 123.0))
+
+    def test_host_aggregate_skips_failed_runs(self):
+        line = "BENCH malloc_free 512 {} n=1 p10=1 p90=1"
+        res = [({"variant": "fp", "ok": True}, part_gpu_host.parse_bench(line.format(1.0))),
+               ({"variant": "fp", "ok": True}, part_gpu_host.parse_bench(line.format(3.0))),
+               ({"variant": "fp", "ok": True}, part_gpu_host.parse_bench(line.format(2.0))),
+               ({"variant": "fp", "ok": False}, part_gpu_host.parse_bench(line.format(99.0)))]
+        agg = part_gpu_host.aggregate(res)
+        self.assertEqual(len(agg), 1)
+        self.assertEqual((agg[0]["median_us"], agg[0]["each_us"]), (2.0, [1.0, 3.0, 2.0]))
+
+    def test_gpu_real_variants(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "gpu-real.sh")
+        with open(path, "w") as f:
+            f.write("x() {\n  torch) ;;\n}\nvariant_env() {\n  case $1 in\n    torch) ;;\n"
+                    "    fp | fpsync | fpvmm)\n      conf=1\n      ;;\n    *) return 1 ;;\n  esac\n}\n")
+        known = part_real.gpu_real_variants(path)
+        self.assertEqual(known, {"torch", "fp", "fpsync", "fpvmm"})
+        main, alt, unknown = part_real.split_variants(["torch", "torch_exp", "fp", "fpvmm512"], known)
+        self.assertEqual((main, alt, unknown), (["torch", "fp"], ["torch", "torch_exp"], ["fpvmm512"]))
+
+    def test_real_table_ratios(self):
+        def run(v, g, step, nv, rnd=1, ok=True):
+            return {"name": f"w-{v}-r{rnd}", "workload": "w", "variant": v, "group": g, "round": rnd,
+                    "ok": ok, "rc": 0, "step_ms": step, "nvml_mib": nv, "loss": 1.0, "loss_hex": "0x1p+0",
+                    "torch_peak_reserved_mb": 30.0, "torch_peak_alloc_mb": 20.0}
+        runs = [run("torch", "gpu-real", 50, 100), run("torch", "gpu-real", 54, 110, 2),
+                run("fp", "gpu-real", 49, 90), run("fp", "gpu-real", 500, 1, 2, ok=False),
+                run("torch", "alt", 60, 100), run("torch_exp", "alt", 66, 80)]
+        runs[2]["fp"] = {"reserved_peak": 3 * 2**20, "allocated_peak": 2 * 2**20}
+        rows = {(r["variant"], r["group"]): r for r in part_real.table(runs)}
+        t, f, e = rows[("torch", "gpu-real")], rows[("fp", "gpu-real")], rows[("torch_exp", "alt")]
+        self.assertEqual((t["step_ms"], t["nvml_mib"]), (52, 110))     # median step, max NVML
+        self.assertEqual((f["runs"], f["ok_runs"], f["x_ref_step"]), (2, 1, round(49 / 52, 4)))
+        self.assertEqual(f["reserved_over_allocated"], 1.5)            # fragpool's own summary
+        self.assertEqual(e["x_ref_step"], 1.1)                         # against its own group's torch
+        self.assertEqual(e["reserved_over_allocated"], 1.5)            # PyTorch's MEM line
+        self.assertEqual(part_real.drift(list(rows.values())), {"w": round(60 / 52, 4)})
+
+    def test_cpu_ratios(self):
+        rows = [{"live": 100, "core": "fragpool", "ns_median": 50.0}, {"live": 100, "core": "tlsf", "ns_median": 40.0}]
+        self.assertEqual(part_cpu.ratios(rows), [{"live": 100, "vs": "tlsf", "ratio": 1.25}])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=1)
