@@ -166,18 +166,21 @@ def cpu_val(rows, live, core, key="ns_median"):
 
 
 # ---- the first screen --------------------------------------------------------
-def glance_real(res, alt_v):
+COUNTERPART = {"torch_exp": "fpvmm", "torch_split512": "fpvmm512", "nocache": "fpsync"}
+
+
+def glance_real(res, alt_v, fp_v="fp"):
     rows, bud = real_rows(res), budgets(res)
     workloads = (part(res, "real") or {}).get("data", {}).get("workloads", [])
     speed, mem = [], []
     for w in workloads:
-        s = compare_real(rows, w, "fp", alt_v, "step_ms", "x_ref_step")
-        m = compare_real(rows, w, "fp", alt_v, "nvml_mib", "x_ref_nvml")
+        s = compare_real(rows, w, fp_v, alt_v, "step_ms", "x_ref_step")
+        m = compare_real(rows, w, fp_v, alt_v, "nvml_mib", "x_ref_nvml")
         if s is not None:
             speed.append(f"{x(s)} step time ({w})")
         if m is not None:
             mem.append(f"{x(m)} NVML peak ({w})")
-        bf, ba = bud.get((w, "fp"), {}).get("smallest_ok_mib"), bud.get((w, alt_v), {}).get("smallest_ok_mib")
+        bf, ba = bud.get((w, fp_v), {}).get("smallest_ok_mib"), bud.get((w, alt_v), {}).get("smallest_ok_mib")
         if bf is not None and ba is not None:
             mem.append(f"smallest budget {num(bf)} vs {num(ba)} MiB ({w})")
     return "; ".join(speed) or NA, "; ".join(mem) or NA
@@ -217,6 +220,11 @@ def glance(res):
     rows = []
     for v in TORCH_ALTS:
         s, m = glance_real(res, v)
+        c = COUNTERPART.get(v)
+        if c:  # fragpool's mode of the same idea, where it ran
+            cs, cm = glance_real(res, v, c)
+            if cs != NA or cm != NA:
+                s, m = s + f"<br>{c}: {cs}", m + f"<br>{c}: {cm}"
         rows.append((VARIANT_TXT[v], s, m))
     rows.append(("raw cudaMalloc/cudaFree", glance_host(res, "native", "malloc_free"),
                  "see the caching-off row (PyTorch on raw cudaMalloc)"))

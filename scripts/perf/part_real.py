@@ -143,7 +143,8 @@ def gpu_real(a, out, workloads, variants, budget, bisect=None):
         env["REAL_ARGS"] = a.args
     if bisect:
         env.update(REAL_BISECT="only", REAL_BISECT_WORKLOADS=" ".join(workloads),
-                   REAL_BISECT_VARIANTS=" ".join(variants), REAL_BISECT_RES=str(a.resolution))
+                   REAL_BISECT_VARIANTS=" ".join(variants), REAL_BISECT_RES=str(a.resolution),
+                   REAL_BISECT_ARGS=a.bisect_args)
     cmd = [os.path.join(common.ROOT, "scripts", "gpu-real.sh")]
     print(f"bench real: {' '.join(f'{k}={env[k]}' for k in sorted(env) if k.startswith('REAL_') or k == 'OUT')} "
           f"{cmd[0]}", flush=True)

@@ -68,6 +68,12 @@ class Page(unittest.TestCase):
         self.assertIn("0.95x step time (gpt_sdpa)", r)
         self.assertIn("1.04x NVML peak (gpt_sdpa)", r)     # 0.99 / 0.95
 
+    def test_glance_counterpart_mode(self):
+        # caching off against fragpool's free_policy:sync (1.2 / 3.6364), where both ran
+        r = self.row("PyTorch, caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)")
+        self.assertIn("0.27x step time (gpt_sdpa)<br>fpsync: 0.33x step time (gpt_sdpa)", r)
+        self.assertNotIn("fpvmm:", self.row("PyTorch, expandable_segments:True"))
+
     def test_glance_missing_is_not_measured(self):
         r = self.row("PyTorch, backend:cudaMallocAsync")
         self.assertEqual(r.count("not measured"), 2)
