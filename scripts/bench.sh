@@ -11,7 +11,7 @@
 #   real         PyTorch training, every allocator (scripts/gpu-real.sh + the
 #                PyTorch settings it lacks)                               540 s per call
 #   real-budget  the smallest free memory each completes in (bisection)           540 s per call
-#   merge [DIR...]  the part files of $BENCH_OUT and DIRs -> $BENCH_OUT/results.json
+#   merge [DIR...]  the part files of DIRs (default $BENCH_OUT) -> $BENCH_OUT/results.json
 #   page  [DIR...]  merge, then write $BENCH_PAGE (default docs/PERFORMANCE.md) and its plots
 #   all          every measuring part in one go (more than 10 minutes: for machines without a limit)
 # Everything does not fit in one 10-minute call on one H200; run (one call each):
@@ -131,11 +131,11 @@ part() {   # PART: run it
 }
 
 main() {
-  local parts=() dirs=() p rc=0 targets=() merge=0 page=0
+  local parts=() dirs=() p rc=0 targets=() merge=0 page=0 all=()
   [ $# -eq 0 ] && { usage; return 0; }
   for p in "$@"; do
     case $p in
-      all) parts+=($MEASURE) ;;
+      all) read -r -a all <<<"$MEASURE"; parts+=("${all[@]}") ;;
       cpu | gpu-host | offline | real | real-budget) parts+=("$p") ;;
       merge) merge=1 ;;
       page) merge=1 page=1 ;;
@@ -158,7 +158,9 @@ main() {
   [ ${#targets[@]} -gt 0 ] && build "${targets[@]}"
   for p in "${parts[@]}"; do part "$p" || rc=1; done
   if [ "$merge" = 1 ]; then
-    python3 "$PERF/merge.py" -o "$OUT_DIR/results.json" "$OUT_DIR" "${dirs[@]}" || return 1
+    # the folders named, else this call's own results
+    [ ${#dirs[@]} -eq 0 ] && dirs=("$OUT_DIR")
+    python3 "$PERF/merge.py" -o "$OUT_DIR/results.json" "${dirs[@]}" || return 1
   fi
   if [ "$page" = 1 ]; then
     python3 "$PERF/page.py" "$OUT_DIR/results.json" -o "${BENCH_PAGE:-$ROOT/docs/PERFORMANCE.md}" || return 1

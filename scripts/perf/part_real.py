@@ -141,6 +141,8 @@ def gpu_real(a, out, workloads, variants, budget, bisect=None):
                REAL_BUILD_DIR=os.path.abspath(a.build))
     if a.args:
         env["REAL_ARGS"] = a.args
+    if os.environ.get("BENCH_COMMIT"):
+        env["GPU_CHECK_COMMIT"] = os.environ["BENCH_COMMIT"]  # gpu-real.sh's header line
     if bisect:
         env.update(REAL_BISECT="only", REAL_BISECT_WORKLOADS=" ".join(workloads),
                    REAL_BISECT_VARIANTS=" ".join(variants), REAL_BISECT_RES=str(a.resolution),
