@@ -342,7 +342,7 @@ def section_real(res, plots):
                                       [r.get("x_ref_step"), r.get("x_ref_nvml")]) for r in rs], ref=1.0)
         out += [f"![{w}](perf/{name})", ""]
     if any(r["group"] != "gpu-real" for r in rows):
-        drift = ", ".join(f"{w} {v:.3f}" for w, v in sorted((d.get("drift") or {}).items()))
+        drift = ", ".join(f"{w} {v:.3f}" for w, v in sorted((d.get("drift") or {}).items()) if v is not None)
         out += ["\u2020 run by scripts/perf/part_real.py beside a PyTorch-default run of its own (the settings "
                 "scripts/gpu-real.sh does not have); its ratios are against that run"
                 + (f". PyTorch default, that run / gpu-real.sh's: {drift}" if drift else "") + ".", ""]

@@ -95,6 +95,7 @@ class Page(unittest.TestCase):
         self.assertIn("| random, 128 live | 50.0 [50.0-55.0] |", self.text)
         self.assertIn("| replay | 10^6 events | 1,000,000 | 0.500 | 2,000,000 | 3 |", self.text)
         self.assertIn("| real | partial |", self.text)
+        self.assertIn("| fragpool, free_policy:sync | 0/1 | - | not measured | - |", self.text)  # a failed run
         self.assertIn("fpvmm yet: not run", self.text)
         self.assertIn("scripts/bench.sh real-budget", self.text)
 
@@ -195,7 +196,7 @@ class Merge(unittest.TestCase):
         self.assertEqual(p["data"]["not_run"], ["gpt_sdpa fpvmm"])   # cnn fp ran in the second call
         self.assertEqual(len(p["calls"]), 2)
         self.assertEqual(p["status"], "partial")
-        self.assertEqual(p["data"]["drift"], {"gpt_sdpa": 1.1})
+        self.assertEqual(p["data"]["drift"], {"gpt_sdpa": 1.1, "cnn": None})
         page = os.path.join(self.tmp, "P.md")
         self.assertEqual(tool("page.py", out, "-o", page).returncode, 0)
         with open(page) as f:
