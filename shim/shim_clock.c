@@ -14,7 +14,8 @@
  * calls and when it writes a summary (fp_time_flush); another thread's
  * last few calls before it exits may go uncounted.
  */
-#include "shim.h"
+#include "shim_clock.h"
+#include "shim_state.h"
 #include <time.h>
 
 #define FP_TIME_EVERY 8

@@ -35,7 +35,13 @@
  * before a fence that the whole context waits for (or before a completed
  * synchronization).  `covered` only grows.
  */
-#include "shim.h"
+#include "shim_defer.h"
+#include "shim_clock.h"
+#include "shim_real.h"
+#include "shim_state.h"
+#include "shim_streams.h"
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #define FP_RECENT 64 /* async frees remembered for same-stream reuse */

@@ -24,7 +24,8 @@
  * once); the notes are written before nnotes publishes them.
  */
 #include "shim_framework.h"
-#include "shim.h"
+#include "shim_state.h"
+#include <errno.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stdio.h>

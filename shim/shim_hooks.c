@@ -9,75 +9,51 @@
  * what libcuda exports under that name.  Names are compared whole, never
  * by prefix, and anything else passes through untouched.
  *
+ * The hooked functions are one list (FP_HOOKED_FUNCS, shim_funcs.h), and
+ * libcuda's own pointer for each is the one shim_real.c resolved into
+ * fp_real from that list, so there is no table of ours to fill.
+ *
  * dlsym(RTLD_NEXT or RTLD_DEFAULT, ...) depends on the caller, so those
  * calls are tail calls into glibc: its view of the caller stays the
  * program's, not fragpool's.
  */
-#include "shim.h"
+#include "shim_life.h"
+#include "shim_real.h"
 #include <dlfcn.h>
 #include <string.h>
 
-typedef struct fp_hook {
-    const char *name;  /* the exported name whose signature we implement */
-    void *wrapper;     /* fragpool's function                             */
-    void *real;        /* libcuda's function of that name, once resolved  */
-} fp_hook;
-
-#define HOOK(n) {#n, (void *)n, NULL}
-static fp_hook hooks[] = {
-    HOOK(cuGetProcAddress), HOOK(cuGetProcAddress_v2),
-    HOOK(cuMemAlloc_v2), HOOK(cuMemFree_v2), HOOK(cuMemAllocPitch_v2),
-    HOOK(cuMemAllocAsync), HOOK(cuMemAllocAsync_ptsz),
-    HOOK(cuMemFreeAsync), HOOK(cuMemFreeAsync_ptsz), HOOK(cuMemGetInfo_v2),
-    HOOK(cuMemAllocManaged), HOOK(cuMemAllocHost_v2), HOOK(cuMemHostAlloc),
-    HOOK(cuMemAllocFromPoolAsync), HOOK(cuMemAllocFromPoolAsync_ptsz),
-    HOOK(cuMemCreate), HOOK(cuMemAddressReserve), HOOK(cuMemMap),
-    HOOK(cuCtxDestroy_v2), HOOK(cuDevicePrimaryCtxReset_v2),
-    HOOK(cuDevicePrimaryCtxRelease_v2), HOOK(cuCtxSynchronize),
-    HOOK(cuStreamBeginCapture), HOOK(cuStreamBeginCapture_ptsz),
-    HOOK(cuStreamBeginCapture_v2), HOOK(cuStreamBeginCapture_v2_ptsz),
-    HOOK(cuStreamBeginCaptureToGraph), HOOK(cuStreamBeginCaptureToGraph_ptsz),
-    HOOK(cuStreamEndCapture), HOOK(cuStreamEndCapture_ptsz),
-    HOOK(cuIpcGetMemHandle), HOOK(cuIpcOpenMemHandle), HOOK(cuIpcOpenMemHandle_v2),
-    HOOK(cuIpcCloseMemHandle),
-};
-#undef HOOK
-#define NHOOKS (sizeof hooks / sizeof *hooks)
-
-/* Called once, from fp_shim_init, after fp_real_resolve. */
-void fp_hooks_resolve(void)
-{
-    for (size_t i = 0; i < NHOOKS; i++)
-        hooks[i].real = fp_real_lookup(hooks[i].name);
-}
-
-void *fp_hook_swap_any(void *fn)
+/* The wrapper of the hooked function that fn is, or fn itself: fn must
+ * be exactly what libcuda exports under that name (fp_real holds it, from
+ * the same list, FP_HOOKED_FUNCS of shim_funcs.h). */
+static void *swap_any(void *fn)
 {
     if (!fn)
         return fn;
-    for (size_t i = 0; i < NHOOKS; i++)
-        if (hooks[i].real == fn)
-            return hooks[i].wrapper;
+#define FP_SWAP_ANY(n)                                                      \
+    if (fn == (void *)fp_real.n)                                            \
+        return (void *)n;
+    FP_HOOKED_FUNCS(FP_SWAP_ANY)
+#undef FP_SWAP_ANY
     return fn;
 }
 
-void *fp_hook_swap(const char *name, void *fn)
+/* The same for a function looked up by name: only the hooked function of
+ * that whole name is swapped, and only once the shim is set up. */
+static void *swap_named(const char *name, void *fn)
 {
     if (!fn || !name)
         return fn;
-    for (size_t i = 0; i < NHOOKS; i++) {
-        if (strcmp(hooks[i].name, name) != 0)
-            continue;
-        if (!fp_shim_init())
-            return fn;
-        return hooks[i].real == fn ? hooks[i].wrapper : fn;
-    }
+#define FP_SWAP_NAMED(n)                                                    \
+    if (strcmp(#n, name) == 0)                                              \
+        return !fp_shim_init() ? fn : fn == (void *)fp_real.n ? (void *)n : fn;
+    FP_HOOKED_FUNCS(FP_SWAP_NAMED)
+#undef FP_SWAP_NAMED
     return fn;
 }
 
 static void *dlsym_on_handle(fp_dlsym_fn real, void *handle, const char *name)
 {
-    return fp_hook_swap(name, real ? real(handle, name) : NULL);
+    return swap_named(name, real ? real(handle, name) : NULL);
 }
 
 __attribute__((visibility("default"))) void *dlsym(void *handle, const char *name)
@@ -100,7 +76,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = fp_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn)
-        *pfn = fp_hook_swap_any(*pfn);
+        *pfn = swap_any(*pfn);
     return r;
 }
 
@@ -111,6 +87,6 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = fp_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (r == CUDA_SUCCESS && pfn)
-        *pfn = fp_hook_swap_any(*pfn);
+        *pfn = swap_any(*pfn);
     return r;
 }

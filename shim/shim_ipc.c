@@ -24,7 +24,13 @@
  * cuIpcCloseMemHandle closes the real mapping.  Internal functions return
  * 0 or an errno; the cu* entry points return the driver's codes.
  */
-#include "shim.h"
+#include "shim_ipc.h"
+#include "shim_life.h"
+#include "shim_pools.h"
+#include "shim_real.h"
+#include "shim_state.h"
+#include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,20 +44,9 @@
 #define REG_SLOTS 65536u           /* distinct block addresses exported      */
 #define REG_HEAD 4096              /* slots start here in the file           */
 
-static atomic_ullong n_exports, n_exports_fragpool, n_refused, n_opens, n_opens_fragpool,
-    n_closes, n_own;
-
 static void bump(atomic_ullong *c)
 {
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-void fp_ipc_counts_get(fp_ipc_counts *out)
-{
-    *out = (fp_ipc_counts){atomic_load(&n_exports), atomic_load(&n_exports_fragpool),
-                           atomic_load(&n_refused), atomic_load(&n_opens),
-                           atomic_load(&n_opens_fragpool), atomic_load(&n_closes),
-                           atomic_load(&n_own)};
 }
 
 bool fp_ipc_own_segment(size_t bytes)
@@ -59,7 +54,7 @@ bool fp_ipc_own_segment(size_t bytes)
     size_t n = fp_shim.conf.own_segment;
     if (!n || bytes < n)
         return false;
-    bump(&n_own);
+    bump(&fp_ipc_tallies.own);
     return true;
 }
 
@@ -262,7 +257,7 @@ static CUresult refuse(CUdeviceptr p, const where *w)
     if (w->size >= FP_MIB)
         snprintf(own, sizeof own, ", or own_segment_mb:%zu (or less) so that allocations this "
                  "large get segments of their own", w->size / FP_MIB);
-    bump(&n_refused);
+    bump(&fp_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation starts %llu B into a fragpool segment, "
            "and the driver's handle would give the process that opens it the segment's start; "
            "returning CUDA_ERROR_NOT_SUPPORTED. Set FRAGPOOL_CONF=ipc_export:fragpool if every "
@@ -280,7 +275,7 @@ static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
         return r;
     if (p == w->seg || w->block == w->seg) { /* the handle maps this very start */
         *out = real;
-        bump(&n_exports);
+        bump(&fp_ipc_tallies.exports);
         return CUDA_SUCCESS;
     }
     if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
@@ -292,8 +287,8 @@ static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
                err == ENOSPC ? ": 65536 block addresses already exported" : "");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    bump(&n_exports);
-    bump(&n_exports_fragpool);
+    bump(&fp_ipc_tallies.exports);
+    bump(&fp_ipc_tallies.exports_fragpool);
     return CUDA_SUCCESS;
 }
 
@@ -306,7 +301,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     if (!d) {
         CUresult r = fp_real.cuIpcGetMemHandle(pHandle, dptr);
         if (r == CUDA_SUCCESS)
-            bump(&n_exports);
+            bump(&fp_ipc_tallies.exports);
         return r;
     }
     where w = {.p = dptr};
@@ -407,8 +402,8 @@ static CUresult open_fragpool(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pd
         return r;
     *pdptr = base + w.offset;
     remember(*pdptr, base);
-    bump(&n_opens);
-    bump(&n_opens_fragpool);
+    bump(&fp_ipc_tallies.opens);
+    bump(&fp_ipc_tallies.opens_fragpool);
     return CUDA_SUCCESS;
 }
 
@@ -421,7 +416,7 @@ static CUresult ipc_open(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr,
         return open_fragpool(real, pdptr, &handle, flags);
     CUresult r = real(pdptr, handle, flags);
     if (r == CUDA_SUCCESS)
-        bump(&n_opens);
+        bump(&fp_ipc_tallies.opens);
     return r;
 }
 
@@ -445,6 +440,6 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     CUdeviceptr base = forget(dptr);
     CUresult r = fp_real.cuIpcCloseMemHandle(base);
     if (r == CUDA_SUCCESS)
-        bump(&n_closes);
+        bump(&fp_ipc_tallies.closes);
     return r;
 }

@@ -1,5 +1,8 @@
 /* shim_life.c - the shim's lifetime: configuration before main, setup on
- * the first CUDA call, fork, and exit.
+ * the first CUDA call, fork, and exit.  The one orchestrator of shim/: it
+ * calls the core files (state, real, clock, framework, trace, pools,
+ * summary) in the order setup, fork and exit need, none of them calls it,
+ * and only the interposers call fp_shim_init.
  *
  * Before main (constructor) fragpool only reads FRAGPOOL_CONF (or, when
  * it is unset, PyTorch's variables: shim_framework.c): parsing is pure,
@@ -9,37 +12,22 @@
  * call: the runtime tears the driver down in handlers of its own, and
  * frees that arrive after ours are still forwarded safely.
  */
-#include "shim.h"
+#include "shim_life.h"
+#include "shim_clock.h"
 #include "shim_framework.h"
+#include "shim_pools.h"
+#include "shim_real.h"
+#include "shim_state.h"
+#include "shim_summary.h"
+#include "shim_trace.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-fp_shim_state fp_shim;
-
-void fp_hooks_resolve(void);
-
-void fp_say(const char *fmt, ...)
-{
-    char line[1024];
-    int n = snprintf(line, sizeof line, "fragpool: ");
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
-    line[len++] = '\n';
-    ssize_t w = write(2, line, len);
-    (void)w;
-}
 
 /* ---- configuration, before main ------------------------------------------- */
 
@@ -83,7 +71,7 @@ static void on_exit_handler(void)
         return;
     fp_trace_flush();
     if (atomic_load(&fp_shim.used))
-        fp_shim_write_summary("shim");
+        fp_summary_write("shim");
 }
 
 static void dump_fork_child(void);
@@ -136,7 +124,7 @@ static void *dump_thread(void *arg)
     char c;
     while (read(dump_pipe[0], &c, 1) > 0 || errno == EINTR)
         if (!atomic_load(&fp_shim.exiting))
-            fp_shim_dump_summary(++n);
+            fp_summary_dump(++n);
     return NULL;
 }
 
@@ -186,7 +174,6 @@ static void setup(void)
 {
     if (fp_real_resolve() != 0)
         return;
-    fp_hooks_resolve();
     fp_fw_first_call(&fp_shim.conf);
     fp_clock_start();
     fp_trace_open();

@@ -9,7 +9,15 @@
  *
  * These are the only functions of the shim that return CUresult.
  */
-#include "shim.h"
+#include "shim_clock.h"
+#include "shim_defer.h"
+#include "shim_ipc.h"
+#include "shim_life.h"
+#include "shim_pools.h"
+#include "shim_real.h"
+#include "shim_state.h"
+#include "shim_summary.h"
+#include "shim_trace.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -73,7 +81,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
     }
     if (err == ENOMEM) {
         fp_trace_event('o', 0, size, s); /* the request the run failed on */
-        fp_pools_report_oom(d);
+        fp_summary_oom(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return fp_pools_last_error();

@@ -14,7 +14,12 @@
  * a new context takes the slot of a retired one, whose numbers then leave
  * the summary.
  */
-#include "shim.h"
+#include "shim_pools.h"
+#include "shim_clock.h"
+#include "shim_real.h"
+#include "shim_state.h"
+#include "shim_streams.h"
+#include "shim_trace.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,9 +30,6 @@ static fp_ctx_pool pools[FP_MAX_POOLS];
 static atomic_int npools;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static FP_THREAD_LOCAL CUresult last_error;
-
-atomic_ullong fp_passthrough[FP_PT_NKINDS];
-atomic_ullong fp_alloc_ticks;
 
 CUresult fp_pools_last_error(void)
 {

@@ -8,7 +8,8 @@
  * Invariant: fp_real is written once, inside fp_real_resolve (called under
  * pthread_once), before any wrapper reads it.
  */
-#include "shim.h"
+#include "shim_real.h"
+#include <stdbool.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>

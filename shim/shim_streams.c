@@ -1,17 +1,20 @@
-/* shim_streams.c - whether any stream is being captured into a graph.
+/* shim_streams.c - whether any stream is being captured into a graph:
+ * the registry of captures and the gate that keeps fences out of them.
  *
  * While a capture is under way fragpool makes no fence and synchronizes
  * nothing: cuCtxRecordEvent, cuCtxWaitEvent and cuCtxSynchronize would
- * each break the program's graph.  So the capture calls are wrapped and
- * counted, and a fence is made only inside the gate: a read lock that
- * the begin-capture wrappers take for writing, so no capture can begin
- * while a fence is being made.
+ * each break the program's graph.  So the capture calls are wrapped
+ * (shim_capture.c) and counted here, and a fence is made only inside the
+ * gate: a read lock that the begin-capture wrappers take for writing, so
+ * no capture can begin while a fence is being made.  A pure registry: this
+ * file calls no other file of shim/.
  *
  * Invariant: captures counts the captures begun through the driver API
  * since fragpool loaded and not yet ended.
  */
-#include "shim.h"
+#include "shim_streams.h"
 #include <pthread.h>
+#include <stdatomic.h>
 
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_INITIALIZER;
 static atomic_int captures;
@@ -49,84 +52,24 @@ void fp_capture_gate_fork_after(bool child)
         pthread_rwlock_unlock(&gate);
 }
 
-/* ---- the wrapped driver calls ------------------------------------------- */
+/* ---- what the capture wrappers report -------------------------------- */
 
-#define REAL_OR(fn, ...) (fp_shim_init() && fp_real.fn ? fp_real.fn(__VA_ARGS__) \
-                                                       : CUDA_ERROR_NOT_INITIALIZED)
-
-/* Runs a begin-capture call with the gate shut: no fence is in flight
- * when the capture starts. */
-#define BEGIN(call)                                                         \
-    do {                                                                    \
-        pthread_rwlock_wrlock(&gate);                                       \
-        CUresult r_ = (call);                                               \
-        if (r_ == CUDA_SUCCESS)                                             \
-            atomic_fetch_add(&captures, 1);                                 \
-        pthread_rwlock_unlock(&gate);                                       \
-        return r_;                                                          \
-    } while (0)
-
-static bool is_capturing(fp_PFN_cuStreamIsCapturing query, CUstream s)
+void fp_capture_begin_shut(void)
 {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return query && query(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+    pthread_rwlock_wrlock(&gate);
+}
+
+void fp_capture_begin_open(bool began)
+{
+    if (began)
+        atomic_fetch_add(&captures, 1);
+    pthread_rwlock_unlock(&gate);
 }
 
 /* A capture that was under way is over whatever the result: an
  * invalidated capture ends with an error. */
-static CUresult ended(bool was, CUresult r)
+void fp_capture_ended(bool was)
 {
     if (was && atomic_load(&captures) > 0)
         atomic_fetch_sub(&captures, 1);
-    return r;
-}
-
-CUresult cuStreamBeginCapture(CUstream hStream)
-{
-    BEGIN(REAL_OR(cuStreamBeginCapture, hStream));
-}
-
-CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-    BEGIN(REAL_OR(cuStreamBeginCapture_ptsz, hStream));
-}
-
-CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-    BEGIN(REAL_OR(cuStreamBeginCapture_v2, hStream, mode));
-}
-
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-    BEGIN(REAL_OR(cuStreamBeginCapture_v2_ptsz, hStream, mode));
-}
-
-CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-                                     const CUgraphNode *dependencies,
-                                     const CUgraphEdgeData *dependencyData,
-                                     size_t numDependencies, CUstreamCaptureMode mode)
-{
-    BEGIN(REAL_OR(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies, dependencyData,
-                  numDependencies, mode));
-}
-
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
-                                          const CUgraphNode *dependencies,
-                                          const CUgraphEdgeData *dependencyData,
-                                          size_t numDependencies, CUstreamCaptureMode mode)
-{
-    BEGIN(REAL_OR(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
-                  dependencyData, numDependencies, mode));
-}
-
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-    bool was = fp_shim_init() && is_capturing(fp_real.cuStreamIsCapturing, hStream);
-    return ended(was, REAL_OR(cuStreamEndCapture, hStream, phGraph));
-}
-
-CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-    bool was = fp_shim_init() && is_capturing(fp_real.cuStreamIsCapturing_ptsz, hStream);
-    return ended(was, REAL_OR(cuStreamEndCapture_ptsz, hStream, phGraph));
 }

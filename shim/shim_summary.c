@@ -13,13 +13,17 @@
  * stderr, and the summary is then written on stderr instead: it is never
  * lost silently.
  */
-#include "shim.h"
-#include "shim_framework.h"
-#include "fp_report.h"
+#include "shim_summary.h"
 #include "fp_file.h"
-#include "shim_out.h"
+#include "fp_report.h"
+#include "shim_clock.h"
+#include "shim_framework.h"
+#include "shim_path.h"
+#include "shim_real.h"
+#include "shim_state.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,95 +72,6 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     c->n++;
 }
 
-static int rank_from_env(void)
-{
-    static const char *const vars[] = {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
-                                       "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        long r = v && *v ? strtol(v, &end, 10) : -1;
-        if (v && *v && !*end && r >= 0 && r < 1 << 30)
-            return (int)r;
-    }
-    return -1;
-}
-
-/* Appends t[0..n) at out + *o; 0, or ENAMETOOLONG past len (with the NUL). */
-static int put_part(char *out, size_t len, size_t *o, const char *t, size_t n)
-{
-    if (n >= len - *o)
-        return ENAMETOOLONG;
-    memcpy(out + *o, t, n);
-    *o += n;
-    return 0;
-}
-
-/* The text of escape c into *t: 0, or EINVAL for an unknown one. */
-static int escape_text(char c, int rank, const char *host, char num[24], const char **t)
-{
-    *t = num;
-    if (c == 'p')
-        snprintf(num, 24, "%d", (int)getpid());
-    else if (c == 'r')
-        snprintf(num, 24, "%d", rank < 0 ? 0 : rank);
-    else if (c == 'h')
-        *t = host;
-    else if (c == '%')
-        snprintf(num, 24, "%%");
-    else
-        return EINVAL;
-    return 0;
-}
-
-static void bad_escape(const char *pat, char c, char *why, size_t whylen)
-{
-    if (c)
-        snprintf(why, whylen, "'%s' holds the unknown escape %%%c (the escapes are %%p pid, "
-                 "%%r rank, %%h host, %%%% a '%%')", pat, c);
-    else
-        snprintf(why, whylen, "'%s' ends in a lone '%%' (write %%%% for a '%%')", pat);
-}
-
-static int expand_path(const char *pat, int rank, const char *host, char *out, size_t len,
-                       char *why, size_t whylen)
-{
-    size_t o = 0;
-    int err = len ? 0 : ENAMETOOLONG;
-    for (const char *s = pat; *s && !err; s++) {
-        const char *t = s;
-        char num[24];
-        size_t n = 1;
-        if (*s == '%') {
-            if ((err = escape_text(s[1], rank, host, num, &t)) != 0) {
-                bad_escape(pat, s[1], why, whylen);
-                break;
-            }
-            n = strlen(t);
-            s++;
-        }
-        if ((err = put_part(out, len, &o, t, n)) != 0)
-            snprintf(why, whylen, "'%s' expands to more than %zu bytes", pat, len - 1);
-    }
-    if (len)
-        out[err ? 0 : o] = '\0';
-    return err;
-}
-
-int fp_path_expand(const char *pat, char *out, size_t len, char *why, size_t whylen)
-{
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    return expand_path(pat, rank_from_env(), host, out, len, why, whylen);
-}
-
-/* shim.h's older form: an empty name when the pattern does not expand. */
-void fp_expand_path(const char *pat, char *out, size_t len)
-{
-    char why[8];
-    fp_path_expand(pat, out, len, why, sizeof why);
-}
-
 /* The SIGUSR1 dump n > 0 goes to PATH.n. */
 static int dump_name(char *path, size_t len, unsigned dump, char *why, size_t whylen)
 {
@@ -183,7 +98,8 @@ static int open_destination(int rank, const char *host, unsigned dump)
     if (strcmp(dest, "stderr") == 0 || strcmp(dest, "off") == 0)
         return 2;
     static char why[FP_OUT_PATH_MAX + 256];
-    int fd = -1, err = expand_path(dest, rank, host, dest_path, sizeof dest_path, why, sizeof why);
+    int fd = -1,
+        err = fp_path_expand_as(dest, rank, host, dest_path, sizeof dest_path, why, sizeof why);
     if (!err && dump)
         err = dump_name(dest_path, sizeof dest_path, dump, why, sizeof why);
     if (err) {
@@ -250,7 +166,7 @@ static void write_summary(const char *mode, unsigned dump)
     fp_pools_each(add_pool, c);
     gethostname(host, sizeof host - 1);
     fp_conf_format(&fp_shim.conf, conf, sizeof conf);
-    fp_run_report r = {.pid = (int)getpid(), .rank = rank_from_env(), .host = host,
+    fp_run_report r = {.pid = (int)getpid(), .rank = fp_path_rank(), .host = host,
                        .config = conf, .config_errors = errs, .mode = mode,
                        .config_source = fp_fw_conf_source(), .notes = notes,
                        .nnotes = fp_fw_notes(notes, 4),
@@ -266,14 +182,14 @@ static void write_summary(const char *mode, unsigned dump)
 /* summary_data is shared by the exit summary and the SIGUSR1 dumps. */
 static pthread_mutex_t summary_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void fp_shim_write_summary(const char *mode)
+void fp_summary_write(const char *mode)
 {
     pthread_mutex_lock(&summary_lock);
     write_summary(mode, 0);
     pthread_mutex_unlock(&summary_lock);
 }
 
-void fp_shim_dump_summary(unsigned n)
+void fp_summary_dump(unsigned n)
 {
     pthread_mutex_lock(&summary_lock);
     if (!atomic_load(&fp_shim.exiting)) /* the exit summary is the last word */
@@ -281,7 +197,7 @@ void fp_shim_dump_summary(unsigned n)
     pthread_mutex_unlock(&summary_lock);
 }
 
-void fp_pools_report_oom(fp_ctx_pool *d)
+void fp_summary_oom(fp_ctx_pool *d)
 {
     fp_oom_info o;
     fp_pool_stats st;

@@ -18,9 +18,12 @@
  * never mistaken for a whole one.  fd is atomic: the exit handler and a
  * failed write close it while other threads check it.
  */
-#include "shim.h"
+#include "shim_trace.h"
 #include "fp_file.h"
-#include "shim_out.h"
+#include "shim_path.h"
+#include "shim_state.h"
+#include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>

@@ -1,0 +1,44 @@
+/* shim_funcs.h - the one list of driver functions the shim touches.
+ *
+ * FP_HOOKED_FUNCS: the functions that fragpool replaces.  Each has a
+ * wrapper of the same name and signature in one interposer file
+ * (shim_mem.c, shim_capture.c, shim_ipc.c, shim_hooks.c), and shim_hooks.c
+ * hands that wrapper out where a program looks the driver's own up.
+ * FP_FORWARDED_FUNCS: the functions the shim only calls.
+ * FP_REAL_FUNCS: both; shim_real.c resolves every one from libcuda.so.1.
+ *
+ * Invariant: a name is in exactly one of the two lists.  Adding a hooked
+ * function is one line here plus its wrapper; nothing else changes.
+ */
+#ifndef FP_SHIM_FUNCS_H
+#define FP_SHIM_FUNCS_H
+
+#define FP_HOOKED_FUNCS(X)                                                  \
+    X(cuGetProcAddress) X(cuGetProcAddress_v2)                              \
+    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocPitch_v2)                  \
+    X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                              \
+    X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2)             \
+    X(cuMemAllocManaged) X(cuMemAllocHost_v2) X(cuMemHostAlloc)             \
+    X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)              \
+    X(cuMemCreate) X(cuMemAddressReserve) X(cuMemMap)                       \
+    X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxReset_v2)                        \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSynchronize)                     \
+    X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                    \
+    X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)              \
+    X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)      \
+    X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                        \
+    X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2)     \
+    X(cuIpcCloseMemHandle)
+
+#define FP_FORWARDED_FUNCS(X)                                               \
+    X(cuGetErrorString) X(cuCtxGetCurrent) X(cuCtxGetDevice)                \
+    X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceTotalMem_v2)     \
+    X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuMemFreeHost)             \
+    X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
+    X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
+    X(cuDevicePrimaryCtxGetState) X(cuEventCreate) X(cuDriverGetVersion)    \
+    X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)
+
+#define FP_REAL_FUNCS(X) FP_HOOKED_FUNCS(X) FP_FORWARDED_FUNCS(X)
+
+#endif

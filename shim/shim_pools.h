@@ -1,0 +1,54 @@
+/* shim_pools.h - one pool per CUDA context, and the pointer routing
+ * (shim_pools.c).
+ *
+ * Invariant: a retired pool (its context destroyed or reset) is never
+ * used for allocation again; its stats stay for the summary.
+ */
+#ifndef FP_SHIM_POOLS_H
+#define FP_SHIM_POOLS_H
+
+#include "fp_cuda.h"
+#include "fp_pool.h"
+#include "shim_defer.h"
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct fp_ctx_pool {
+    CUcontext ctx;                /* the context its segments live in   */
+    CUdevice dev;
+    fp_pool *pool;
+    fp_defer *defer;              /* deferred reuse of its frees        */
+    size_t total;                 /* device memory, bytes               */
+    char name[64];                /* device name, for the summary       */
+    atomic_bool retired;          /* context destroyed: pool forgotten  */
+} fp_ctx_pool;
+
+/* The pool of the calling thread's current context, created on first use;
+ * NULL when there is no current context (the caller forwards the call). */
+fp_ctx_pool *fp_pools_current(void);
+/* The pool of the current context if it has one already, or NULL. */
+fp_ctx_pool *fp_pools_current_existing(void);
+/* Calls fn on every pool in use until it returns true; returns that pool. */
+fp_ctx_pool *fp_pools_find(bool (*fn)(fp_ctx_pool *d, void *ud), void *ud);
+/* The pool whose segments hold addr, or NULL. */
+fp_ctx_pool *fp_pools_owner(uint64_t addr);
+/* Forgets every pool of ctx (or of dev's primary context when ctx NULL). */
+void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device);
+/* Synchronizes the context of d, from any thread. */
+int  fp_pools_sync(fp_ctx_pool *d);
+/* Idle cached bytes of every pool of device dev. */
+size_t fp_pools_idle(CUdevice dev);
+/* fork: every lock of the pools, taken in the order the shim nests them
+ * (the capture gate, each deferral, each pool), then given back in the
+ * parent or made new in the child. */
+void fp_pools_fork_prepare(void);
+void fp_pools_fork_after(bool child);
+/* Visits every pool, retired ones too. */
+void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud);
+/* The driver's error of the last failed backend call on this thread. */
+CUresult fp_pools_last_error(void);
+/* A trace id for a block of d with the pool's allocation number seq. */
+uint64_t fp_pools_trace_id(const fp_ctx_pool *d, uint64_t seq);
+
+#endif
