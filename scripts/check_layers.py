@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """scripts/check_layers.py - checks that the code has the shape docs/design.md draws.
 
-Usage: scripts/check_layers.py [repo-root] [--graph FOLDER]
+Usage: scripts/check_layers.py [repo-root] [--objects BUILD-DIR] [--graph FOLDER]
 
 Two rules, over the C sources of the tree (no build needed):
   (a) no circle between the files of one folder: no file calls (or reads a
       global of) a file that, directly or through others, calls it back;
   (b) no include and no call that points up a layer or sideways to a peer:
       a file may use its own folder and the folders of lower layers (LAYERS).
+And the layer table of docs/design.md (between its "layers" comments) must
+be LAYERS, row for row.
 Every violation is one line on stdout; the exit status is 1 when there is
-any, 0 otherwise.  --graph FOLDER prints that folder's file graph instead
-(one "a.c -> b.c, c.c" line per file) and checks nothing.
+any, 0 otherwise.  A circle listed in KNOWN (one that predates this check,
+in a folder someone is still to untangle) is one line on stderr instead and
+does not fail; a circle that takes in a file KNOWN does not list fails, and
+a KNOWN entry that no longer occurs is said, so the table only shrinks.
+--graph FOLDER prints that folder's file graph instead (one
+"a.c -> b.c, c.c" line per file) and checks nothing.
 
 How it reads the code (plain regular expressions, python3's stdlib only):
   * Comments, string and character literals and preprocessor lines are
@@ -29,13 +35,19 @@ How it reads the code (plain regular expressions, python3's stdlib only):
     header of that name elsewhere in the tree (system headers <...> are
     not ours).  Header-to-header includes count as edges too.
 This over-approximates a little (a name passed to a macro counts as a use)
-and never misses a direct call or global, which is the safe side for a check
-whose every report a person reads.  tests/ may use anything and is not
+and sees every direct call or global, but not a call that a macro of a
+header spells out (shim_hooks.c names its wrappers through the X-list of
+shim_funcs.h).  --objects BUILD-DIR adds what the compiler saw: for each
+object file BUILD-DIR/<dir>/CMakeFiles/<target>.dir/<file>.c.o that is
+newer than its source, the global symbols it leaves undefined (nm -u) are
+uses and those it defines are definitions.  scripts/test.sh passes its
+build folder.  tests/ may use anything and is not
 scanned; a folder holding C files that is not in LAYERS is itself reported,
 so a new folder must be placed in the table before it passes.
 """
 import os
 import re
+import subprocess
 import sys
 
 # The layer order, lowest first: a folder may use its own files and those
@@ -52,6 +64,16 @@ LAYERS = [
 ]
 ONLY = {"simdev": ["base"]}   # the simulated driver: the ABI, nothing else
 ANY = ["tests"]
+
+# Circles that predate this check, by folder: the files each may span.  A
+# circle within these files is said on stderr and passes; delete an entry
+# when its folder is untangled (the check says when it no longer occurs).
+KNOWN = {
+    "cli": {"cli_out.c", "cmd_config.c", "cmd_merge.c", "cmd_replay.c", "cmd_report.c",
+            "cmd_run.c", "cmd_tune.c", "main.c"},
+    "simdev": {"sim_capture.c", "sim_core.c", "sim_event.c", "sim_ipc.c", "sim_registry.c",
+               "sim_stream.c"},
+}
 SKIP = ["build", ".git", ".ci", "cmake", "docs", "scripts"]
 
 SRC_EXT = (".c", ".h")
@@ -192,10 +214,54 @@ def type_names(code):
     return names
 
 
+def blank_aggregates(code):
+    """code with the bodies of struct, union and enum definitions blanked:
+    their members are declarations, not uses."""
+    out, i = [], 0
+    for m in re.finditer(r"\b(?:struct|union|enum)\s*[A-Za-z_]?\w*\s*\{", code):
+        if m.start() < i:
+            continue
+        depth, j = 0, m.end() - 1
+        while j < len(code):
+            depth += {"{": 1, "}": -1}.get(code[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        out.append(code[i:m.end()])
+        out.append(re.sub(r"[^\n]", " ", code[m.end():j - 1]))
+        i = j - 1
+    out.append(code[i:])
+    return "".join(out)
+
+
+def statics(code):
+    """The names that code defines at file scope as static: they shadow any
+    global of the same name elsewhere."""
+    names = set()
+    for head, body in top_level_chunks(code):
+        head = drop_attributes(head)
+        if not re.search(r"\bstatic\b", head):
+            continue
+        m = re.search(r"([A-Za-z_]\w*)\s*\((?:[^()]|\([^()]*\))*\)\s*$", head) if body else None
+        if m:
+            names.add(m.group(1))
+        elif not body:
+            decl = re.sub(r"\[[^\]]*\]", "", head.split("=")[0])
+            m = re.search(r"([A-Za-z_]\w*)\s*(?:\((?:[^()]|\([^()]*\))*\))?\s*$", decl)
+            if m:
+                names.add(m.group(1))
+    return names
+
+
 def uses(code):
-    """Every identifier of code that is not a member after "." or "->"."""
+    """Every identifier of code that is not a member after "." or "->", nor
+    a member declared in a struct, nor one of its own statics."""
+    own = statics(code)
+    code = blank_aggregates(code)
     found = set()
     for m in IDENT.finditer(code):
+        if m.group(0) in own:
+            continue
         before = code[:m.start()].rstrip()
         if before.endswith(".") or before.endswith("->"):
             continue
@@ -224,16 +290,59 @@ def scan(root):
     return files
 
 
-def resolve_include(rel, inc, by_name):
+def resolve_include(rel, inc, by_name, allowed):
+    """The headers that #include "inc" of rel may mean: the one beside it,
+    else every header of that name, those of folders rel may use first."""
+    found = [f for f in by_name.get(os.path.basename(inc), []) if f.endswith(inc)]
     here = os.path.normpath(os.path.join(os.path.dirname(rel), inc)).replace(os.sep, "/")
-    if here in by_name.get(os.path.basename(inc), []):
-        return here
-    found = by_name.get(os.path.basename(inc), [])
-    return found[0] if len(found) == 1 else None
+    if here in found:
+        return [here]
+    ok = [f for f in found if folder_of(f) in allowed.get(folder_of(rel), ())]
+    return ok or found
 
 
-def build_edges(files):
-    """edges[a] = {b: why}; the uses of every file, resolved."""
+def object_symbols(root, build, files):
+    """{source: (defined, undefined)} from the object files under build that
+    are newer than their source, by nm; {} without nm or objects."""
+    out = {}
+    for dirpath, _, filenames in os.walk(build):
+        parts = os.path.relpath(dirpath, build).replace(os.sep, "/").split("/")
+        if "CMakeFiles" not in parts:
+            continue
+        k = parts.index("CMakeFiles")
+        if len(parts) <= k + 1 or not parts[k + 1].endswith(".dir"):
+            continue
+        for name in filenames:
+            if not name.endswith(".c.o"):
+                continue
+            inner = [".." if q == "__" else q for q in parts[k + 2:]]
+            src = os.path.normpath(os.path.join(*(parts[:k] + inner + [name[:-2]])))
+            src = src.replace(os.sep, "/")
+            obj = os.path.join(dirpath, name)
+            if src not in files or src in out or \
+               os.path.getmtime(obj) < os.path.getmtime(os.path.join(root, src)):
+                continue
+            try:
+                text = subprocess.run(["nm", obj], capture_output=True, text=True,
+                                      check=True).stdout
+            except (OSError, subprocess.CalledProcessError):
+                return {}
+            defined, undefined = set(), set()
+            for line in text.splitlines():
+                f = line.split()
+                if len(f) == 3 and f[1] in "TDBRCGSV":
+                    defined.add(f[2])
+                elif len(f) == 2 and f[0] == "U":
+                    undefined.add(f[1])
+            out[src] = (defined, undefined)
+    return out
+
+
+def build_edges(files, objects=None):
+    """edges[a] = {b: why}; the uses of every file, resolved.  objects: what
+    object_symbols found, added to what the sources say."""
+    objects = objects or {}
+    allowed = allowed_map()
     by_name = {}
     for rel in files:
         by_name.setdefault(os.path.basename(rel), []).append(rel)
@@ -241,14 +350,14 @@ def build_edges(files):
     defs = {}
     for rel, code in codes.items():
         if rel.endswith(".c"):
-            for name in definitions(code):
+            for name in definitions(code) | objects.get(rel, (set(), set()))[0]:
                 defs.setdefault(name, []).append(rel)
     edges = {rel: {} for rel in files}
     for rel, text in files.items():
         for inc in INCLUDE.findall(text):
-            target = resolve_include(rel, inc, by_name)
-            if target and target != rel:
-                edges[rel].setdefault(target, "includes " + os.path.basename(target))
+            for target in resolve_include(rel, inc, by_name, allowed):
+                if target != rel:
+                    edges[rel].setdefault(target, "includes " + os.path.basename(target))
     types = {rel: type_names(code) for rel, code in codes.items()}
     for rel in files:
         if not rel.endswith(".c"):
@@ -262,12 +371,14 @@ def build_edges(files):
             seen.add(f)
             visible |= types[f]
             todo += [t for t in edges[f] if t.endswith(".h")]
-        for name in sorted(uses(codes[rel]) - visible):
+        used = (uses(codes[rel]) - visible) | objects.get(rel, (set(), set()))[1]
+        for name in sorted(used):
             owners = defs.get(name, [])
             if not owners or rel in owners:
                 continue
             same = [o for o in owners if os.path.dirname(o) == os.path.dirname(rel)]
-            for o in same or owners:
+            ok = [o for o in owners if folder_of(o) in allowed.get(folder_of(rel), ())]
+            for o in same or ok or owners:
                 edges[rel].setdefault(o, "uses " + name)
     return edges
 
@@ -326,11 +437,35 @@ def cycle_path(comp, edges):
     return comp + [start]
 
 
-def check(root):
+def doc_layers(root):
+    """The rows of the layer table in docs/design.md, as lists of folders,
+    or None when there is no such table."""
+    try:
+        with open(os.path.join(root, "docs", "design.md"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"<!-- layers\b.*?-->(.*?)<!-- /layers -->", text, re.S)
+    if not m:
+        return None
+    rows = []
+    for line in m.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            rows.append(re.findall(r"`([^`]+)`", cells[1]))
+    return rows
+
+
+def check(root, build=None):
+    """(problems, notes): the lines that fail the check, and those that do not."""
     files = scan(root)
     allowed = allowed_map()
-    edges = build_edges(files)
-    problems = []
+    edges = build_edges(files, object_symbols(root, build, files) if build else None)
+    problems, notes = [], []
+    table = doc_layers(root)
+    if table is not None and table != LAYERS:
+        problems.append(f"docs/design.md: its layer table {table} differs from LAYERS in "
+                        f"scripts/check_layers.py {LAYERS}; make them one")
     for folder in sorted({folder_of(r) for r in files}):
         if folder and folder not in allowed:
             problems.append(f"{folder}/: a folder of C files that LAYERS in "
@@ -353,17 +488,27 @@ def check(root):
     for d, members in sorted(by_dir.items()):
         inside = {m: {w: y for w, y in edges[m].items() if os.path.dirname(w) == d}
                   for m in members}
-        for comp in circles(inside):
+        known = KNOWN.get(d, set())
+        comps = circles(inside)
+        for comp in comps:
             path = cycle_path(comp, inside)
             steps = " -> ".join(f"{os.path.basename(a)} ({inside[a][b]})"
                                 for a, b in zip(path, path[1:]))
-            problems.append(f"{d}/: circle of {len(comp)} files: {steps} -> "
-                            f"{os.path.basename(path[-1])}")
-    return problems
+            line = f"{d}/: circle of {len(comp)} files: {steps} -> " \
+                   f"{os.path.basename(path[-1])}"
+            if {os.path.basename(m) for m in comp} <= known:
+                notes.append(f"known, not failing (KNOWN in scripts/check_layers.py): {line}")
+            else:
+                problems.append(line)
+        if d in KNOWN and not comps and members:
+            notes.append(f"{d}/ has no circle any more: delete its KNOWN entry in "
+                         f"scripts/check_layers.py")
+    return problems, notes
 
 
-def graph(root, folder):
-    edges = build_edges(scan(root))
+def graph(root, folder, build=None):
+    files = scan(root)
+    edges = build_edges(files, object_symbols(root, build, files) if build else None)
     for rel in sorted(edges):
         if os.path.dirname(rel) == folder.rstrip("/"):
             inside = sorted(os.path.basename(w) for w in edges[rel]
@@ -373,22 +518,31 @@ def graph(root, folder):
 
 def main(argv):
     args = list(argv)
-    folder = None
-    if "--graph" in args:
-        i = args.index("--graph")
-        if i + 1 >= len(args):
-            print("check_layers: --graph needs a folder, e.g. --graph shim", file=sys.stderr)
-            return 2
-        folder = args[i + 1]
-        del args[i:i + 2]
-    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    if not os.path.isdir(root):
-        print(f"check_layers: '{root}' is not a directory", file=sys.stderr)
+    opts = {}
+    for flag, example in (("--graph", "--graph shim"), ("--objects", "--objects build")):
+        if flag in args:
+            i = args.index(flag)
+            if i + 1 >= len(args):
+                print(f"check_layers: {flag} needs a folder, e.g. {example}", file=sys.stderr)
+                return 2
+            opts[flag] = args[i + 1]
+            del args[i:i + 2]
+    if len(args) > 1 or any(a.startswith("-") for a in args):
+        print("check_layers: usage: check_layers.py [repo-root] [--objects BUILD-DIR] "
+              "[--graph FOLDER]", file=sys.stderr)
         return 2
-    if folder:
-        graph(root, folder)
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    build = opts.get("--objects")
+    for what, d in (("repo-root", root), ("--objects", build)):
+        if d is not None and not os.path.isdir(d):
+            print(f"check_layers: {what} '{d}' is not a directory", file=sys.stderr)
+            return 2
+    if "--graph" in opts:
+        graph(root, opts["--graph"], build)
         return 0
-    problems = check(root)
+    problems, notes = check(root, build)
+    for n in notes:
+        print("check_layers: " + n, file=sys.stderr)
     for p in problems:
         print(p)
     return 1 if problems else 0

@@ -22,6 +22,7 @@ fi
 grep '^-- fragpool:' <<<"$out" || true
 cmake --build "$dir" -j"$(nproc)"
 rc=0
+python3 scripts/check_layers.py --objects "$dir" || { echo "fragpool: the layer check failed (docs/design.md, \"Checking it\")" >&2; rc=1; }
 (cd "$dir" && ctest --output-on-failure -j"$(nproc)") || rc=$?
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 &&
    ! command -v google-chrome >/dev/null 2>&1; then

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""tests/test_check_layers.py - scripts/check_layers.py on small made-up trees.
+
+Each case writes a tree of a few C files into a temporary folder, runs the
+check on it as CI does (a separate python3 process) and looks at the exit
+status and the lines: a clean tree passes silently; a circle, an include or
+a call up a layer, a call to a peer, simdev/ beyond base/ and an unplaced
+folder each fail with one line that names the files; comments, strings,
+struct members, static functions and type names are not uses; KNOWN
+circles pass only while they stay within their files; --objects finds a
+call that only a macro spells out.  Run: python3 tests/test_check_layers.py
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "scripts", "check_layers.py")
+
+
+def run(root, *args):
+    p = subprocess.run([sys.executable, SCRIPT, root, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout.splitlines(), p.stderr.splitlines()
+
+
+class Tree:
+    def __init__(self, files):
+        self.root = tempfile.mkdtemp(prefix="fp_layers_")
+        for rel, text in files.items():
+            self.write(rel, text)
+
+    def write(self, rel, text):
+        path = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+    def close(self):
+        shutil.rmtree(self.root)
+
+
+CLEAN = {
+    "base/fp_cuda.h": "typedef int CUresult;\n",
+    "pool/fp_pool.h": '#include "fp_cuda.h"\nint fp_pool_alloc(int n);\n',
+    "pool/pool.c": '#include "fp_pool.h"\nint fp_pool_alloc(int n) { return n; }\n',
+    "pool/pool_map.c": '#include "fp_pool.h"\nint pool_map_put(int n) { return fp_pool_alloc(n); }\n',
+    "config/fp_conf.h": "int fp_conf_parse(const char *s);\n",
+    "config/fp_conf.c": '#include "fp_conf.h"\n#include "fp_pool.h"\n'
+                        "int fp_conf_parse(const char *s) { return fp_pool_alloc(*s); }\n",
+    "shim/shim_state.c": "int fp_shim_flag;\nstatic int helper(void) { return 1; }\n"
+                         "int fp_state_get(void) { return helper() + fp_shim_flag; }\n",
+    "shim/shim_life.c": "int fp_state_get(void);\nint fp_shim_init(void) { return fp_state_get(); }\n",
+    "simdev/sim.c": '#include "fp_cuda.h"\nCUresult cuInit(unsigned f) { return (CUresult)f; }\n',
+    "tests/test_x.c": '#include "fp_conf.h"\nint main(void) { return fp_shim_init(); }\n',
+}
+
+
+class CheckLayers(unittest.TestCase):
+    def tree(self, extra=None, drop=()):
+        files = {k: v for k, v in CLEAN.items() if k not in drop}
+        files.update(extra or {})
+        t = Tree(files)
+        self.addCleanup(t.close)
+        return t
+
+    def fails_with(self, extra, *words, drop=()):
+        rc, out, err = run(self.tree(extra, drop).root)
+        self.assertEqual(rc, 1, f"expected a failure, got {out} {err}")
+        self.assertEqual(len(out), 1, out)
+        for w in words:
+            self.assertIn(w, out[0])
+        return out[0]
+
+    def test_clean_tree_passes(self):
+        rc, out, err = run(self.tree().root)
+        self.assertEqual((rc, out), (0, []))
+        # Only the note that KNOWN's simdev/ entry is no longer needed here.
+        self.assertEqual(err, ["check_layers: simdev/ has no circle any more: delete its "
+                               "KNOWN entry in scripts/check_layers.py"])
+
+    def test_circle_of_two_files(self):
+        line = self.fails_with({"pool/pool_map.c": "int pool_map_put(int n) { return fp_pool_alloc(n); }\n",
+                                "pool/pool.c": "int fp_pool_alloc(int n) { return pool_map_put(n); }\n"},
+                               "pool/: circle of 2 files", "pool.c", "pool_map.c")
+        self.assertIn("uses pool_map_put", line)
+
+    def test_circle_through_a_global_of_three_files(self):
+        self.fails_with({"shim/a.c": "int fp_a(void) { return fp_b(); }\n",
+                         "shim/b.c": "int fp_b(void) { return fp_c; }\n",
+                         "shim/c.c": "int fp_c = 1;\nint fp_cc(void) { return fp_a(); }\n"},
+                        "shim/: circle of 3 files", "a.c", "b.c", "c.c")
+
+    def test_include_up_a_layer(self):
+        self.fails_with({"pool/pool.c": '#include "fp_conf.h"\nint fp_pool_alloc(int n) { return n; }\n'},
+                        "pool/pool.c -> config/fp_conf.h", "includes fp_conf.h", "up a layer")
+
+    def test_call_up_a_layer(self):
+        self.fails_with({"pool/pool.c": "int fp_pool_alloc(int n) { return fp_conf_parse(0) + n; }\n"},
+                        "pool/pool.c -> config/fp_conf.c", "uses fp_conf_parse", "up a layer")
+
+    def test_call_to_a_peer(self):
+        self.fails_with({"replay/fp_replay.c": "int fp_replay(void) { return fp_shim_init(); }\n"},
+                        "replay/fp_replay.c -> shim/shim_life.c", "sideways to a peer")
+
+    def test_simdev_uses_only_base(self):
+        self.fails_with({"simdev/sim.c": '#include "fp_cuda.h"\n#include "fp_pool.h"\n'
+                                         "CUresult cuInit(unsigned f) { return (CUresult)f; }\n"},
+                        "simdev/sim.c -> pool/fp_pool.h", "simdev/ may use only base, simdev/")
+
+    def test_unplaced_folder(self):
+        self.fails_with({"extra/x.c": "int fp_x(void) { return 0; }\n"},
+                        "extra/", "does not place")
+
+    def test_design_table_must_match(self):
+        table = ("<!-- layers -->\n| layer | folders | may use |\n| --- | --- | --- |\n"
+                 "| 0 | `base` | - |\n| 1 | `pool` | base |\n| 2 | `config` | |\n"
+                 "| 3 | `report` | |\n| 4 | `shim`, `replay` | |\n| 5 | `cli` | |\n"
+                 "<!-- /layers -->\n")
+        self.assertEqual(run(self.tree({"docs/design.md": table}).root)[:2], (0, []))
+        self.fails_with({"docs/design.md": table.replace("`shim`, `replay`", "`shim`")},
+                        "docs/design.md", "differs from LAYERS")
+
+    def test_tests_may_use_anything(self):
+        self.assertEqual(run(self.tree({"tests/t.c": '#include "fp_pool.h"\n#include "fp_conf.h"\n'
+                                        "int fp_pool_alloc(int n) { return fp_shim_init() + n; }\n"}).root)[0], 0)
+
+    def test_what_is_not_a_use(self):
+        code = ('/* pool_map_put() is called back here, in a comment */\n'
+                'struct fp_be { int (*pool_map_put)(int); };\n'
+                'typedef int fp_shim_init;\n'
+                'static int fp_conf_parse(int n) { return n; }\n'
+                'int fp_pool_alloc(int n) {\n'
+                '    struct fp_be be = {0}; fp_shim_init z = 0;\n'
+                '    const char *say = "pool_map_put"; (void)say; (void)be.pool_map_put;\n'
+                '    return fp_conf_parse(n) + z;\n}\n')
+        self.assertEqual(run(self.tree({"pool/pool.c": code}).root)[:2], (0, []))
+
+    def test_the_same_name_in_two_folders_resolves_to_the_allowed_one(self):
+        # simdev/ and shim/ both define the driver's cuInit; shim uses its own.
+        rc, out, _ = run(self.tree({"shim/shim_mem.c": "CUresult cuInit(unsigned f) { return 0; }\n",
+                                    "shim/shim_hooks.c": "void *fp_hook(void) { return (void *)cuInit; }\n"}).root)
+        self.assertEqual((rc, out), (0, []))
+
+    def test_known_circle_passes_and_a_grown_one_fails(self):
+        circle = {"cli/cli_out.c": "int fp_out(void) { return fp_main(); }\n",
+                  "cli/main.c": "int fp_main(void) { return fp_out(); }\n"}
+        rc, out, err = run(self.tree(circle).root)
+        self.assertEqual((rc, out), (0, []))
+        self.assertEqual(len(err), 2, err)   # the cli circle, and simdev/ is clean now
+        self.assertIn("known, not failing", err[0])
+        self.assertIn("simdev/ has no circle any more", err[1])
+        circle["cli/extra.c"] = "int fp_extra(void) { return fp_out(); }\n"
+        circle["cli/main.c"] = "int fp_main(void) { return fp_extra(); }\n"
+        rc, out, _ = run(self.tree(circle).root)
+        self.assertEqual(rc, 1)
+        self.assertIn("cli/: circle of 3 files", out[0])
+
+    def test_objects_show_a_call_a_macro_hides(self):
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        nm = shutil.which("nm")
+        if not cc or not nm:
+            self.skipTest("needs cc and nm")
+        t = self.tree({"shim/shim_list.h": "#define FP_LIST(X) X(fp_wrap)\nint fp_wrap(void);\n",
+                       "shim/shim_mem.c": "int fp_back(void);\n"
+                                          "int fp_wrap(void) { return fp_back(); }\n",
+                       "shim/shim_hook.c": '#include "shim_list.h"\n#define CALL(n) n() +\n'
+                                           "int fp_back(void) { return FP_LIST(CALL) 0; }\n"})
+        self.assertEqual(run(t.root)[0], 0)   # the sources alone do not show it
+        objdir = os.path.join(t.root, "build", "shim", "CMakeFiles", "fragpool.dir")
+        os.makedirs(objdir)
+        for name in ("shim_mem.c", "shim_hook.c"):
+            subprocess.run([cc, "-c", os.path.join(t.root, "shim", name), "-o",
+                            os.path.join(objdir, name + ".o")], check=True)
+        rc, out, _ = run(t.root, "--objects", os.path.join(t.root, "build"))
+        self.assertEqual(rc, 1)
+        self.assertIn("shim/: circle of 2 files", out[0])
+        # An object older than its source is stale and not read.
+        src = os.path.join(t.root, "shim", "shim_hook.c")
+        later = os.path.getmtime(os.path.join(objdir, "shim_hook.c.o")) + 10
+        os.utime(src, (later, later))
+        self.assertEqual(run(t.root, "--objects", os.path.join(t.root, "build"))[0], 0)
+
+    def test_bad_arguments(self):
+        rc, out, err = run(os.path.join(tempfile.gettempdir(), "fp_layers_no_such_dir"))
+        self.assertEqual((rc, out), (2, []))
+        self.assertIn("is not a directory", err[0])
+        rc, _, err = run(self.tree().root, "--graph")
+        self.assertEqual(rc, 2)
+        self.assertIn("--graph needs a folder", err[0])
+
+    def test_graph(self):
+        # shim_life.c's prototype of fp_state_get is a use, not a definition.
+        rc, out, _ = run(self.tree().root, "--graph", "shim")
+        self.assertEqual(rc, 0)
+        self.assertEqual(out, ["shim_life.c -> shim_state.c", "shim_state.c -> (nothing)"])
+
+
+if __name__ == "__main__":
+    unittest.main()
