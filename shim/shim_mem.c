@@ -7,7 +7,10 @@
  * free has finished: deferred (shim_defer.c), or with free_policy:sync by
  * synchronizing in the free, as cuMemFree does.
  *
- * These are the only functions of the shim that return CUresult.
+ * An interposer (docs/design.md): like the other entry points of the shim
+ * (shim_capture.c, shim_ipc.c, shim_hooks.c) it returns CUresult, calls
+ * fp_shim_init first and the core files below it, and no core file calls
+ * it.
  */
 #include "shim_clock.h"
 #include "shim_defer.h"
