@@ -42,7 +42,8 @@ object file BUILD-DIR/<dir>/CMakeFiles/<target>.dir/<file>.c.o that is
 newer than its source, the global symbols it leaves undefined (nm -u) are
 uses and those it defines are definitions.  scripts/test.sh passes its
 build folder.  tests/ may use anything and is not
-scanned; a folder holding C files that is not in LAYERS is itself reported,
+scanned, nor is a build tree (a folder with CMakeCache.txt or CMakeFiles/);
+a folder holding C files that is not in LAYERS is itself reported,
 so a new folder must be placed in the table before it passes.
 """
 import os
@@ -278,8 +279,9 @@ def scan(root):
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         top = "" if rel_dir == "." else rel_dir.split(os.sep)[0]
-        if top in SKIP or top.startswith(".") or top in ANY:
-            dirnames[:] = []
+        if top in SKIP or top.startswith(".") or top in ANY or \
+           "CMakeCache.txt" in filenames or "CMakeFiles" in dirnames:
+            dirnames[:] = []   # not ours, or a build tree (build-asan/, ...)
             continue
         dirnames.sort()
         for name in sorted(filenames):

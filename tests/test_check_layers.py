@@ -123,6 +123,12 @@ class CheckLayers(unittest.TestCase):
         self.fails_with({"docs/design.md": table.replace("`shim`, `replay`", "`shim`")},
                         "docs/design.md", "differs from LAYERS")
 
+    def test_build_trees_are_not_sources(self):
+        t = self.tree({"build-asan/CMakeCache.txt": "",
+                       "build-asan/CMakeFiles/x/CMakeCCompilerId.c": "int main(int argc) { return argc; }\n",
+                       "cli/main.c": "int main(int argc, char **argv) { (void)argv; return argc; }\n"})
+        self.assertEqual(run(t.root)[:2], (0, []))
+
     def test_tests_may_use_anything(self):
         self.assertEqual(run(self.tree({"tests/t.c": '#include "fp_pool.h"\n#include "fp_conf.h"\n'
                                         "int fp_pool_alloc(int n) { return fp_shim_init() + n; }\n"}).root)[0], 0)
