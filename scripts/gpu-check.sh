@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh - every GPU check of fragpool in one run (docs/gpu.md).
 #
-# Builds fragpool and the GPU programs of tests/gpu (cmake; nvcc directly if
-# the CMake build of those cannot be had), then runs each check under
+# Builds fragpool and the GPU programs of tests/gpu/programs.txt (cmake;
+# nvcc directly for any the CMake build did not produce), then runs each
+# group of checks (the GROUP_TABLE table below) under
 # `timeout`, the fragpool runs with
 #   LD_PRELOAD=libfragpool.so FRAGPOOL_CONF=summary_format:json,summary:$OUT_DIR/<check>-%p.json
 # and judges each from its exit status, its "CHECK ..." line and, for the
 # fragpool runs, the JSON summary (the pool must have served the
-# allocations: allocs > 0, cache_hits > 0, reserve_calls <= allocs / 2).
+# allocations: allocs > 0, cache_hits > 0, reserve_calls <= allocs / 2;
+# scripts/gpu_judge.py decides that, and prints the final table).
 # Checks that cannot run (no torch, no jax, ...) are SKIP with the reason.
+#
+# Adding a group: one line in the GROUP_TABLE table (name, on/off by default,
+# the commands that run it).  A group that is a script under tests/gpu/
+# printing "PASS name note" / "FAIL name note" / "SKIP name note" lines needs
+# nothing else: "script_group NAME TIMEOUT tests/gpu/SCRIPT [ARGS]" runs it
+# and records each line (docs/gpu.md, "Adding a group").
 #
 # Usage: scripts/gpu-check.sh            (from anywhere; runs in the repo root)
 # Environment:
@@ -19,26 +27,64 @@
 #   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
-#   GPU_CHECK_ONLY       space-separated check groups to run (default all but
-#                        real): alloc race multi demo pitch train cupy jax bench
-#                        ipc; real runs scripts/gpu-real.sh (PyTorch as people
-#                        write it, NVML peaks; about 6 minutes on its own)
+#   GPU_CHECK_ONLY       space-separated check groups to run (default: those
+#                        marked on in GROUP_TABLE: alloc race multi demo pitch train
+#                        cupy jax bench ipc); real runs scripts/gpu-real.sh
+#                        (PyTorch as people write it, NVML peaks; about 6
+#                        minutes on its own)
+#   GPU_CHECK_DRY        1: print the plan (groups, programs, build and check
+#                        commands) and run nothing; OUT defaults to a new
+#                        directory under /tmp then
+#   GPU_CHECK_BUILD      0: no build, use GPU_CHECK_BUILD_DIR as it is
 # Exit status: 0 when no check FAILed, 1 otherwise.  The last lines are the
 # results table and "N passed, N failed, N skipped".
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
-OUT_DIR=${OUT:-/tmp/fragpool-gpu}
+DRY=${GPU_CHECK_DRY:-0}
+DO_BUILD=${GPU_CHECK_BUILD:-1}
+if [ "$DRY" = 1 ] && [ -z "${OUT:-}" ]; then
+  OUT_DIR=$(mktemp -d /tmp/fpgpu-dry.XXXXXX) || exit 1
+else
+  OUT_DIR=${OUT:-/tmp/fragpool-gpu}
+fi
 mkdir -p "$OUT_DIR" || exit 1
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
 BUILD_DIR=${GPU_CHECK_BUILD_DIR:-build-gpu}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-ONLY=${GPU_CHECK_ONLY:-alloc race multi demo pitch train cupy jax bench ipc}
 EXTRA_CONF=${GPU_CHECK_CONF:-}
 BIN=$BUILD_DIR/bin/gpu
 LIB=$BUILD_DIR/lib/libfragpool.so
 START=$SECONDS
+PROGRAMS_TXT=$ROOT/tests/gpu/programs.txt
+
+# ---- the groups ------------------------------------------------------------
+# One line per group, in the order they run: NAME, on/off (run by default or
+# only when GPU_CHECK_ONLY names it), then the commands (separated by ';').
+# This table is the one place where a group is added.
+GROUP_TABLE='
+alloc   on   check_alloc
+race    on   check_race
+multi   on   check_multi
+demo    on   check_demo
+pitch   on   check_pitch
+train   on   check_train
+cupy    on   check_py cupy cupy_check.py "CHECK cupy OK" 150
+jax     on   check_py jax jax_check.py "CHECK jax OK" 180
+bench   on   check_bench; check_bench_repeat
+real    off  check_real
+ipc     on   check_ipc
+example off  script_group example 30 tests/gpu/example_group.sh
+'
+group_names() {   # [on]: every group's name, or only those run by default
+  awk -v only="${1:-}" 'NF >= 3 && (only == "" || $2 == only) {printf "%s%s", (n++ ? " " : ""), $1}' \
+    <<<"$GROUP_TABLE"
+}
+group_cmds() {   # NAME: the commands of group NAME
+  awk -v g="$1" '$1 == g {$1 = ""; $2 = ""; sub(/^ +/, ""); print}' <<<"$GROUP_TABLE"
+}
+ONLY=${GPU_CHECK_ONLY:-$(group_names on)}
 
 # The runs set these themselves.
 unset LD_PRELOAD FRAGPOOL_CONF PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF
@@ -50,15 +96,71 @@ if [ ${#OUT_DIR} -gt 180 ] || [[ $OUT_DIR == *[,\[\]]* ]]; then
   JSON_DIR=$(mktemp -d /tmp/fpgpu-json.XXXXXX)
 fi
 
-RES_NAME=() RES_RESULT=() RES_NOTE=()
 STEP_RC=0 STEP_SECS=0 STEP_SKIPPED=0 STEP_T=0
 
 left() { echo $((BUDGET_S - (SECONDS - START))); }
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 
-record() {   # NAME RESULT NOTE
-  RES_NAME+=("$1") RES_RESULT+=("$2") RES_NOTE+=("$3")
-  printf '>>> %s: %s  %s\n' "$1" "$2" "$3"
+check_only() {   # one line for each name in GPU_CHECK_ONLY that is no group
+  local g all=" $(group_names) "
+  for g in $ONLY; do
+    [[ $all == *" $g "* ]] ||
+      echo "gpu-check: GPU_CHECK_ONLY names '$g', which is no group (groups:${all% }); left out"
+  done
+}
+
+# script_group NAME TIMEOUT SCRIPT [ARGS...]: a group that is one script.
+# It runs with FP_LIB (libfragpool.so), FP_BIN (the GPU programs),
+# FP_BUILD_DIR, FP_OUT_DIR, FP_JSON_DIR and FP_CONF (FRAGPOOL_CONF entries
+# for its fragpool runs: a JSON summary per process, GPU_CHECK_CONF).  Each
+# "PASS name note", "FAIL name note" or "SKIP name note" line it prints
+# becomes a row of the table; exit 77: the group is SKIP; any other failing
+# exit status, or no such line at all, is a FAIL row named NAME.
+script_group() {
+  local name=$1 t=$2 script=$3 rows n
+  shift 3
+  fp_env "$name"
+  run_step "$name" "$t" FP_LIB="$LIB" FP_BIN="$BIN" FP_BUILD_DIR="$BUILD_DIR" \
+    FP_OUT_DIR="$OUT_DIR" FP_JSON_DIR="$JSON_DIR" FP_CONF="${FPENV[1]#FRAGPOOL_CONF=}" \
+    -- "$ROOT/$script" "$@"
+  if [ "$DRY" = 1 ]; then
+    record "$name" PLAN "$script: one row per PASS/FAIL/SKIP line it prints"
+    return
+  elif [ "$STEP_SKIPPED" = 1 ]; then
+    record "$name" SKIP "time budget spent"
+    return
+  elif [ "$STEP_RC" = 77 ]; then
+    record "$name" SKIP "$(tail -n 1 "$OUT_DIR/$name.out" | cut -c1-160)"
+    return
+  fi
+  rows=$(python3 "$ROOT/scripts/gpu_judge.py" lines "$name" "$OUT_DIR/$name.out")
+  n=0
+  while IFS=$'\t' read -r r_name r_res r_note; do
+    [ -n "$r_name" ] || continue
+    record "$r_name" "$r_res" "$r_note"
+    n=$((n + 1))
+  done <<<"$rows"
+  if [ "$STEP_RC" = 124 ] || [ "$STEP_RC" = 137 ]; then
+    record "$name" FAIL "timed out after ${STEP_T}s"
+  elif [ "$STEP_RC" != 0 ] && ! grep -aq '^FAIL ' "$OUT_DIR/$name.out"; then
+    record "$name" FAIL "exit status $STEP_RC; $(tail -n 1 "$OUT_DIR/$name.out" | cut -c1-160)"
+  elif [ "$n" = 0 ]; then
+    record "$name" FAIL "no PASS/FAIL/SKIP line; exit status $STEP_RC"
+  fi
+}
+
+# record NAME RESULT NOTE: one row of the results table (results.tsv); in
+# a dry run every result is PLAN, and only a note recorded as PLAN stays
+# (the others judge outputs that a dry run does not have).
+record() {
+  local res=$2 note=${3//$'\t'/ }
+  note=${note//$'\n'/ }
+  if [ "$DRY" = 1 ]; then
+    [ "$res" = PLAN ] || note="planned (see its PLAN lines)"
+    res=PLAN
+  fi
+  printf '%s\t%s\t%s\n' "$1" "$res" "$note" >>"$OUT_DIR/results.tsv"
+  printf '>>> %s: %s  %s\n' "$1" "$res" "$note"
 }
 
 # run_step NAME TIMEOUT [VAR=VALUE ...] -- CMD ARGS...
@@ -79,6 +181,12 @@ run_step() {
   fi
   [ "$t" -gt $((l - 10)) ] && t=$((l - 10))
   STEP_T=$t
+  if [ "$DRY" = 1 ]; then   # the plan: the command, an empty output, success
+    echo "PLAN $name (timeout ${t}s): ${envs[*]} $*"
+    : >"$OUT_DIR/$name.out"
+    STEP_RC=0
+    return
+  fi
   echo "=== $name (timeout ${t}s): ${envs[*]} $*"
   t0=$SECONDS
   timeout -k 10 "$t" env "${envs[@]}" "$@" </dev/null >"$OUT_DIR/$name.out" 2>&1
@@ -109,71 +217,7 @@ fp_env() {
 # MODE strict: allocs > 0, cache_hits > 0, reserve_calls <= allocs/2;
 # MODE served: allocs > 0.  Both: no invalid frees, no config errors.
 fp_json() {
-  python3 - "$JSON_DIR" "$1" "$2" <<'PY'
-import glob, json, os, sys
-d, name, mode = sys.argv[1:4]
-files = sorted(glob.glob(os.path.join(d, name + "-*.json")))
-if not files:
-    print("no fragpool JSON summary written (fragpool not loaded, or the process died)")
-    sys.exit(1)
-t = dict(allocs=0, cache_hits=0, reserve_calls=0, frees=0, invalid_frees=0, oom_count=0)
-seg = res = alc = pt = leaks = 0
-frag, errs, bad = None, [], []
-def peak(dv, key):
-    v = dv.get(key) or {}
-    return int(v.get("peak") or 0) if isinstance(v, dict) else 0
-for f in files:
-    try:
-        with open(f) as fh:
-            j = json.load(fh)
-    except Exception as e:
-        bad.append("%s: %r" % (os.path.basename(f), e))
-        continue
-    errs += j.get("config_errors") or []
-    for dv in j.get("devices") or []:
-        for k in t:
-            t[k] += int(dv.get(k) or 0)
-        seg = max(seg, peak(dv, "segments"))
-        res = max(res, peak(dv, "reserved"))
-        alc = max(alc, peak(dv, "allocated"))
-        pt += sum(int(v or 0) for v in (dv.get("passthrough") or {}).values())
-        leaks += int((dv.get("leaks") or {}).get("count") or 0)
-        if dv.get("fragmentation") is not None:
-            frag = max(frag or 0.0, float(dv["fragmentation"]))
-a, h, r = t["allocs"], t["cache_hits"], t["reserve_calls"]
-note = "allocs %d, hits %d (%.1f%%), reserves %d, seg peak %d, reserved peak %.0f MiB" % (
-    a, h, 100.0 * h / a if a else 0.0, r, seg, res / 2**20)
-if frag is not None:
-    note += ", frag %.3f" % frag
-if pt:
-    note += ", passed through %d" % pt
-if t["invalid_frees"]:
-    note += ", INVALID FREES %d" % t["invalid_frees"]
-if t["oom_count"]:
-    note += ", OOMs %d" % t["oom_count"]
-if leaks:
-    note += ", live at exit %d" % leaks
-if len(files) > 1:
-    note += " (%d processes)" % len(files)
-if errs:
-    note += "; CONFIG ERRORS: " + " | ".join(errs)
-if bad:
-    note += "; BAD JSON: " + " | ".join(bad)
-ok = a > 0 and not t["invalid_frees"] and not errs and not bad
-why = []
-if a == 0:
-    why.append("no allocation reached the pool")
-if mode == "strict":
-    if h == 0:
-        why.append("no cache hit")
-    if r * 2 > a:
-        why.append("reserve_calls > allocs/2")
-    ok = ok and h > 0 and r * 2 <= a
-if why:
-    note += "; NOT SERVED: " + ", ".join(why)
-print(note)
-sys.exit(0 if ok else 1)
-PY
+  python3 "$ROOT/scripts/gpu_judge.py" served "$JSON_DIR" "$1" "$2"
 }
 
 # judge NAME EXPECT [JSON_MODE]: from the last run_step; sets J_RES, J_NOTE.
@@ -181,7 +225,10 @@ judge() {
   local name=$1 expect=$2 mode=${3:-} out="$OUT_DIR/$1.out" line nmsg js
   line=$(grep -a -m1 '^CHECK ' "$out" 2>/dev/null | cut -c1-160)
   J_NOTE=""
-  if [ "$STEP_SKIPPED" = 1 ]; then
+  if [ "$DRY" = 1 ]; then   # judged as passed, so that the plan shows every later step
+    J_RES=PASS
+    return
+  elif [ "$STEP_SKIPPED" = 1 ]; then
     J_RES=SKIP J_NOTE="time budget spent"
     return
   elif [ "$STEP_RC" = 77 ]; then
@@ -213,7 +260,7 @@ fp_run() {
   shift 4
   if [ "$1" != "--" ]; then conf=$1; shift; fi
   shift
-  if [ ! -f "$LIB" ]; then
+  if ! have "$LIB"; then
     J_RES=FAIL J_NOTE="no $LIB (build failed)"
     return
   fi
@@ -230,8 +277,12 @@ plain_run() {
   judge "$name" "$expect"
 }
 
+have() {   # PATH: it exists (in a dry run: it will)
+  [ "$DRY" = 1 ] || [ -e "$1" ]
+}
+
 need_bin() {   # NAME: true when the GPU program exists, else records FAIL for CHECK
-  [ -x "$BIN/$1" ] && return 0
+  [ -x "$BIN/$1" ] || [ "$DRY" = 1 ] && return 0
   record "$2" FAIL "no $BIN/$1 (build failed)"
   return 1
 }
@@ -251,30 +302,57 @@ cuda_libdir() {
   return 1
 }
 
+# The GPU programs: the lines of tests/gpu/programs.txt, "NAME SOURCE
+# [shared] [driver]" (the list CMake builds, too).
+gpu_program_lines() {
+  grep -v '^[[:space:]]*\(#\|$\)' "$PROGRAMS_TXT"
+}
+gpu_program_names() {
+  gpu_program_lines | awk '{printf "%s%s", (n++ ? " " : ""), $1}'
+}
+
+# nvcc_cmd NAME SOURCE [shared] [driver]: sets NVCC, the nvcc command line of
+# one program (NVCC_LIBDIR: the toolkit's lib directory, for the rpath).
+nvcc_cmd() {
+  local name=$1 src=$2 w
+  NVCC=(nvcc -arch=sm_90 -O2 -lineinfo -o "$BIN/$name" "tests/gpu/$src")
+  for w in "${@:3}"; do
+    case $w in
+      shared) NVCC+=(-cudart shared ${NVCC_LIBDIR:+-Xlinker -rpath -Xlinker "$NVCC_LIBDIR"}) ;;
+      driver) NVCC+=(-lcuda) ;;
+      *) echo "tests/gpu/programs.txt: $name: unknown word '$w' (shared, driver); ignored" ;;
+    esac
+  done
+}
+
 # nvcc straight, for any GPU program the CMake build did not produce.
 nvcc_fallback() {
-  local libdir pids=() p rc=0
+  local pids=() p rc=0 line
   command -v nvcc >/dev/null || { echo "no nvcc on PATH"; return 1; }
-  libdir=$(cuda_libdir || true)
+  NVCC_LIBDIR=$(cuda_libdir || true)
   mkdir -p "$BIN"
-  build_one() {   # name src extra...
-    [ -x "$BIN/$1" ] && return 0
+  while read -r line; do
+    set -- $line
+    [ -x "$BIN/$1" ] && continue
+    nvcc_cmd "$@"
     echo "nvcc: $1"
-    timeout 300 nvcc -arch=sm_90 -O2 -lineinfo -o "$BIN/$1" "tests/gpu/$2" "${@:3}"
-  }
-  build_one gpu_alloc_check alloc_check.cu & pids+=($!)
-  build_one gpu_alloc_check_shared alloc_check.cu -cudart shared \
-    ${libdir:+-Xlinker -rpath -Xlinker "$libdir"} & pids+=($!)
-  build_one gpu_race race.cu & pids+=($!)
-  build_one gpu_ctx_fence ctx_fence.cu -lcuda & pids+=($!)
-  build_one gpu_bench_alloc bench_alloc.cu & pids+=($!)
-  build_one gpu_pitch_probe pitch_probe.cu -lcuda & pids+=($!)
-  build_one gpu_multi_gpu multi_gpu.cu & pids+=($!)
-  build_one gpu_ipc_check ipc_check.cu & pids+=($!)
-  build_one gpu_ipc_check_shared ipc_check.cu -cudart shared \
-    ${libdir:+-Xlinker -rpath -Xlinker "$libdir"} & pids+=($!)
+    timeout 300 "${NVCC[@]}" & pids+=($!)
+  done < <(gpu_program_lines)
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   return $rc
+}
+
+# The plan of the build, for a dry run.
+plan_build() {
+  local line
+  echo "PLAN build: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j$(nproc)"
+  NVCC_LIBDIR=$(cuda_libdir || true)
+  while read -r line; do
+    set -- $line
+    nvcc_cmd "$@"
+    echo "PLAN program $1 (nvcc only where cmake did not build it): ${NVCC[*]}"
+  done < <(gpu_program_lines)
+  record build PLAN "GPU programs: $(gpu_program_names)"
 }
 
 # The two plain C benchmarks live with the C tests, which need cmocka; where
@@ -298,6 +376,13 @@ cc_fallback() {
 do_build() {
   local t0=$SECONDS rc=0 how="cmake" progs missing=() b log="$OUT_DIR/build.out"
   local keep=()
+  if [ "$DRY" = 1 ]; then
+    plan_build
+    return
+  elif [ "$DO_BUILD" = 0 ]; then
+    record build SKIP "GPU_CHECK_BUILD=0: $BUILD_DIR used as it is"
+    return
+  fi
   echo "=== build: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j$(nproc)"
   : >"$log"
   # A failed build must not leave an old library or program behind to be tested.
@@ -316,8 +401,7 @@ do_build() {
     timeout 400 cmake --build "$BUILD_DIR" -j"$(nproc)" "${keep[@]}" >>"$log" 2>&1 || rc=1
   fi
   grep -aE 'error|warning|CUDA|fragpool:' "$log" | grep -v '^--.*Looking' | head -n 40
-  progs="gpu_alloc_check gpu_alloc_check_shared gpu_race gpu_ctx_fence gpu_bench_alloc gpu_pitch_probe gpu_multi_gpu"
-  progs="$progs gpu_ipc_check gpu_ipc_check_shared"
+  progs=$(gpu_program_names)
   for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "not built by cmake: ${missing[*]}; building them with nvcc" | tee -a "$log"
@@ -331,7 +415,7 @@ do_build() {
   local note="$how, $((SECONDS - t0))s"
   [ "$rc" != 0 ] && note="$note; the build reported errors (see build.out)"
   [ ${#missing[@]} -gt 0 ] && note="$note; MISSING ${missing[*]}"
-  if [ ! -f "$LIB" ]; then
+  if ! have "$LIB"; then
     record build FAIL "no libfragpool.so; $note"
   elif [ ${#missing[@]} -gt 0 ]; then
     record build FAIL "$note"
@@ -354,7 +438,7 @@ check_alloc() {
       [ -n "$libdir" ] && extra=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     fi
     fp_env alloc_check_shared
-    if [ -f "$LIB" ]; then
+    if have "$LIB"; then
       run_step alloc_check_shared 90 "${FPENV[@]}" "${extra[@]}" -- "$BIN/gpu_alloc_check_shared" 10000
       judge alloc_check_shared 'CHECK alloc_check OK' strict
     else
@@ -394,7 +478,7 @@ check_race() {
 
 check_demo() {   # the README's first command, on the real GPU
   local cli="$BUILD_DIR/bin/fragpool"
-  if [ ! -x "$cli" ]; then
+  if ! have "$cli"; then
     record demo FAIL "no $cli (build failed)"
     return
   fi
@@ -411,6 +495,7 @@ check_demo() {   # the README's first command, on the real GPU
 check_multi() {   # every GPU of the machine, frees with another device current
   local n
   n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "$DRY" = 1 ] && n=2   # the plan of a machine with two
   if [ "${n:-0}" -lt 2 ]; then
     record multi_gpu SKIP "${n:-0} GPU on this machine (needs 2 or more)"
     return
@@ -468,7 +553,7 @@ check_train() {
   r2=$J_RES
   record train_nocache "$J_RES" "$(train_note train_nocache)${STEP_SECS}s $J_NOTE"
   fp_env train_nocache_fp
-  if [ -f "$LIB" ]; then
+  if have "$LIB"; then
     run_step train_nocache_fp 150 "${FPENV[@]}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python3 "$tr"
     judge train_nocache_fp 'CHECK train_torch OK' strict
   else
@@ -478,7 +563,7 @@ check_train() {
   record train_nocache_fp "$J_RES" "$(train_note train_nocache_fp)${STEP_SECS}s; $J_NOTE"
   # The same with exact cudaFree semantics, to compare memory and time.
   fp_env train_nocache_fp_sync free_policy:sync
-  if [ -f "$LIB" ] && [ "$r3" = PASS ]; then
+  if have "$LIB" && [ "$r3" = PASS ]; then
     run_step train_nocache_fp_sync 150 "${FPENV[@]}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python3 "$tr"
     judge train_nocache_fp_sync 'CHECK train_torch OK' strict
     record train_nocache_fp_sync "$J_RES" "$(train_note train_nocache_fp_sync)${STEP_SECS}s; $J_NOTE"
@@ -551,7 +636,7 @@ check_bench() {
     plain_run host_costs 60 'CHECK host_costs OK' -- "$BIN/gpu_host_costs"
     record host_costs "$J_RES" "$(costs_note host_costs)${STEP_SECS}s $J_NOTE"
   fi
-  if [ -x "$BUILD_DIR/bin/bench_pool" ]; then
+  if have "$BUILD_DIR/bin/bench_pool"; then
     plain_run pool_cpu 120 'working set' -- "$BUILD_DIR/bin/bench_pool"
     record pool_cpu "$J_RES" "$(pool_note pool_cpu)${STEP_SECS}s $J_NOTE"
   else
@@ -605,22 +690,7 @@ check_real() {
 # ---- IPC (issue #12): every export correct or refused, never wrong data ------
 
 ipc_note() {   # NAME: the IPC counters of check NAME's JSON summaries, summed
-  python3 - "$JSON_DIR" "$1" <<'PY'
-import glob, json, os, sys
-d, name = sys.argv[1:3]
-t = dict(exports=0, exports_fragpool=0, refused=0, opens=0, opens_fragpool=0, closes=0, own_segments=0)
-for f in glob.glob(os.path.join(d, name + "-*.json")):
-    try:
-        j = json.load(open(f))
-    except Exception:
-        continue
-    for dv in j.get("devices") or []:
-        for k in t:
-            t[k] += int((dv.get("ipc") or {}).get(k) or 0)
-print("ipc: exports %(exports)d (fragpool handles %(exports_fragpool)d), refused %(refused)d, "
-      "opens %(opens)d (fragpool handles %(opens_fragpool)d), closes %(closes)d, "
-      "own segments %(own_segments)d" % t)
-PY
+  python3 "$ROOT/scripts/gpu_judge.py" ipc "$JSON_DIR" "$1"
 }
 
 ipc_check_note() {   # NAME: ipc_check's CHECK line, shortened
@@ -637,7 +707,7 @@ ipc_c() {
     libdir=$(cuda_libdir || true)
     [ -n "$libdir" ] && extra=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   fi
-  if [ ! -f "$LIB" ]; then
+  if ! have "$LIB"; then
     record "$name" FAIL "no $LIB"
     return
   fi
@@ -743,47 +813,33 @@ main() {
   echo "repo $ROOT (${GPU_CHECK_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ', with uncommitted changes')})"
   echo "results in $OUT_DIR (JSON summaries in $JSON_DIR); budget ${BUDGET_S}s; checks: $ONLY"
   rm -f "$OUT_DIR"/*.json "$OUT_DIR"/*.out "$OUT_DIR/results.tsv" "$JSON_DIR"/*.json 2>/dev/null
-  timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1 | head -n 8
+  : >"$OUT_DIR/results.tsv"
+  check_only
+  [ "$DRY" = 1 ] && echo "dry run (GPU_CHECK_DRY=1): the plan only, nothing is built or run; groups: $(group_names) (by default: $(group_names on))"
+  [ "$DRY" = 1 ] || timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1 | head -n 8
   echo "nvcc: $(command -v nvcc || echo none) $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*')"
   echo "python3: $(command -v python3 || echo none) $(python3 --version 2>&1)"
   echo "cmake: $(cmake --version 2>/dev/null | head -n 1)"
 
   do_build
-  want alloc && check_alloc
-  want race && check_race
-  want multi && check_multi
-  want demo && check_demo
-  want pitch && check_pitch
-  want train && check_train
-  want cupy && check_py cupy cupy_check.py 'CHECK cupy OK' 150
-  want jax && check_py jax jax_check.py 'CHECK jax OK' 180
-  want bench && check_bench
-  want bench && check_bench_repeat
-  want real && check_real
-  want ipc && check_ipc
+  local g
+  for g in $(group_names); do
+    want "$g" && eval "$(group_cmds "$g")"
+  done
 
   if [ "$JSON_DIR" != "$OUT_DIR" ]; then
     cp -f "$JSON_DIR"/*.json "$OUT_DIR"/ 2>/dev/null
   fi
 
-  local i pass=0 fail=0 skip=0
-  : >"$OUT_DIR/results.tsv"
   echo
   echo "==================================== fragpool GPU check: results ($((SECONDS - START))s) ===================================="
-  printf '%-20s | %-6s | %s\n' check result "key numbers"
-  printf '%-20s-+-%-6s-+-%s\n' -------------------- ------ -----------------------------------------------
-  for i in "${!RES_NAME[@]}"; do
-    printf '%-20s | %-6s | %s\n' "${RES_NAME[$i]}" "${RES_RESULT[$i]}" "${RES_NOTE[$i]}"
-    printf '%s\t%s\t%s\n' "${RES_NAME[$i]}" "${RES_RESULT[$i]}" "${RES_NOTE[$i]}" >>"$OUT_DIR/results.tsv"
-    case ${RES_RESULT[$i]} in
-      PASS) pass=$((pass + 1)) ;;
-      SKIP) skip=$((skip + 1)) ;;
-      *) fail=$((fail + 1)) ;;
-    esac
-  done
-  echo "log: $OUT_DIR/log.txt; raw output: $OUT_DIR/<check>.out; summaries: $OUT_DIR/<check>-<pid>.json"
-  echo "$pass passed, $fail failed, $skip skipped"
-  [ "$fail" -eq 0 ]
+  local logline="log: $OUT_DIR/log.txt; raw output: $OUT_DIR/<check>.out; summaries: $OUT_DIR/<check>-<pid>.json"
+  if ! command -v python3 >/dev/null; then
+    echo "no python3 on PATH: the results as they are (results.tsv), every check counted failed"
+    cat "$OUT_DIR/results.tsv"
+    return 1
+  fi
+  python3 "$ROOT/scripts/gpu_judge.py" table "$OUT_DIR/results.tsv" "$logline"
 }
 
 main "$@" 2>&1 | tee "$OUT_DIR/log.txt"
