@@ -117,7 +117,7 @@ check_only() {   # one line for each name in GPU_CHECK_ONLY that is no group
 # becomes a row of the table; exit 77: the group is SKIP; any other failing
 # exit status, or no such line at all, is a FAIL row named NAME.
 script_group() {
-  local name=$1 t=$2 script=$3 rows n
+  local name=$1 t=$2 script=$3 rows n r_name r_res r_note
   shift 3
   fp_env "$name"
   run_step "$name" "$t" FP_LIB="$LIB" FP_BIN="$BIN" FP_BUILD_DIR="$BUILD_DIR" \
