@@ -133,7 +133,7 @@ script_group() {
     record "$name" SKIP "$(tail -n 1 "$OUT_DIR/$name.out" | cut -c1-160)"
     return
   fi
-  rows=$(python3 "$ROOT/scripts/gpu_judge.py" lines "$name" "$OUT_DIR/$name.out")
+  rows=$(judge_py lines "$name" "$OUT_DIR/$name.out")
   n=0
   while IFS=$'\t' read -r r_name r_res r_note; do
     [ -n "$r_name" ] || continue
@@ -212,12 +212,18 @@ fp_env() {
   FPENV=("LD_PRELOAD=$LIB" "FRAGPOOL_CONF=$conf")
 }
 
+# The judging and the notes are scripts/gpu_judge.py's (its docstring lists
+# the commands).
+judge_py() {
+  python3 "$ROOT/scripts/gpu_judge.py" "$@"
+}
+
 # fp_json NAME MODE: sums the JSON summaries of check NAME; prints the key
 # numbers; status 0 when they show that fragpool served the allocations.
 # MODE strict: allocs > 0, cache_hits > 0, reserve_calls <= allocs/2;
 # MODE served: allocs > 0.  Both: no invalid frees, no config errors.
 fp_json() {
-  python3 "$ROOT/scripts/gpu_judge.py" served "$JSON_DIR" "$1" "$2"
+  judge_py served "$JSON_DIR" "$1" "$2"
 }
 
 # judge NAME EXPECT [JSON_MODE]: from the last run_step; sets J_RES, J_NOTE.
@@ -453,13 +459,7 @@ check_alloc() {
 }
 
 race_note() {   # NAME: the key numbers of a race run
-  local out="$OUT_DIR/$1.out" sens reuse badv
-  grep -aq '^RACE variant' "$out" 2>/dev/null || return 0
-  sens=$(grep -a '^RACE sensitivity' "$out" | awk '{print $4}')
-  # "RACE variant NAME trials N corrupted C B_overlapped_A R"
-  reuse=$(awk '$1=="RACE" && $2=="variant" {r+=$9; n+=$5} END {if (n) printf "%d/%d", r, n}' "$out")
-  badv=$(awk '$1=="RACE" && $2=="variant" && $7>0 {printf "%s %d/%d; ", $3, $7, $5}' "$out")
-  echo "$(grep -a -m1 '^CHECK race' "$out" | cut -c7-80); sensitivity ${sens:-?}; B reused A's memory ${reuse:-?}${badv:+; CORRUPTED: $badv}; "
+  judge_py race "$OUT_DIR/$1.out"
 }
 
 check_race() {
@@ -512,13 +512,8 @@ check_pitch() {
   local nres=$J_RES nnote=$J_NOTE
   fp_run pitch_fp 45 served 'CHECK pitch_probe OK' -- "$BIN/gpu_pitch_probe"
   local fres=$J_RES fnote=$J_NOTE
-  drv=$(awk '$1=="PITCH" && $4=="runtime" {printf "%s->%s ", $2, $3}' "$OUT_DIR/pitch_native.out")
-  cmp=$(awk 'NR==FNR {if ($1=="PITCH") a[$4" "$2]=$3; next}
-             $1=="PITCH" {k=$4" "$2; seen++
-               if (!(k in a)) {miss++}
-               else if (a[k]!=$3) {n++; if (n<=4) s=s sprintf("%s w=%s: driver %s, fragpool %s; ", $4, $2, a[k], $3)}}
-             END {printf "%d/%d differ%s %s", n, seen, (miss ? sprintf(", %d missing", miss) : ""), s}' \
-        "$OUT_DIR/pitch_native.out" "$OUT_DIR/pitch_fp.out" 2>/dev/null)
+  drv=$(judge_py pitch-driver "$OUT_DIR/pitch_native.out")
+  cmp=$(judge_py pitch-compare "$OUT_DIR/pitch_native.out" "$OUT_DIR/pitch_fp.out")
   local res=PASS
   [ "$nres" != PASS ] && res=$nres
   [ "$fres" != PASS ] && [ "$res" = PASS ] && res=$fres
@@ -604,26 +599,15 @@ check_py() {   # NAME SCRIPT EXPECT TIMEOUT: under fragpool; a plain control run
 }
 
 bench_note() {   # NAME: "malloc+free us: 512B .., ...; async: ..."
-  grep -aq '^BENCH ' "$OUT_DIR/$1.out" 2>/dev/null || return 0
-  awk '$1=="BENCH" {v[$2" "$3]=$4}
-       END {
-         printf "malloc+free us: 512B %s, 1MiB %s, 8MiB %s, 64MiB %s, random %s; async: 512B %s, 64MiB %s, random %s; ",
-           v["malloc_free 512"], v["malloc_free 1048576"], v["malloc_free 8388608"],
-           v["malloc_free 67108864"], v["malloc_free random128"],
-           v["mallocasync_freeasync 512"], v["mallocasync_freeasync 67108864"],
-           v["mallocasync_freeasync random128"]
-       }' "$OUT_DIR/$1.out"
+  judge_py bench "$OUT_DIR/$1.out"
 }
 
 costs_note() {   # NAME: "name ns, ..." from COST lines
-  awk '$1=="COST" {printf "%s%s %s ns", (n++ ? ", " : ""), $2, $3} END {if (n) printf "; "}' \
-    "$OUT_DIR/$1.out" 2>/dev/null
+  judge_py costs "$OUT_DIR/$1.out"
 }
 
 pool_note() {   # NAME: bench_pool's table, one line
-  awk '/^live blocks/ {t=1; next} /^working set/ {t=2; next}
-       t==1 && NF==2 {printf "%s live %s ns/pair, ", $1, $2}
-       t==2 && NF==3 {printf "load@%s MiB %s ns, ", $1, $3}' "$OUT_DIR/$1.out" 2>/dev/null
+  judge_py pool "$OUT_DIR/$1.out"
 }
 
 check_bench() {
@@ -650,17 +634,7 @@ check_bench() {
 # and report per case the median of the 5 medians and their range.
 rep_note() {   # PREFIX [ROW]: "case median [min-max], ..." of the BENCH ROW lines
                # (default malloc_free) over $OUT_DIR/PREFIX-*.out
-  awk -v row="${2:-malloc_free}" '$1=="BENCH" && $2==row {v[$3]=v[$3] " " $4}
-       END {
-         split("512 1048576 8388608 67108864 536870912 random128", k, " ")
-         split("512B 1MiB 8MiB 64MiB 512MiB random", nm, " ")
-         for (i = 1; i <= 6; i++) {
-           n = split(v[k[i]], a, " ")
-           if (!n) continue
-           for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (a[y] + 0 < a[x] + 0) {t = a[x]; a[x] = a[y]; a[y] = t}
-           printf "%s %s [%s-%s], ", nm[i], a[int((n + 1) / 2)], a[1], a[n]
-         }
-       }' "$OUT_DIR/$1"-*.out 2>/dev/null
+  judge_py repeat "${2:-malloc_free}" "$OUT_DIR/$1"-*.out
 }
 
 check_bench_repeat() {
@@ -690,7 +664,7 @@ check_real() {
 # ---- IPC (issue #12): every export correct or refused, never wrong data ------
 
 ipc_note() {   # NAME: the IPC counters of check NAME's JSON summaries, summed
-  python3 "$ROOT/scripts/gpu_judge.py" ipc "$JSON_DIR" "$1"
+  judge_py ipc "$JSON_DIR" "$1"
 }
 
 ipc_check_note() {   # NAME: ipc_check's CHECK line, shortened
@@ -839,7 +813,7 @@ main() {
     cat "$OUT_DIR/results.tsv"
     return 1
   fi
-  python3 "$ROOT/scripts/gpu_judge.py" table "$OUT_DIR/results.tsv" "$logline"
+  judge_py table "$OUT_DIR/results.tsv" "$logline"
 }
 
 main "$@" 2>&1 | tee "$OUT_DIR/log.txt"

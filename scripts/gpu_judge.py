@@ -17,6 +17,10 @@ decides, so that each rule is written once, in one language:
   table RESULTS_TSV LOG_LINE  the final table, LOG_LINE, then
                               "N passed, N failed, N skipped"; exit 1 when a
                               row is neither PASS nor SKIP nor PLAN
+  race OUT, pitch-driver OUT, pitch-compare NATIVE_OUT FP_OUT, bench OUT,
+  costs OUT, pool OUT, repeat ROW OUT...
+                              the key numbers of one check's output, as one
+                              line for the table (no newline at the end)
 
 Invariant: nothing here runs a program or touches the GPU; bad input (a
 missing file, unreadable JSON) becomes part of the note and a FAIL, never a
@@ -25,6 +29,7 @@ traceback.
 import glob
 import json
 import os
+import re
 import sys
 
 COUNTS = ("allocs", "cache_hits", "reserve_calls", "frees", "invalid_frees", "oom_count")
@@ -169,15 +174,169 @@ def table(tsv, log_line):
     return 1 if n["FAIL"] else 0
 
 
+# ---- the notes: key numbers from a check's output -------------------------
+# Each reads one run's output (OUT_DIR/<check>.out) the way the checks print
+# it ("RACE ...", "PITCH ...", "BENCH ...", "COST ..." lines) and prints one
+# line for the table; a missing file gives what a run without lines gives.
+
+NUM = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def num(s):
+    """A string as awk reads it as a number: its numeric prefix, else 0."""
+    m = NUM.match(s)
+    return float(m.group(0)) if m else 0.0
+
+
+def fields(path, first=None):
+    """The whitespace-split lines of a file (those whose first field is
+    first, if given); [] when it cannot be read."""
+    try:
+        with open(path, errors="replace") as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        return []
+    return [w for w in rows if first is None or (w and w[0] == first)]
+
+
+def field(w, i):  # awk's $i: "" past the end
+    return w[i - 1] if len(w) >= i else ""
+
+
+def race_note(path):
+    try:
+        with open(path, errors="replace") as fh:
+            lines = list(fh)
+    except OSError:
+        return ""
+    if not any(line.startswith("RACE variant") for line in lines):
+        return ""
+    variants = [w for w in fields(path, "RACE") if field(w, 2) == "variant"]
+    sens = "\n".join(field(line.split(), 4) for line in lines
+                     if line.startswith("RACE sensitivity"))
+    n = sum(num(field(w, 5)) for w in variants)
+    reuse = "%d/%d" % (sum(num(field(w, 9)) for w in variants), n) if n else ""
+    badv = "".join("%s %d/%d; " % (field(w, 3), num(field(w, 7)), num(field(w, 5)))
+                   for w in variants if num(field(w, 7)) > 0)
+    check = next((line.rstrip("\n")[6:80] for line in lines if line.startswith("CHECK race")), "")
+    return "%s; sensitivity %s; B reused A's memory %s%s; " % (
+        check, sens or "?", reuse or "?", "; CORRUPTED: " + badv if badv else "")
+
+
+def pitch_driver(native):
+    return "".join("%s->%s " % (field(w, 2), field(w, 3)) for w in fields(native, "PITCH")
+                   if field(w, 4) == "runtime")
+
+
+def pitch_compare(native, fp):
+    """"N/M differ[, K missing] FIRST-4-DIFFERENCES": fragpool's pitches
+    against the driver's, by (kind, width)."""
+    if not (os.path.exists(native) and os.path.exists(fp)):
+        return ""  # not compared
+    a = {}
+    for w in fields(native, "PITCH"):
+        a[field(w, 4) + " " + field(w, 2)] = field(w, 3)
+    n = seen = miss = 0
+    s = ""
+    for w in fields(fp, "PITCH"):
+        k = field(w, 4) + " " + field(w, 2)
+        seen += 1
+        if k not in a:
+            miss += 1
+        elif a[k] != field(w, 3):
+            n += 1
+            if n <= 4:
+                s += "%s w=%s: driver %s, fragpool %s; " % (field(w, 4), field(w, 2), a[k],
+                                                            field(w, 3))
+    return "%d/%d differ%s %s" % (n, seen, ", %d missing" % miss if miss else "", s)
+
+
+BENCH_CASES = ("malloc_free 512", "malloc_free 1048576", "malloc_free 8388608",
+               "malloc_free 67108864", "malloc_free random128", "mallocasync_freeasync 512",
+               "mallocasync_freeasync 67108864", "mallocasync_freeasync random128")
+
+
+def bench_note(path):
+    rows = fields(path, "BENCH")
+    if not rows:
+        return ""
+    v = {}
+    for w in rows:
+        v[field(w, 2) + " " + field(w, 3)] = field(w, 4)
+    return ("malloc+free us: 512B %s, 1MiB %s, 8MiB %s, 64MiB %s, random %s; "
+            "async: 512B %s, 64MiB %s, random %s; " % tuple(v.get(k, "") for k in BENCH_CASES))
+
+
+def costs_note(path):
+    parts = ["%s %s ns" % (field(w, 2), field(w, 3)) for w in fields(path, "COST")]
+    return ", ".join(parts) + ("; " if parts else "")
+
+
+def pool_note(path):
+    out, t = "", 0
+    try:
+        with open(path, errors="replace") as fh:
+            lines = list(fh)
+    except OSError:
+        return ""
+    for line in lines:
+        if line.startswith("live blocks"):
+            t = 1
+            continue
+        if line.startswith("working set"):
+            t = 2
+            continue
+        w = line.split()
+        if t == 1 and len(w) == 2:
+            out += "%s live %s ns/pair, " % (w[0], w[1])
+        elif t == 2 and len(w) == 3:
+            out += "load@%s MiB %s ns, " % (w[0], w[2])
+    return out
+
+
+REP_CASES = (("512", "512B"), ("1048576", "1MiB"), ("8388608", "8MiB"), ("67108864", "64MiB"),
+             ("536870912", "512MiB"), ("random128", "random"))
+
+
+def repeat_note(row, paths):
+    """"case median [min-max], ..." of the BENCH ROW lines of several runs."""
+    v = {}
+    for p in paths:
+        for w in fields(p, "BENCH"):
+            if field(w, 2) == row:
+                v.setdefault(field(w, 3), []).append(field(w, 4))
+    out = ""
+    for key, name in REP_CASES:
+        a = sorted((x for x in v.get(key, []) if x), key=num)
+        if a:
+            out += "%s %s [%s-%s], " % (name, a[(len(a) + 1) // 2 - 1], a[0], a[-1])
+    return out
+
+
 USAGE = ("usage: gpu_judge.py served JSON_DIR NAME strict|served | ipc JSON_DIR NAME"
-         " | lines NAME FILE | table RESULTS_TSV LOG_LINE")
+         " | lines NAME FILE | table RESULTS_TSV LOG_LINE | race OUT | pitch-driver OUT"
+         " | pitch-compare NATIVE_OUT FP_OUT | bench OUT | costs OUT | pool OUT"
+         " | repeat ROW OUT...")
+
+
+def say(text):
+    sys.stdout.write(text)
+    return 0
 
 
 def main(argv):
     cmds = {"served": (3, lambda a: served(a[0], a[1], a[2])),
             "ipc": (2, lambda a: ipc(a[0], a[1])),
             "lines": (2, lambda a: lines(a[0], a[1])),
-            "table": (2, lambda a: table(a[0], a[1]))}
+            "table": (2, lambda a: table(a[0], a[1])),
+            "race": (1, lambda a: say(race_note(a[0]))),
+            "pitch-driver": (1, lambda a: say(pitch_driver(a[0]))),
+            "pitch-compare": (2, lambda a: say(pitch_compare(a[0], a[1]))),
+            "bench": (1, lambda a: say(bench_note(a[0]))),
+            "costs": (1, lambda a: say(costs_note(a[0]))),
+            "pool": (1, lambda a: say(pool_note(a[0])))}
+    if len(argv) >= 4 and argv[1] == "repeat":   # ROW and any number of files
+        return say(repeat_note(argv[2], argv[3:]))
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][0]:
         print("gpu_judge.py: %s (got: %s); nothing judged" % (USAGE, " ".join(argv[1:]) or "nothing"),
               file=sys.stderr)

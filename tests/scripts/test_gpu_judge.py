@@ -138,5 +138,63 @@ class Judge(unittest.TestCase):
         self.assertEqual(judge("nosuch")[0], 2)
 
 
+class Notes(unittest.TestCase):
+    """The key numbers of a check's output (the same as gpu-check.sh's awk
+    gave before they moved here, on these inputs)."""
+
+    def setUp(self):
+        self.d = tempfile.mkdtemp()
+
+    def out(self, name, text):
+        p = os.path.join(self.d, name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+    def note(self, *args):
+        rc, out, _ = judge(*args)
+        self.assertEqual(rc, 0)
+        return out
+
+    def test_race(self):
+        p = self.out("race.out", "RACE sensitivity without fence 973/1000 corrupted\n"
+                     "RACE variant plain trials 500 corrupted 0 B_overlapped_A 498\n"
+                     "RACE variant graph trials 500 corrupted 3 B_overlapped_A 12\n"
+                     "CHECK race OK 1000/1000 trials\n")
+        self.assertEqual(self.note("race", p), "race OK 1000/1000 trials; sensitivity fence; "
+                         "B reused A's memory 510/1000; CORRUPTED: graph 3/500; ; ")
+        self.assertEqual(self.note("race", self.out("none.out", "CHECK race FAIL\n")), "")
+        self.assertEqual(self.note("race", os.path.join(self.d, "missing.out")), "")
+
+    def test_pitch(self):
+        nat = self.out("n.out", "PITCH 1 512 runtime\nPITCH 100 512 runtime\nPITCH 1 512 driver\n")
+        same = self.out("s.out", "PITCH 1 512 runtime\nPITCH 100 512 runtime\nPITCH 1 512 driver\n")
+        diff = self.out("d.out", "PITCH 1 1024 runtime\nPITCH 100 512 runtime\nPITCH 9 9 extra\n")
+        self.assertEqual(self.note("pitch-driver", nat), "1->512 100->512 ")
+        self.assertEqual(self.note("pitch-compare", nat, same), "0/3 differ ")
+        self.assertEqual(self.note("pitch-compare", nat, diff),
+                         "1/3 differ, 1 missing runtime w=1: driver 512, fragpool 1024; ")
+        self.assertEqual(self.note("pitch-compare", nat, os.path.join(self.d, "no.out")), "")
+
+    def test_bench_costs_pool(self):
+        b = self.out("b.out", "BENCH malloc_free 512 1.5\nBENCH malloc_free 512 1.7\n"
+                     "BENCH mallocasync_freeasync random128 3.25\n")
+        self.assertEqual(self.note("bench", b), "malloc+free us: 512B 1.7, 1MiB , 8MiB , 64MiB , "
+                         "random ; async: 512B , 64MiB , random 3.25; ")
+        c = self.out("c.out", "COST event_record 12.5 extra\nCOST lock 3\nX\n")
+        self.assertEqual(self.note("costs", c), "event_record 12.5 ns, lock 3 ns; ")
+        self.assertEqual(self.note("costs", self.out("e.out", "")), "")
+        p = self.out("p.out", "live blocks  ns/pair\n16 40.1\n3 4 5\nworking set MiB ops ns\n"
+                     "64 100 12.5\n1 2\n")
+        self.assertEqual(self.note("pool", p), "16 live 40.1 ns/pair, load@64 MiB 12.5 ns, ")
+
+    def test_repeat(self):
+        files = [self.out("r-%d.out" % i, "BENCH malloc_free 512 %s\nBENCH malloc_free 1048576 "
+                          "%d\n" % (v, i)) for i, v in enumerate(["10", "9.5", "30", "2", "11"])]
+        self.assertEqual(self.note("repeat", "malloc_free", *files),
+                         "512B 10 [2-30], 1MiB 2 [0-4], ")
+        self.assertEqual(self.note("repeat", "mallocasync_freeasync", *files), "")
+
+
 if __name__ == "__main__":
     unittest.main()
