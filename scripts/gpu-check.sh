@@ -109,7 +109,8 @@ check_only() {   # one line for each name in GPU_CHECK_ONLY that is no group
   done
 }
 
-# script_group NAME TIMEOUT SCRIPT [ARGS...]: a group that is one script.
+# script_group NAME TIMEOUT SCRIPT [ARGS...]: a group that is one executable
+# script (SCRIPT relative to the repository root).
 # It runs with FP_LIB (libfragpool.so), FP_BIN (the GPU programs),
 # FP_BUILD_DIR, FP_OUT_DIR, FP_JSON_DIR and FP_CONF (FRAGPOOL_CONF entries
 # for its fragpool runs: a JSON summary per process, GPU_CHECK_CONF).  Each
