@@ -19,7 +19,8 @@ has() {   # FILE REGEX WHAT
 }
 
 bash -n "$GC" || fail "bash -n scripts/gpu-check.sh"
-python3 -m py_compile "$ROOT/scripts/gpu_judge.py" || fail "gpu_judge.py does not compile"
+python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$ROOT/scripts/gpu_judge.py" ||
+  fail "gpu_judge.py does not parse"
 
 # 1. The dry run: the plan of every default group, nothing built or run.
 nobuild=$SCRATCH/never-built
