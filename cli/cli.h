@@ -30,7 +30,10 @@ typedef struct fp_replay_report {
     fp_run_report run;
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
-    char conf[4096];     /* fp_conf_format: 4 KiB always suffice */
+    fp_row trace_rows[2];
+    fp_group trace;      /* the trace's problems                    */
+    fp_kv entries[FP_CONF_MAX_OPTIONS];
+    char conf[4096];     /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;
 void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
                           size_t budget, fp_replay_report *out);

@@ -46,17 +46,16 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
                           size_t budget, fp_replay_report *out)
 {
     out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
-                               .total_capacity = budget, .device_free = (size_t)-1,
-                               .stats = r->stats, .leaks = out->leaks, .replay = 1,
-                               .unknown_frees = r->bad_frees,
-                               .duplicate_allocs = r->dup_allocs};
-    out->dev.idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
-                                 r->stats.allocated_bytes[FP_ALL].current);
-    out->dev.nleaks = fp_report_collect_leaks(p, out->leaks, FP_REPORT_TOP_LEAKS,
-                                              &out->dev.leak_count, &out->dev.leak_bytes);
-    fp_conf_format(c, out->conf, sizeof out->conf);
-    out->run = (fp_run_report){.pid = 0, .rank = -1, .config = out->conf, .mode = "replay",
-                               .devs = &out->dev, .ndevs = 1};
+                               .total_capacity = budget, .device_free = (size_t)-1};
+    fp_report_fill_pool(&out->dev, p, &r->stats, out->leaks);
+    fp_replay_trace_group(r, out->trace_rows, &out->trace);
+    out->dev.groups = &out->trace;
+    out->dev.ngroups = 1;
+    size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf,
+                               sizeof out->conf);
+    out->run = (fp_run_report){.pid = 0, .rank = -1, .config = out->entries,
+                               .nconfig = n, .mode = "replay", .devs = &out->dev,
+                               .ndevs = 1};
 }
 
 /* 0, or the sink's error. */

@@ -40,101 +40,32 @@ _Static_assert(SIZE_MAX == UINT64_MAX, "fragpool needs a 64-bit size_t");
 #define FP_DIV_KEY_MAX 32768  /* largest list size, MiB (interval 15)     */
 #define FP_REAL_DECIMALS 15   /* digits after the point a real may have   */
 
-/* ---- bounded string builder ------------------------------------------- */
-struct fp_strbuf {
-    char *p;      /* storage, always NUL-terminated when cap > 0 */
-    size_t cap;   /* bytes of storage                            */
-    size_t len;   /* characters written                          */
-    int full;     /* something did not fit                       */
-};
-
-static void sb_init(fp_strbuf *b, char *p, size_t cap)
-{
-    b->p = p;
-    b->cap = cap;
-    b->len = 0;
-    b->full = 0;
-    if (cap)
-        p[0] = '\0';
-}
-
-static void sb_putn(fp_strbuf *b, const char *s, size_t n)
-{
-    size_t room = b->cap ? b->cap - 1 - b->len : 0;
-    if (n > room) {
-        n = room;
-        b->full = 1;
-    }
-    if (n) {
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-        b->p[b->len] = '\0';
-    }
-}
-
-static void sb_put(fp_strbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static void sb_putc(fp_strbuf *b, char ch) { sb_putn(b, &ch, 1); }
-
-static void sb_put_u64(fp_strbuf *b, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    sb_putn(b, tmp + i, sizeof tmp - i);
-}
-
 /* s[0..n) as a message shows it: at most max bytes, odd bytes escaped. */
-static void sb_put_shown(fp_strbuf *b, const char *s, size_t n, size_t max)
+static void fp_put_shown(fp_sink *b, const char *s, size_t n, size_t max)
 {
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < n && i < max; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch >= 0x20 && ch < 0x7f) {
-            sb_putc(b, (char)ch);
+            fp_putc(b, (char)ch);
             continue;
         }
         char esc[4] = { '\\', 'x', hex[ch >> 4], hex[ch & 15] };
-        sb_putn(b, esc, sizeof esc);
+        fp_put(b, esc, sizeof esc);
     }
     if (n > max)
-        sb_put(b, "...");
+        fp_puts(b, "...");
 }
 
-static void sb_put_quoted(fp_strbuf *b, const char *s, size_t n, size_t max)
+static void fp_put_quoted(fp_sink *b, const char *s, size_t n, size_t max)
 {
-    sb_putc(b, '\'');
-    sb_put_shown(b, s, n, max);
-    sb_putc(b, '\'');
+    fp_putc(b, '\'');
+    fp_put_shown(b, s, n, max);
+    fp_putc(b, '\'');
 }
 
 /* ---- small lexical helpers -------------------------------------------- */
-typedef struct fp_slice {
-    const char *p;
-    size_t n;
-} fp_slice;
-
-static int is_space(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' ||
-           ch == '\v' || ch == '\f';
-}
-
 static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
-
-static fp_slice trim(const char *p, size_t n)
-{
-    while (n && is_space(*p)) {
-        p++;
-        n--;
-    }
-    while (n && is_space(p[n - 1]))
-        n--;
-    return (fp_slice){ p, n };
-}
 
 static int slice_is(const char *p, size_t n, const char *word)
 {
@@ -221,38 +152,24 @@ static int parse_real(const char *s, size_t n, double *out)
     return 0;
 }
 
-/* m with k digits after the point. */
-static void sb_put_scaled(fp_strbuf *b, uint64_t m, unsigned k)
+/* m with k digits after the point (m / 10^k is exact, so no rounding). */
+static void fp_put_scaled(fp_sink *b, uint64_t m, unsigned k)
 {
-    char digits[24];
-    fp_strbuf d;
-    sb_init(&d, digits, sizeof digits);
-    sb_put_u64(&d, m);
-    if (k == 0) {
-        sb_put(b, digits);
-        return;
-    }
-    if (d.len <= k) {
-        sb_put(b, "0.");
-        for (size_t z = d.len; z < k; z++)
-            sb_putc(b, '0');
-        sb_put(b, digits);
-        return;
-    }
-    sb_putn(b, digits, d.len - k);
-    sb_putc(b, '.');
-    sb_put(b, digits + d.len - k);
+    uint64_t den = 1;
+    for (unsigned i = 0; i < k; i++)
+        den *= 10;
+    fp_put_fixed(b, m, den, k);
 }
 
 /* The shortest m/10^k that parse_real reads back as exactly v.  Values
  * that parse_real can give always have one (k <= 15, m <= 2^53); others
  * get the nearest form with the most decimals that keep m exact. */
-static void sb_put_real(fp_strbuf *b, double v)
+static void fp_put_real(fp_sink *b, double v)
 {
     const double lim = (double)FP_EXACT_INT;
     unsigned best = 0;
     if (!(v >= 0 && v <= lim)) {
-        sb_put(b, "invalid");
+        fp_puts(b, "invalid");
         return;
     }
     for (unsigned k = 0; k <= FP_REAL_DECIMALS && v * fp_pow10[k] <= lim;
@@ -260,11 +177,11 @@ static void sb_put_real(fp_strbuf *b, double v)
         uint64_t m = (uint64_t)(v * fp_pow10[k] + 0.5);
         best = k;
         if ((double)m / fp_pow10[k] == v) {
-            sb_put_scaled(b, m, k);
+            fp_put_scaled(b, m, k);
             return;
         }
     }
-    sb_put_scaled(b, (uint64_t)(v * fp_pow10[best] + 0.5), best);
+    fp_put_scaled(b, (uint64_t)(v * fp_pow10[best] + 0.5), best);
 }
 
 /* ---- the rows' parse and format functions ------------------------------ */
@@ -280,7 +197,7 @@ static const void *cfield(const fp_conf *c, const fp_option *o)
 
 /* An integer number of MiB stored as size_t bytes. */
 static int parse_mib(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                     fp_strbuf *why)
+                     fp_sink *why)
 {
     uint64_t mb;
     (void)why;
@@ -294,13 +211,13 @@ static int parse_mib(const fp_option *o, const char *v, size_t n, fp_conf *c,
     return 0;
 }
 
-static void format_mib(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+static void format_mib(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
     size_t v = *(const size_t *)cfield(c, o);
     if (o->off_word && v == o->off_value)
-        sb_put(out, o->off_word);
+        fp_puts(out, o->off_word);
     else
-        sb_put_u64(out, v / FP_MIB);
+        fp_put_u64(out, v / FP_MIB);
 }
 
 static int real_in_range(const fp_option *o, double x)
@@ -312,7 +229,7 @@ static int real_in_range(const fp_option *o, double x)
 
 /* A real stored as double; off_word stores 0. */
 static int parse_dbl(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                     fp_strbuf *why)
+                     fp_sink *why)
 {
     double x;
     (void)why;
@@ -326,18 +243,18 @@ static int parse_dbl(const fp_option *o, const char *v, size_t n, fp_conf *c,
     return 0;
 }
 
-static void format_dbl(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+static void format_dbl(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
     double v = *(const double *)cfield(c, o);
     if (o->off_word && v == 0.0)
-        sb_put(out, o->off_word);
+        fp_puts(out, o->off_word);
     else
-        sb_put_real(out, v);
+        fp_put_real(out, v);
 }
 
 /* 0/1/true/false/True/False stored as int. */
 static int parse_bool(const fp_option *o, const char *v, size_t n,
-                      fp_conf *c, fp_strbuf *why)
+                      fp_conf *c, fp_sink *why)
 {
     int *dst = field(c, o);
     (void)why;
@@ -351,14 +268,14 @@ static int parse_bool(const fp_option *o, const char *v, size_t n,
     return 0;
 }
 
-static void format_bool(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+static void format_bool(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
-    sb_put(out, *(const int *)cfield(c, o) ? "1" : "0");
+    fp_puts(out, *(const int *)cfield(c, o) ? "1" : "0");
 }
 
 /* One of o->words, stored as its index (int). */
 static int parse_word(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                      fp_strbuf *why)
+                      fp_sink *why)
 {
     (void)why;
     for (int i = 0; o->words[i]; i++)
@@ -369,9 +286,9 @@ static int parse_word(const fp_option *o, const char *v, size_t n, fp_conf *c,
     return -1;
 }
 
-static void format_word(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+static void format_word(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
-    sb_put(out, o->words[*(const int *)cfield(c, o)]);
+    fp_puts(out, o->words[*(const int *)cfield(c, o)]);
 }
 
 /* A destination: one of o->words, or a path (no control bytes, shorter
@@ -398,20 +315,20 @@ static int hex_escape(const char *v, size_t n, size_t i, char *out)
 }
 
 static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                      fp_strbuf *why)
+                      fp_sink *why)
 {
     (void)o;
     char tmp[FP_CONF_PATH_MAX];
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
-            sb_put(why, "control byte in path");
+            fp_puts(why, "control byte in path");
             return -1;
         }
         char ch = v[i];
         int pair = v[i] == '%' && i + 1 < n && v[i + 1] == '%';   /* kept whole */
         if (m + 1 + (size_t)pair >= FP_CONF_PATH_MAX) {
-            sb_put(why, "path too long");
+            fp_puts(why, "path too long");
             return -1;
         }
         char next;
@@ -421,7 +338,7 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
             tmp[m++] = v[i++];
         } else if (ch == '%' && i + 1 < n &&
                    (strchr("[],", v[i + 1]) || hex_escape(v, n, i + 1, &next))) {
-            sb_put(why, "'%' before '[', ']' or ','");   /* no escape, and no round trip */
+            fp_puts(why, "'%' before '[', ']' or ','");   /* no escape, and no round trip */
             return -1;
         }
         tmp[m++] = ch;
@@ -432,17 +349,17 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
     return 0;
 }
 
-static void format_dest(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+static void format_dest(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
     for (const char *p = (const char *)cfield(c, o); *p; p++) {
         if (*p == '[')
-            sb_put(out, "%5B");
+            fp_puts(out, "%5B");
         else if (*p == ']')
-            sb_put(out, "%5D");
+            fp_puts(out, "%5D");
         else if (*p == ',')
-            sb_put(out, "%2C");
+            fp_puts(out, "%2C");
         else
-            sb_putc(out, *p);
+            fp_putc(out, *p);
     }
 }
 
@@ -471,16 +388,16 @@ static void fill(uint32_t *d, int from, int to, uint32_t v)
         d[i] = v;
 }
 
-static int item_fail(fp_strbuf *why, fp_slice it, const char *what)
+static int item_fail(fp_sink *why, fp_slice it, const char *what)
 {
-    sb_put(why, "item ");
-    sb_put_quoted(why, it.p, it.n, FP_SHOW_ITEM);
-    sb_put(why, what);
+    fp_puts(why, "item ");
+    fp_put_quoted(why, it.p, it.n, FP_SHOW_ITEM);
+    fp_puts(why, what);
     return -1;
 }
 
 static int divs_size(fp_divs *s, fp_slice it, fp_slice k, uint32_t val,
-                     fp_strbuf *why)
+                     fp_sink *why)
 {
     uint64_t mb;
     if (parse_u64(k.p, k.n, &mb) || !is_pow2(mb))
@@ -497,13 +414,13 @@ static int divs_size(fp_divs *s, fp_slice it, fp_slice k, uint32_t val,
     return 0;
 }
 
-static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_strbuf *why)
+static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_sink *why)
 {
     uint64_t val;
     if (!it.n) {
-        sb_put(why, "item ");
-        sb_put_u64(why, no);
-        sb_put(why, " is empty");
+        fp_puts(why, "item ");
+        fp_put_u64(why, no);
+        fp_puts(why, " is empty");
         return -1;
     }
     if (s->closed)
@@ -511,8 +428,8 @@ static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_strbuf *why)
     const char *colon = memchr(it.p, ':', it.n);
     if (!colon)
         return item_fail(why, it, " is not size:divisions");
-    fp_slice k = trim(it.p, (size_t)(colon - it.p));
-    fp_slice v = trim(colon + 1, it.n - (size_t)(colon - it.p) - 1);
+    fp_slice k = fp_trim(it.p, (size_t)(colon - it.p));
+    fp_slice v = fp_trim(colon + 1, it.n - (size_t)(colon - it.p) - 1);
     if (parse_u64(v.p, v.n, &val) || !is_division(val))
         return item_fail(why, it,
                          ": divisions must be 0 or a power of two up to 1024");
@@ -524,17 +441,17 @@ static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_strbuf *why)
 }
 
 /* The inside of [ ]: items split at every comma. */
-static int divs_list(fp_divs *s, fp_slice in, fp_strbuf *why)
+static int divs_list(fp_divs *s, fp_slice in, fp_sink *why)
 {
     size_t no = 1;
     if (!in.n) {
-        sb_put(why, "empty list");
+        fp_puts(why, "empty list");
         return -1;
     }
     for (const char *p = in.p, *end = in.p + in.n;; no++) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end;
-        if (divs_item(s, trim(p, (size_t)(stop - p)), no, why))
+        if (divs_item(s, fp_trim(p, (size_t)(stop - p)), no, why))
             return -1;
         if (!comma)
             return 0;
@@ -543,26 +460,26 @@ static int divs_list(fp_divs *s, fp_slice in, fp_strbuf *why)
 }
 
 static int parse_divs_list(const char *v, size_t n, uint32_t *out,
-                           fp_strbuf *why)
+                           fp_sink *why)
 {
     fp_divs s = { .last = -1 };
     const char *close = memchr(v, ']', n);
     if (!close) {
-        sb_put(why, "no closing ']'");
+        fp_puts(why, "no closing ']'");
         return -1;
     }
     if (close != v + n - 1) {
-        sb_put(why, "text after ']'");
+        fp_puts(why, "text after ']'");
         return -1;
     }
-    if (divs_list(&s, trim(v + 1, n - 2), why))
+    if (divs_list(&s, fp_trim(v + 1, n - 2), why))
         return -1;
     memcpy(out, s.d, sizeof s.d);
     return 0;
 }
 
 static int parse_divs(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                      fp_strbuf *why)
+                      fp_sink *why)
 {
     uint32_t *dst = field(c, o);
     uint64_t x;
@@ -574,20 +491,20 @@ static int parse_divs(const fp_option *o, const char *v, size_t n, fp_conf *c,
     return 0;
 }
 
-static void put_div_item(fp_strbuf *out, int idx, uint32_t v, int first)
+static void put_div_item(fp_sink *out, int idx, uint32_t v, int first)
 {
     if (!first)
-        sb_putc(out, ',');
-    sb_put_u64(out, (uint64_t)1 << idx);
-    sb_putc(out, ':');
-    sb_put_u64(out, v);
+        fp_putc(out, ',');
+    fp_put_u64(out, (uint64_t)1 << idx);
+    fp_putc(out, ':');
+    fp_put_u64(out, v);
 }
 
 /* The first run of equal values by its last interval (which fills below),
  * then every later interval that is not 0, each by its own size; a last
  * run of equal values that starts right after the last size written is
  * '>'.  Exact under the list rules, so the text parses back the same. */
-static void format_divs(const fp_option *o, const fp_conf *c, fp_strbuf *out)
+static void format_divs(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
     const uint32_t *d = cfield(c, o);
     const int top = FP_ROUNDUP_INTERVALS - 1;
@@ -595,23 +512,23 @@ static void format_divs(const fp_option *o, const fp_conf *c, fp_strbuf *out)
     while (end < top && d[end + 1] == d[0])
         end++;
     if (end == top) {
-        sb_put_u64(out, d[0]);
+        fp_put_u64(out, d[0]);
         return;
     }
     while (tail > end + 1 && d[tail - 1] == d[top])
         tail--;
     bool use_gt = d[top] && (tail - 1 == end || d[tail - 1]);
     int stop = use_gt ? tail - 1 : top;
-    sb_putc(out, '[');
+    fp_putc(out, '[');
     put_div_item(out, end, d[0], 1);
     for (int i = end + 1; i <= stop; i++)
         if (d[i])
             put_div_item(out, i, d[i], 0);
     if (use_gt) {
-        sb_put(out, ",>:");
-        sb_put_u64(out, d[top]);
+        fp_puts(out, ",>:");
+        fp_put_u64(out, d[top]);
     }
-    sb_putc(out, ']');
+    fp_putc(out, ']');
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -780,7 +697,7 @@ static const fp_option fp_options[] = {
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
-_Static_assert(FP_NOPTIONS <= 64, "set_mask has 64 bits");
+_Static_assert(FP_NOPTIONS <= FP_CONF_MAX_OPTIONS, "set_mask has 64 bits");
 
 size_t fp_conf_noptions(void) { return FP_NOPTIONS; }
 
@@ -808,16 +725,30 @@ void fp_conf_default(fp_conf *c)
 
 int fp_conf_format(const fp_conf *c, char *buf, size_t len)
 {
-    fp_strbuf b;
-    sb_init(&b, buf, len);
+    fp_sink b = fp_sink_buffer(buf, len);
     for (size_t i = 0; i < FP_NOPTIONS; i++) {
         if (i)
-            sb_putc(&b, ',');
-        sb_put(&b, fp_options[i].name);
-        sb_putc(&b, ':');
+            fp_putc(&b, ',');
+        fp_puts(&b, fp_options[i].name);
+        fp_putc(&b, ':');
         fp_options[i].format(&fp_options[i], c, &b);
     }
-    return b.full || len == 0 ? ENOSPC : 0;
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
+size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf,
+                       size_t len)
+{
+    size_t n = 0, used = 0;
+    for (; n < FP_NOPTIONS && n < max && used < len; n++) {
+        fp_sink v = fp_sink_buffer(buf + used, len - used);
+        fp_options[n].format(&fp_options[n], c, &v);
+        if (fp_sink_error(&v))
+            break;
+        out[n] = (fp_kv){fp_options[n].name, buf + used};
+        used += fp_sink_length(&v) + 1;
+    }
+    return n;
 }
 
 /* ---- the parser ---------------------------------------------------------- */
@@ -831,62 +762,63 @@ typedef struct fp_parser {
     int problems;
 } fp_parser;
 
-static void line_start(fp_parser *ps, fp_strbuf *b, char *buf, size_t cap)
+static void line_start(fp_parser *ps, fp_sink *b, char *buf, size_t cap)
 {
-    sb_init(b, buf, cap);
-    sb_put(b, "fragpool: ");
-    sb_put(b, ps->label);
-    sb_put(b, ": ");
+    *b = fp_sink_buffer(buf, cap);
+    fp_puts(b, "fragpool: ");
+    fp_puts(b, ps->label);
+    fp_puts(b, ": ");
 }
 
-static void emit(fp_parser *ps, fp_strbuf *line)
+/* line: the buffer a line_start sink wrote into. */
+static void emit(fp_parser *ps, const char *line)
 {
     if (ps->problems < INT_MAX)
         ps->problems++;
     if (ps->report)
-        ps->report(ps->ud, line->p);
+        ps->report(ps->ud, line);
 }
 
 /* "'entry': what; ignoring this entry, the rest still applies" */
 static void problem(fp_parser *ps, fp_slice e, const char *what)
 {
     char buf[FP_LINE];
-    fp_strbuf b;
+    fp_sink b;
     line_start(ps, &b, buf, sizeof buf);
-    sb_put_quoted(&b, e.p, e.n, FP_SHOW);
-    sb_put(&b, ": ");
-    sb_put(&b, what);
-    sb_put(&b, FP_TAIL);
-    emit(ps, &b);
+    fp_put_quoted(&b, e.p, e.n, FP_SHOW);
+    fp_puts(&b, ": ");
+    fp_puts(&b, what);
+    fp_puts(&b, FP_TAIL);
+    emit(ps, buf);
 }
 
 static void problem_empty(fp_parser *ps, size_t at)
 {
     char buf[FP_LINE];
-    fp_strbuf b;
+    fp_sink b;
     line_start(ps, &b, buf, sizeof buf);
-    sb_put(&b, "empty entry at byte ");
-    sb_put_u64(&b, at);
-    sb_put(&b, " (stray ','); expected key:value" FP_TAIL);
-    emit(ps, &b);
+    fp_puts(&b, "empty entry at byte ");
+    fp_put_u64(&b, at);
+    fp_puts(&b, " (stray ','); expected key:value" FP_TAIL);
+    emit(ps, buf);
 }
 
 static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)
 {
     char buf[FP_LINE];
-    fp_strbuf b;
+    fp_sink b;
     line_start(ps, &b, buf, sizeof buf);
-    sb_put(&b, "unknown key ");
-    sb_put_quoted(&b, k.p, k.n, FP_SHOW);
-    sb_put(&b, " (in ");
-    sb_put_quoted(&b, e.p, e.n, FP_SHOW);
-    sb_put(&b, "); known keys: ");
+    fp_puts(&b, "unknown key ");
+    fp_put_quoted(&b, k.p, k.n, FP_SHOW);
+    fp_puts(&b, " (in ");
+    fp_put_quoted(&b, e.p, e.n, FP_SHOW);
+    fp_puts(&b, "); known keys: ");
     for (size_t i = 0; i < FP_NOPTIONS; i++) {
-        sb_put(&b, i ? ", " : "");
-        sb_put(&b, fp_options[i].name);
+        fp_puts(&b, i ? ", " : "");
+        fp_puts(&b, fp_options[i].name);
     }
-    sb_put(&b, FP_TAIL);
-    emit(ps, &b);
+    fp_puts(&b, FP_TAIL);
+    emit(ps, buf);
 }
 
 /* "'entry': what; ignoring this entry (key stays cur), the rest ..." */
@@ -894,42 +826,40 @@ static void problem_key(fp_parser *ps, fp_slice e, const fp_option *o,
                         const char *what)
 {
     char buf[FP_LINE];
-    fp_strbuf b;
+    fp_sink b;
     line_start(ps, &b, buf, sizeof buf);
-    sb_put_quoted(&b, e.p, e.n, FP_SHOW);
-    sb_put(&b, ": ");
-    sb_put(&b, what);
-    sb_put(&b, "; ignoring this entry (");
-    sb_put(&b, o->name);
-    sb_put(&b, " stays ");
+    fp_put_quoted(&b, e.p, e.n, FP_SHOW);
+    fp_puts(&b, ": ");
+    fp_puts(&b, what);
+    fp_puts(&b, "; ignoring this entry (");
+    fp_puts(&b, o->name);
+    fp_puts(&b, " stays ");
     o->format(o, ps->c, &b);
-    sb_put(&b, "), the rest still applies");
-    emit(ps, &b);
+    fp_puts(&b, "), the rest still applies");
+    emit(ps, buf);
 }
 
 static void problem_value(fp_parser *ps, fp_slice e, const fp_option *o,
                           const char *detail)
 {
     char buf[FP_LINE / 2];
-    fp_strbuf b;
-    sb_init(&b, buf, sizeof buf);
+    fp_sink b = fp_sink_buffer(buf, sizeof buf);
     if (detail[0]) {
-        sb_put(&b, detail);
-        sb_put(&b, "; ");
+        fp_puts(&b, detail);
+        fp_puts(&b, "; ");
     }
-    sb_put(&b, "must be ");
-    sb_put(&b, o->accept);
+    fp_puts(&b, "must be ");
+    fp_puts(&b, o->accept);
     problem_key(ps, e, o, buf);
 }
 
 static void problem_duplicate(fp_parser *ps, fp_slice e, const fp_option *o)
 {
     char buf[128];
-    fp_strbuf b;
-    sb_init(&b, buf, sizeof buf);
-    sb_put(&b, "duplicate key, only the first ");
-    sb_put(&b, o->name);
-    sb_put(&b, " counts");
+    fp_sink b = fp_sink_buffer(buf, sizeof buf);
+    fp_puts(&b, "duplicate key, only the first ");
+    fp_puts(&b, o->name);
+    fp_puts(&b, " counts");
     problem_key(ps, e, o, buf);
 }
 
@@ -939,13 +869,13 @@ static void apply(fp_parser *ps, fp_slice e, int idx, fp_slice v)
     const fp_option *o = &fp_options[idx];
     uint64_t bit = (uint64_t)1 << idx;
     char whybuf[256];
-    fp_strbuf why;
+    fp_sink why;
     if (ps->seen & bit) {
         problem_duplicate(ps, e, o);
         return;
     }
     ps->seen |= bit;
-    sb_init(&why, whybuf, sizeof whybuf);
+    why = fp_sink_buffer(whybuf, sizeof whybuf);
     if (!v.n)
         problem_value(ps, e, o, "empty value");
     else if (o->parse(o, v.p, v.n, ps->c, &why))
@@ -956,7 +886,7 @@ static void apply(fp_parser *ps, fp_slice e, int idx, fp_slice v)
 
 static void parse_entry(fp_parser *ps, const char *text, size_t at, size_t end)
 {
-    fp_slice e = trim(text + at, end - at);
+    fp_slice e = fp_trim(text + at, end - at);
     if (!e.n) {
         problem_empty(ps, at);
         return;
@@ -966,8 +896,8 @@ static void parse_entry(fp_parser *ps, const char *text, size_t at, size_t end)
         problem(ps, e, "no ':' in entry; expected key:value");
         return;
     }
-    fp_slice k = trim(e.p, (size_t)(colon - e.p));
-    fp_slice v = trim(colon + 1, e.n - (size_t)(colon - e.p) - 1);
+    fp_slice k = fp_trim(e.p, (size_t)(colon - e.p));
+    fp_slice v = fp_trim(colon + 1, e.n - (size_t)(colon - e.p) - 1);
     int idx = fp_conf_find(k.p, k.n);
     if (!k.n)
         problem(ps, e, "empty key; expected key:value");
@@ -1014,7 +944,7 @@ int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
     fp_parser ps = { .c = c, .report = report, .ud = ud,
                      .label = label ? label : FP_LABEL, .flags = flags };
     size_t n = text ? strlen(text) : 0;
-    if (trim(text, n).n == 0)
+    if (fp_trim(text, n).n == 0)
         return 0;
     size_t last_close = find_last_close(text, n);
     for (size_t at = 0;;) {
@@ -1072,39 +1002,38 @@ int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
 
 int fp_conf_format_set(const fp_conf *c, char *buf, size_t len)
 {
-    fp_strbuf b;
-    sb_init(&b, buf, len);
+    fp_sink b = fp_sink_buffer(buf, len);
     for (size_t i = 0; i < FP_NOPTIONS; i++) {
         if (!(c->set_mask & ((uint64_t)1 << i)))
             continue;
-        if (b.len)
-            sb_putc(&b, ',');
-        sb_put(&b, fp_options[i].name);
-        sb_putc(&b, ':');
+        if (fp_sink_length(&b))
+            fp_putc(&b, ',');
+        fp_puts(&b, fp_options[i].name);
+        fp_putc(&b, ':');
         fp_options[i].format(&fp_options[i], c, &b);
     }
-    return b.full || len == 0 ? ENOSPC : 0;
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
 }
 
 int fp_conf_source_line(const fp_conf *c, const char *source, char *buf,
                         size_t len)
 {
     char keys[FP_LINE / 2];
-    fp_strbuf b;
+    fp_sink b;
     if (!source || slice_is(source, strlen(source), FP_LABEL))
         return ENOENT;
     fp_conf_format_set(c, keys, sizeof keys);
-    sb_init(&b, buf, len);
-    sb_put(&b, "fragpool: " FP_LABEL " is unset; ");
+    b = fp_sink_buffer(buf, len);
+    fp_puts(&b, "fragpool: " FP_LABEL " is unset; ");
     if (keys[0]) {
-        sb_put(&b, "taking ");
-        sb_put(&b, keys);
-        sb_put(&b, " from ");
-        sb_put(&b, source);
-        sb_put(&b, " (keys only PyTorch knows are left to PyTorch)");
+        fp_puts(&b, "taking ");
+        fp_puts(&b, keys);
+        fp_puts(&b, " from ");
+        fp_puts(&b, source);
+        fp_puts(&b, " (keys only PyTorch knows are left to PyTorch)");
     } else {
-        sb_put(&b, source);
-        sb_put(&b, " has no key fragpool uses, so fragpool runs with its defaults");
+        fp_puts(&b, source);
+        fp_puts(&b, " has no key fragpool uses, so fragpool runs with its defaults");
     }
-    return b.full || len == 0 ? ENOSPC : 0;
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
 }

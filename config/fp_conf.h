@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "fp_pool.h"
+#include "fp_text.h"
 
 #define FP_CONF_PATH_MAX 256
 
@@ -106,17 +107,28 @@ int fp_conf_format_set(const fp_conf *c, char *buf, size_t len);
  * when len > 0). */
 int fp_conf_format(const fp_conf *c, char *buf, size_t len);
 
+/* Most keys the table may ever have (set_mask has 64 bits). */
+#define FP_CONF_MAX_OPTIONS 64
+
+/* The effective config as pairs, every key in table order: out[i].key is
+ * the key and out[i].value its value exactly as fp_conf_format writes it,
+ * kept NUL-terminated in buf.  So the summary shows what config/ parsed
+ * and never cuts a formatted string apart again.  Returns the pairs
+ * filled: all of them (fp_conf_noptions(), at most max), or fewer when
+ * buf is too small (4 KiB always suffice). */
+size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf,
+                       size_t len);
+
 /* ---- the option table ------------------------------------------------- */
-typedef struct fp_strbuf fp_strbuf;   /* bounded string builder (fp_conf.c) */
 typedef struct fp_option fp_option;
 
 /* Parse value v[0..n) (trimmed, non-empty) into c.  0, or -1 with an
  * optional detail written to why (may stay empty). */
 typedef int (*fp_opt_parse_fn)(const fp_option *o, const char *v, size_t n,
-                               fp_conf *c, fp_strbuf *why);
+                               fp_conf *c, fp_sink *why);
 /* Append o's current value in c, in a form that parses back. */
 typedef void (*fp_opt_format_fn)(const fp_option *o, const fp_conf *c,
-                                 fp_strbuf *out);
+                                 fp_sink *out);
 
 struct fp_option {
     const char *name;    /* the key                                       */

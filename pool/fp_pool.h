@@ -184,12 +184,19 @@ size_t fp_pool_reserved_bytes(const fp_pool *p);
 /* Bytes held in free blocks (reserved but idle). */
 size_t fp_pool_idle_bytes(fp_pool *p);
 
+/* A block's state: free (cached, in the free index) or allocated (handed
+ * out, in the live map).  fp_block_info.state holds one of these. */
+typedef enum fp_block_state {
+    FP_BLOCK_FREE = 0,
+    FP_BLOCK_ALLOCATED = 1
+} fp_block_state;
+
 /* Walk every segment in address order, then every block of it. */
 typedef struct fp_block_info {
     uint64_t addr;
     size_t   size;
     size_t   requested;  /* 0 when free */
-    int      state;      /* 0 free, 1 allocated */
+    int      state;      /* FP_BLOCK_FREE or FP_BLOCK_ALLOCATED */
     uint64_t seq;        /* allocation sequence number, when allocated */
 } fp_block_info;
 typedef void (*fp_segment_fn)(void *ud, uint64_t addr, size_t size, int small,
@@ -208,5 +215,15 @@ int  fp_pool_check(fp_pool *p, char *msg, size_t msglen);
 size_t fp_round_size(const fp_pool_opts *o, size_t size);
 size_t fp_segment_size(size_t rounded);
 int    fp_is_small(size_t rounded);
+/* The max_split rules, the one copy of them.  A size is oversize when it
+ * is max_split_size or more.  fp_may_take: 1 when best fit may hand a
+ * cached free block of block_size bytes (>= rounded) to a request of
+ * rounded bytes: a request below max_split_size never takes an oversize
+ * block, and an oversize request takes one only while the slack stays
+ * below max_non_split_rounding.  fp_may_split: 1 when a large-pool block
+ * taken for rounded bytes may have its rest (bytes) split off. */
+int    fp_is_oversize(const fp_pool_opts *o, size_t size);
+int    fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size);
+int    fp_may_split_large(const fp_pool_opts *o, size_t rounded, size_t rest);
 
 #endif

@@ -12,6 +12,7 @@
  * Invariants: see pool_internal.h.  Every public entry takes p->lock.
  */
 #include "pool_stats.h"
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,24 @@ size_t fp_round_size(const fp_pool_opts *o, size_t size)
 int fp_is_small(size_t rounded)
 {
     return rounded <= FP_SMALL_SIZE;
+}
+
+int fp_is_oversize(const fp_pool_opts *o, size_t size)
+{
+    return size >= o->max_split_size;
+}
+
+int fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size)
+{
+    assert(block_size >= rounded && "best fit found a block too small");
+    if (!fp_is_oversize(o, rounded))
+        return !fp_is_oversize(o, block_size);
+    return block_size - rounded < o->max_non_split_rounding;
+}
+
+int fp_may_split_large(const fp_pool_opts *o, size_t rounded, size_t rest)
+{
+    return !fp_is_oversize(o, rounded) && rest > FP_SMALL_SIZE;
 }
 
 size_t fp_segment_size(size_t rounded)
@@ -171,7 +190,7 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
     fp_block *b = s ? fp_block_new(p) : NULL;
     if (b) {
         *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
-                          .oversize = size >= p->opts.max_split_size};
+                          .oversize = fp_is_oversize(&p->opts, size)};
         *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
                         .small = small, .stamp = FP_NEVER_FREED};
     }
@@ -238,7 +257,7 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
     size_t mss = p->opts.max_split_size;
     if (mss == SIZE_MAX)
         return false;
-    size_t key = rounded < mss ? mss : rounded;
+    size_t key = fp_is_oversize(&p->opts, rounded) ? rounded : mss;
     fp_block *b = fp_index_lower_bound(index_of(p, small), key);
     fp_segment *s = b ? fp_segtab_find(&p->segs, b->addr) : NULL;
     if (s && segment_is_free(s)) {
@@ -250,7 +269,7 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
     if (!v)
         return false;
     for (fp_segment *s = p->seg_head; s; s = s->next)
-        if (s->small == small && segment_is_free(s) && s->size >= mss)
+        if (s->small == small && segment_is_free(s) && fp_is_oversize(&p->opts, s->size))
             v[n++] = s;
     qsort(v, n, sizeof *v, by_size_desc);
     for (size_t i = 0; i < n && total < key; i++) {
@@ -325,25 +344,22 @@ static fp_block *find_free(fp_pool *p, size_t rounded, bool small)
     fp_block *b = fp_index_lower_bound(index_of(p, small), rounded);
     if (!b)
         return NULL;
-    size_t mss = p->opts.max_split_size;
-    if (rounded < mss && b->size >= mss)
-        return NULL;
-    if (rounded >= mss && b->size - rounded >= p->opts.max_non_split_rounding)
-        return NULL;
-    return b;
+    return fp_may_take(&p->opts, rounded, b->size) ? b : NULL;
 }
 
 static bool should_split(const fp_pool *p, bool small, size_t rounded, size_t rest)
 {
     if (small)
         return rest >= FP_MIN_BLOCK;
-    return rounded < p->opts.max_split_size && rest > FP_SMALL_SIZE;
+    return fp_may_split_large(&p->opts, rounded, rest);
 }
 
 /* Takes free block b for a request of rounded bytes, splitting off the
  * remainder when the rules allow.  Returns 0 or ENOMEM (no header). */
 static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
 {
+    assert(b->state == FP_BLOCK_FREE && b->size >= rounded &&
+           "take_block: a free block that holds the request");
     size_t rest = b->size - rounded;
     fp_block *r = NULL;
     if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
@@ -351,7 +367,7 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     fp_index *ix = index_of(p, small);
     fp_account_split_free(p, b, -1);
     fp_index_remove(ix, b);
-    b->state = FP_BLOCK_USED;
+    b->state = FP_BLOCK_ALLOCATED;
     if (r) {
         *r = (fp_block){.addr = b->addr + rounded, .size = rest, .prev = b,
                         .next = b->next, .state = FP_BLOCK_FREE, .small = small,

@@ -76,7 +76,7 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
     add3(t->allocated, s->small, (int64_t)b->size);
     add3(t->requested, s->small, (int64_t)b->requested);
     add3(t->allocations, s->small, 1);
-    if (b->size >= p->opts.max_split_size)
+    if (fp_is_oversize(&p->opts, b->size))
         t->oversize_allocs++;
     return 0;
 }
@@ -258,7 +258,7 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
         n = 0;
         for (const fp_block *b = s->first; b; b = b->next)
             v[n++] = (fp_block_info){b->addr, b->size, fp_block_requested(b), b->state,
-                                     b->state == FP_BLOCK_USED ? b->stamp : 0};
+                                     b->state == FP_BLOCK_ALLOCATED ? b->stamp : 0};
         fn(ud, s->addr, s->size, s->small, v, n);
     }
     free(v);

@@ -22,9 +22,6 @@
 typedef struct fp_segment fp_segment;
 typedef struct fp_block fp_block;
 
-/* A block is free (in the index) or used (in the address map). */
-enum { FP_BLOCK_FREE = 0, FP_BLOCK_USED = 1 };
-
 /* One cache line: the hot path touches a header once.  A free block is
  * in the index and needs its tree links; a used one is not and needs its
  * request, so the two share storage. */
@@ -40,10 +37,12 @@ struct fp_block {
     };
     uint64_t stamp : 62;    /* used: the allocation's ordinal; free: the
                                clock of its last free (FP_NEVER_FREED) */
-    uint64_t state : 1;     /* FP_BLOCK_FREE or FP_BLOCK_USED         */
+    uint64_t state : 1;     /* FP_BLOCK_FREE or _ALLOCATED        */
     uint64_t small : 1;     /* belongs to the small pool              */
 };
 _Static_assert(sizeof(fp_block) == 64, "fp_block: one cache line");
+_Static_assert(FP_BLOCK_FREE == 0 && FP_BLOCK_ALLOCATED == 1,
+               "fp_block.state is one bit");
 
 /* The caller's bytes: 0 unless the block is in use. */
 static inline uint64_t fp_block_requested(const fp_block *b)
@@ -148,12 +147,14 @@ struct fp_pool {
 };
 
 /* Block headers come from chunks and are recycled through p->spare. */
-#define FP_CHUNK_BLOCKS 255 /* with the link, a chunk is 16 KiB */
+#define FP_CHUNK_BYTES 16384
+/* As many headers as fit beside the link: 255. */
+#define FP_CHUNK_BLOCKS (FP_CHUNK_BYTES / sizeof(fp_block) - 1)
 typedef struct fp_chunk {
     _Alignas(64) fp_block blocks[FP_CHUNK_BLOCKS];
     struct fp_chunk *next;
 } fp_chunk;
-_Static_assert(sizeof(fp_chunk) == 16384, "fp_chunk: 16 KiB");
+_Static_assert(sizeof(fp_chunk) == FP_CHUNK_BYTES, "fp_chunk: 16 KiB");
 
 /* Header recycling (pool.c). */
 fp_block *fp_block_new(fp_pool *p);

@@ -249,3 +249,13 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
     idmap_fini(&m);
     return peak;
 }
+
+void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *g)
+{
+    rows[0] = (fp_row){"unknown_frees", " free of an unknown id (skipped)",
+                       " frees of unknown ids (skipped)", FP_ROW_COUNT, r->bad_frees, 0};
+    rows[1] = (fp_row){"duplicate_allocs", " allocation of a live id (refused)",
+                       " allocations of live ids (refused)", FP_ROW_COUNT, r->dup_allocs, 0};
+    *g = (fp_group){.key = "trace", .label = "Trace problems", .rows = rows, .nrows = 2,
+                    .zero = "none"};
+}

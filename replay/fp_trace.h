@@ -9,6 +9,7 @@
 #define FP_TRACE_H
 
 #include "fp_pool.h"
+#include "fp_report.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,11 @@ typedef struct fp_replay_hook {
  * replayed, fewer than t->n when the hook stopped the replay. */
 int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep);
+
+/* The summary's "trace" group of a replay: its frees of unknown ids and
+ * its allocations of live ids, as two rows of report/'s metric list
+ * (rows has room for 2; the group points into it). */
+void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *g);
 
 /* The most bytes ever live at once, each request rounded by opts
  * (fp_round_size): a lower bound on reserved memory under any budget.

@@ -4,14 +4,15 @@
  * JSON summaries of several ranks.  docs/summary.md describes both formats.
  *
  * Invariants:
- *  - every byte goes through an fp_sink: a caller's fixed buffer, or a file
- *    descriptor fed in chunks from an array inside the sink;
+ *  - every byte goes through an fp_sink (base/fp_text.h);
  *  - the emitter, the summary and the OOM message never allocate, lock, or
  *    call stdio or locale code, so they are safe at exit and from a thread
  *    that a signal handler handed work to (only fp_merge_json and
  *    fp_report_collect_leaks, through fp_pool_walk, may allocate);
- *  - the text and the JSON summary read the same fields through one metric
- *    table, so they cannot disagree.
+ *  - the text and the JSON summary walk the same rows (fp_row, below): the
+ *    pool's from one list here, the caller's from the caller's groups, so
+ *    every counter appears in both (tests/test_report.c walks the rows);
+ *  - report/ knows nothing of the shim: its counters arrive as groups.
  */
 #ifndef FP_REPORT_H
 #define FP_REPORT_H
@@ -19,20 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "fp_pool.h"
+#include "fp_text.h"
 
 /* ---- input model -------------------------------------------------------- */
-
-/* Device calls the shim passed straight to the driver, by kind. */
-enum {
-    FP_PT_MANAGED = 0,    /* cuMemAllocManaged                        */
-    FP_PT_ASYNC_POOL = 1, /* cuMemAllocAsync / cuMemAllocFromPoolAsync */
-    FP_PT_HOST = 2,       /* cuMemAllocHost / cuMemHostAlloc           */
-    FP_PT_VMM = 3,        /* cuMemCreate / cuMemMap                    */
-    FP_PT_OTHER = 4,      /* anything else not served by the pool      */
-    FP_PT_NKINDS = 5
-};
-/* "managed", "async_pool", "host", "vmm", "other"; "?" out of range. */
-const char *fp_pt_name(int kind);
 
 typedef struct fp_leak {
     uint64_t addr;       /* device address of the live block     */
@@ -40,40 +30,45 @@ typedef struct fp_leak {
     uint64_t seq;        /* allocation order number              */
 } fp_leak;
 
-/* Deferred reuse (the shim's free_policy:deferred): how freed memory was
- * made safe to hand out again.  One list gives the fields, the JSON keys
- * and the text of each counter: X(field, json_key, one, many). */
-#define FP_DEFER_COUNTS(X)                                                  \
-    X(fences, "fences", " fence", " fences")                                \
-    X(ctx_waits, "ctx_waits", " context wait", " context waits")            \
-    X(stream_waits, "stream_waits", " stream wait", " stream waits")        \
-    X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses") \
-    X(syncs, "syncs", " synchronization", " synchronizations")              \
-    X(failed, "failed_fences", " failed fence", " failed fences")
+/* ---- the metric list ----------------------------------------------------------
+ * Every counter of the summary is one row: its JSON key, its text, its kind
+ * and its value.  fp_summary_text and fp_summary_json walk the same rows, so
+ * a counter shown in one is shown in the other.  Rows come in groups: the
+ * pool's counters (fp_summary_pool_rows, the list report/ owns) and groups
+ * the caller owns (the shim's deferral and IPC, a replay's trace problems),
+ * which report/ shows without knowing what they mean.
+ *
+ * Adding a counter: the pool's, one line in FP_POOL_COUNTERS (fp_summary.c);
+ * a caller's, one row in the caller's list (shim/shim_counts.h X-lists, or
+ * the replay's rows in cli/cmd_replay.c).  Text and JSON follow. */
+enum {
+    FP_ROW_COUNT = 0,   /* a count: text "N<one>" or "N<many>"            */
+    FP_ROW_BYTES = 1,   /* bytes: text "1.50 GiB<one>"                    */
+    FP_ROW_FLAG = 2,    /* 0 or 1: text "<one>: yes" / "<one>: no"        */
+    FP_ROW_RATIO = 3    /* value/den: JSON 4 decimals (den 0: null), text
+                           a percentage ("n/a") then <one>                */
+};
 
-typedef struct fp_defer_counts {
-#define FP_DEFER_FIELD(field, key, one, many) uint64_t field;
-    FP_DEFER_COUNTS(FP_DEFER_FIELD)
-#undef FP_DEFER_FIELD
-    int ctx_events;           /* 1: the driver has context events         */
-} fp_defer_counts;
-/* fences: cuCtxRecordEvent calls; ctx_waits / stream_waits: reuses that
- * made the context / the allocating stream wait for one; stream_reuses:
- * cuMemAllocAsync served by its stream's own cuMemFreeAsync, no call;
- * syncs: reuses that synchronized instead (no context events, or a fence
- * refused); failed: fences the driver refused. */
+typedef struct fp_row {
+    const char *key;    /* JSON member name                               */
+    const char *one;    /* text after the number (a count of 1)           */
+    const char *many;   /* text after any other count; NULL: as one       */
+    int kind;           /* FP_ROW_*                                       */
+    uint64_t value;
+    uint64_t den;       /* FP_ROW_RATIO only                              */
+} fp_row;
 
-/* Legacy IPC through the shim (cuIpc*), process-wide. */
-typedef struct fp_ipc_counts {
-    uint64_t exports;          /* handles given (cuIpcGetMemHandle)         */
-    uint64_t exports_fragpool; /* of which fragpool handles (ipc_export)    */
-    uint64_t refused;          /* exports refused: a block inside a segment */
-    uint64_t opens;            /* handles opened (cuIpcOpenMemHandle)       */
-    uint64_t opens_fragpool;   /* of which fragpool handles                 */
-    uint64_t closes;           /* cuIpcCloseMemHandle                       */
-    uint64_t own_segments;     /* allocations sent to the driver whole
-                                  (own_segment_mb)                          */
-} fp_ipc_counts;
+typedef struct fp_group {
+    const char *key;    /* JSON: an object of the device under this name;
+                           NULL: the rows are members of the device itself */
+    const char *label;  /* text: the row label of the first line          */
+    const fp_row *rows; /* NULL: the group is absent (JSON null, no text)  */
+    size_t nrows;
+    unsigned per_line;  /* text: rows per line, 0: all on one (wrapped)   */
+    const char *zero;   /* text when every row is 0: NULL shows the zeros,
+                           "" shows no line, else this text               */
+    const char *note;   /* text: one more line after the rows, or NULL    */
+} fp_group;
 
 typedef struct fp_dev_report {
     int device;                 /* device ordinal                             */
@@ -83,26 +78,22 @@ typedef struct fp_dev_report {
     fp_pool_stats stats;        /* the pool's counters                        */
     size_t idle_now;            /* reserved - allocated now                   */
     uint64_t alloc_ns;          /* time spent inside the allocator            */
-    uint64_t passthrough[FP_PT_NKINDS]; /* calls passed to the driver         */
-    int deferred;               /* 1: defer holds deferred reuse's counters   */
-    fp_defer_counts defer;
+    const fp_group *groups;     /* the caller's counters, in output order     */
+    size_t ngroups;
     const fp_leak *leaks;       /* live at exit, largest first, up to 10      */
     size_t nleaks;              /* entries in leaks                           */
     uint64_t leak_count;        /* all live allocations                       */
     uint64_t leak_bytes;        /* their requested bytes                      */
     int running;                /* 1: a snapshot while the program runs (the
                                    live blocks are not leaks yet)            */
-    int replay;                 /* 1: a trace replay, with the two below     */
-    uint64_t unknown_frees;     /* trace frees of ids not live: skipped      */
-    uint64_t duplicate_allocs;  /* trace allocations of live ids: refused    */
-    fp_ipc_counts ipc;          /* process-wide: the first entry has them     */
 } fp_dev_report;
 
 typedef struct fp_run_report {
     int pid;                    /* process id, <= 0 unknown                   */
     int rank;                   /* -1 when none                               */
     const char *host;           /* may be NULL                                */
-    const char *config;         /* effective config "k:v,k:v", may be NULL    */
+    const fp_kv *config;        /* effective config as config/ parsed it      */
+    size_t nconfig;             /* entries in config; 0: "defaults"           */
     const char *const *config_errors; /* one line each, arbitrary text       */
     size_t nconfig_errors;
     size_t config_errors_more;  /* problems not in config_errors (no room)    */
@@ -118,57 +109,27 @@ typedef struct fp_run_report {
 
 #define FP_REPORT_TOP_LEAKS 10
 
+/* The part of a device's report that comes from its pool, filled the one
+ * way the shim and the replay both use: stats (already read by the
+ * caller), idle_now from them, and the largest live blocks into leaks
+ * (FP_REPORT_TOP_LEAKS entries). */
+void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st,
+                         fp_leak *leaks);
+
+/* The pool's rows of the metric list for st (the list report/ owns):
+ * fills rows (FP_POOL_NROWS of them) and returns the count. */
+#define FP_POOL_NROWS 12
+size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS]);
+/* One row as the text summary shows it ("3 fences", "1.00 GiB largest free
+ * block", "context events: yes"). */
+void fp_summary_put_row(fp_sink *o, const fp_row *r);
+
 /* Walk p and keep the ntop largest live blocks in top (largest first, ties
  * by allocation order), with the count and requested bytes of all live
  * blocks.  Returns the entries filled.  Uses no memory of its own (the
  * pool's walk may). */
 size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
                                uint64_t *count, uint64_t *bytes);
-
-/* ---- sink: where output goes ------------------------------------------------ */
-
-#define FP_SINK_CHUNK 1024
-
-/* Fields are private; use the functions.  An fd sink buffers in chunk and
- * writes with write(2); a buffer sink keeps the caller's buffer
- * NUL-terminated and never writes past it. */
-typedef struct fp_sink {
-    char *buf;           /* buffer mode: the caller's buffer, or NULL     */
-    size_t cap;          /* buffer mode: usable bytes (len - 1 for NUL)   */
-    size_t len;          /* bytes held (buffer, or chunk not yet written) */
-    size_t total;        /* bytes the emitter was asked to write          */
-    int fd;              /* >= 0: fd mode                                 */
-    int err;             /* first error: ENOSPC, or write's errno         */
-    char chunk[FP_SINK_CHUNK]; /* fd mode: bytes not yet written          */
-} fp_sink;
-
-fp_sink fp_sink_buffer(char *buf, size_t len);
-fp_sink fp_sink_fd(int fd);
-/* Write out what an fd sink holds.  Returns the first error: 0, ENOSPC when
- * a buffer sink truncated, or write(2)'s errno. */
-int fp_sink_flush(fp_sink *s);
-int fp_sink_error(const fp_sink *s);
-size_t fp_sink_total(const fp_sink *s);   /* bytes asked for, kept or not */
-size_t fp_sink_length(const fp_sink *s);  /* buffer mode: bytes kept      */
-
-/* ---- emitter primitives (fp_emit.c) -------------------------------------- */
-void fp_put(fp_sink *s, const char *p, size_t n);
-void fp_puts(fp_sink *s, const char *str);           /* NULL writes nothing */
-void fp_putc(fp_sink *s, char c);
-void fp_put_pad(fp_sink *s, char c, size_t n);
-void fp_put_u64(fp_sink *s, uint64_t v);
-void fp_put_i64(fp_sink *s, int64_t v);
-void fp_put_hex(fp_sink *s, uint64_t v);             /* "0x1f"              */
-/* num/den with exactly `decimals` digits, ties to even (as printf rounds
- * an exact binary value); den 0 writes "n/a". */
-void fp_put_fixed(fp_sink *s, uint64_t num, uint64_t den, unsigned decimals);
-/* 100*num/den with one decimal and a '%', or "n/a" when den is 0. */
-void fp_put_percent(fp_sink *s, uint64_t num, uint64_t den);
-/* Bytes as printable text: control characters and bytes that are not
- * valid UTF-8 become \n, \t, \r or \xNN. */
-void fp_put_visible(fp_sink *s, const char *p, size_t n);
-/* Display columns of UTF-8 text (continuation bytes take none). */
-size_t fp_text_width(const char *p, size_t n);
 
 /* ---- the 75-column box of torch.cuda.memory_summary() ------------------- */
 #define FP_TBL_WIDTH 75
@@ -230,12 +191,6 @@ void fp_put_duration(fp_sink *s, uint64_t ns);
 /* Both flush out and return fp_sink_flush's result (0, ENOSPC, errno). */
 int fp_summary_text(const fp_run_report *r, fp_sink *out);
 int fp_summary_json(const fp_run_report *r, fp_sink *out);
-
-/* Step through "k:v,k:v" where a value may hold commas inside [ ].  On
- * each call fills key/value (trimmed; value NULL/0 when there is no ':')
- * and returns 1, or 0 at the end.  *pos starts at 0. */
-int fp_conf_entry_next(const char *conf, size_t *pos, const char **key,
-                       size_t *klen, const char **val, size_t *vlen);
 
 /* ---- OOM (fp_oom.c) -------------------------------------------------------- */
 

@@ -3,14 +3,17 @@
  * the same numbers as one JSON document (docs/summary.md).
  *
  * Invariants:
- *  - text and JSON walk one metric table (fp_metrics), so every counter
- *    printed in one appears in the other under a fixed name;
+ *  - text and JSON walk the same lists: the fp_stat table (fp_metrics) and
+ *    the rows of the metric list (the pool's, FP_POOL_COUNTS_*, and the
+ *    caller's groups), so every counter printed in one appears in the
+ *    other under a fixed name;
  *  - every text line is one line of a 75-column box, "|...|": long values
  *    wrap, control characters in user text are escaped;
  *  - no allocation: lines are built in fixed buffers on the stack.
  */
 #include "fp_report.h"
 
+#include <assert.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -52,13 +55,6 @@ static const fp_stat *fp_metric_stat(const fp_pool_stats *st,
     return (const fp_stat *)(const void *)((const char *)st + m->off) + kind;
 }
 
-const char *fp_pt_name(int kind)
-{
-    static const char *const names[FP_PT_NKINDS] = {
-        "managed", "async_pool", "host", "vmm", "other"};
-    return kind >= 0 && kind < FP_PT_NKINDS ? names[kind] : "?";
-}
-
 /* 1 - peak allocated / peak reserved, as num/den; den 0 when nothing was
  * reserved. */
 static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
@@ -67,6 +63,46 @@ static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
     int64_t r = st->reserved_bytes[FP_ALL].peak;
     *den = r > 0 ? (uint64_t)r : 0;
     *num = r > a && a >= 0 ? (uint64_t)(r - a) : 0;
+}
+
+/* The pool's counters: X(json key, text for one, text for many, kind,
+ * field of fp_pool_stats).  fragmentation, a ratio, is computed between
+ * largest_free_block_at_peak and cache_hits (the JSON's order). */
+#define FP_POOL_COUNTS_A(X)                                                   \
+    X("oom_count", " OOM", " OOMs", FP_ROW_COUNT, num_ooms)                   \
+    X("alloc_retries", " alloc retry", " alloc retries", FP_ROW_COUNT,        \
+      num_alloc_retries)                                                      \
+    X("largest_free_block", " largest free block", NULL, FP_ROW_BYTES,        \
+      largest_free)                                                           \
+    X("largest_free_block_at_peak", " largest free block at peak", NULL,      \
+      FP_ROW_BYTES, largest_free_at_peak)
+#define FP_POOL_COUNTS_B(X)                                                   \
+    X("cache_hits", " cache hit", " cache hits", FP_ROW_COUNT, num_cache_hits)\
+    X("allocs", " alloc", " allocs", FP_ROW_COUNT, num_allocs)                \
+    X("frees", " free", " frees", FP_ROW_COUNT, num_frees)                    \
+    X("reserve_calls", " reserve call", " reserve calls", FP_ROW_COUNT,       \
+      num_reserve_calls)                                                      \
+    X("release_calls", " release call", " release calls", FP_ROW_COUNT,       \
+      num_release_calls)                                                      \
+    X("gc_releases", " GC release", " GC releases", FP_ROW_COUNT,             \
+      num_gc_releases)                                                        \
+    X("invalid_frees", " invalid free", " invalid frees", FP_ROW_COUNT,       \
+      num_invalid_frees)
+
+size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
+{
+    size_t n = 0;
+    uint64_t num, den;
+#define FP_POOL_ROW(key, one, many, kind, field) \
+    rows[n++] = (fp_row){key, one, many, kind, (uint64_t)st->field, 0};
+    FP_POOL_COUNTS_A(FP_POOL_ROW)
+    fp_frag(st, &num, &den);
+    rows[n++] = (fp_row){"fragmentation", " fragmentation at peak", NULL, FP_ROW_RATIO,
+                         num, den};
+    FP_POOL_COUNTS_B(FP_POOL_ROW)
+#undef FP_POOL_ROW
+    assert(n == FP_POOL_NROWS && "FP_POOL_NROWS counts the rows above");
+    return n;
 }
 
 /* ---- leaks ---------------------------------------------------------------------------- */
@@ -108,13 +144,24 @@ static void fp_leak_segment(void *ud, uint64_t addr, size_t size, int small,
     (void)size;
     (void)small;
     for (size_t i = 0; i < nb; i++) {
-        if (b[i].state != 1)
+        if (b[i].state != FP_BLOCK_ALLOCATED)
             continue;
         fp_leak l = {b[i].addr, b[i].requested, b[i].seq};
         a->count++;
         a->bytes += b[i].requested;
         fp_leak_insert(a, &l);
     }
+}
+
+void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st,
+                         fp_leak *leaks)
+{
+    d->stats = *st;
+    d->idle_now = (size_t)(st->reserved_bytes[FP_ALL].current -
+                           st->allocated_bytes[FP_ALL].current);
+    d->leaks = leaks;
+    d->nleaks = fp_report_collect_leaks(p, leaks, FP_REPORT_TOP_LEAKS, &d->leak_count,
+                                        &d->leak_bytes);
 }
 
 size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
@@ -128,63 +175,6 @@ size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
     if (bytes)
         *bytes = a.bytes;
     return a.n;
-}
-
-/* ---- config string ---------------------------------------------------------------- */
-
-static int fp_is_space(char c)
-{
-    return c == ' ' || (c >= '\t' && c <= '\r');   /* \t \n \v \f \r */
-}
-
-static void fp_trim(const char **p, size_t *n)
-{
-    while (*n && fp_is_space((*p)[0])) {
-        (*p)++;
-        (*n)--;
-    }
-    while (*n && fp_is_space((*p)[*n - 1]))
-        (*n)--;
-}
-
-/* End of the entry starting at i: the next ',' outside [ ]; *colon gets
- * the first ':' outside [ ] (SIZE_MAX when none).  As in config/, a '['
- * opens a list only when a ']' follows somewhere, so an unclosed one
- * spoils only its own entry. */
-static size_t fp_conf_entry_end(const char *c, size_t i, size_t *colon)
-{
-    int depth = 0;
-    *colon = SIZE_MAX;
-    for (; c[i] && (c[i] != ',' || depth > 0); i++) {
-        if (c[i] == '[' && (depth || strchr(c + i, ']')))
-            depth++;
-        else if (c[i] == ']' && depth > 0)
-            depth--;
-        else if (c[i] == ':' && !depth && *colon == SIZE_MAX)
-            *colon = i;
-    }
-    return i;
-}
-
-int fp_conf_entry_next(const char *conf, size_t *pos, const char **key,
-                       size_t *klen, const char **val, size_t *vlen)
-{
-    while (conf && conf[*pos]) {
-        size_t start = *pos, colon;
-        size_t end = fp_conf_entry_end(conf, start, &colon);
-        *pos = conf[end] ? end + 1 : end;
-        size_t kend = colon == SIZE_MAX ? end : colon;
-        *key = conf + start;
-        *klen = kend - start;
-        fp_trim(key, klen);
-        *val = colon == SIZE_MAX ? NULL : conf + colon + 1;
-        *vlen = colon == SIZE_MAX ? 0 : end - colon - 1;
-        if (*val)
-            fp_trim(val, vlen);
-        if (*klen || *val)
-            return 1;
-    }
-    return 0;
 }
 
 /* ---- text: building one value ------------------------------------------------------ */
@@ -412,76 +402,10 @@ static void fp_text_time(fp_sink *s, const fp_dev_report *d)
     fp_val_end(&v, s, "Time in allocator");
 }
 
-static void fp_text_passthrough(fp_sink *s, const fp_dev_report *d)
-{
-    fp_val v;
-    fp_sink *o = fp_val_begin(&v);
-    for (int k = 0; k < FP_PT_NKINDS; k++) {
-        if (k)
-            fp_puts(o, ", ");
-        fp_puts(o, fp_pt_name(k));
-        fp_putc(o, ' ');
-        fp_put_u64(o, d->passthrough[k]);
-    }
-    fp_val_end(&v, s, "Passed to the driver");
-}
-
 static void fp_put_count(fp_sink *o, uint64_t n, const char *one, const char *many)
 {
     fp_put_u64(o, n);
     fp_puts(o, n == 1 ? one : many);
-}
-
-static void fp_text_defer(fp_sink *s, const fp_dev_report *d)
-{
-    if (!d->deferred)
-        return;
-    fp_val v;
-    fp_sink *o = fp_val_begin(&v);
-    const char *label = "Deferred reuse";
-    unsigned n = 0;
-#define FP_DEFER_TEXT(field, key, one, many)                                \
-    if (n && n % 2 == 0) {                                                  \
-        fp_val_end(&v, s, label);                                           \
-        label = NULL;                                                       \
-        o = fp_val_begin(&v);                                               \
-    } else if (n) {                                                         \
-        fp_puts(o, ", ");                                                   \
-    }                                                                       \
-    fp_put_count(o, d->defer.field, one, many);                             \
-    n++;
-    FP_DEFER_COUNTS(FP_DEFER_TEXT)
-#undef FP_DEFER_TEXT
-    fp_val_end(&v, s, label);
-    o = fp_val_begin(&v);
-    fp_puts(o, d->defer.ctx_events ? "the device orders reuse (context events)"
-                                   : "reuse synchronizes (no context events here)");
-    fp_val_end(&v, s, NULL);
-}
-
-/* Legacy IPC, when there was any. */
-static void fp_text_ipc(fp_sink *s, const fp_dev_report *d)
-{
-    const fp_ipc_counts *c = &d->ipc;
-    if (!(c->exports | c->refused | c->opens | c->closes | c->own_segments))
-        return;
-    fp_val v;
-    fp_sink *o = fp_val_begin(&v);
-    fp_put_count(o, c->exports, " export (fragpool handles: ", " exports (fragpool handles: ");
-    fp_put_u64(o, c->exports_fragpool);
-    fp_puts(o, "), ");
-    fp_put_count(o, c->refused, " refused", " refused");
-    fp_val_end(&v, s, "IPC");
-    o = fp_val_begin(&v);
-    fp_put_count(o, c->opens, " open (fragpool handles: ", " opens (fragpool handles: ");
-    fp_put_u64(o, c->opens_fragpool);
-    fp_puts(o, "), ");
-    fp_put_count(o, c->closes, " close", " closes");
-    fp_val_end(&v, s, NULL);
-    o = fp_val_begin(&v);
-    fp_put_count(o, c->own_segments, " allocation given its own segment",
-                 " allocations given their own segments");
-    fp_val_end(&v, s, NULL);
 }
 
 static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
@@ -516,23 +440,69 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
     }
 }
 
-/* A replay only: the trace's frees of unknown ids and allocations of
- * live ids (docs/replay.md). */
-static void fp_text_trace(fp_sink *s, const fp_dev_report *d)
+void fp_summary_put_row(fp_sink *o, const fp_row *r)
 {
-    if (!d->replay)
-        return;
+    switch (r->kind) {
+    case FP_ROW_BYTES:
+        fp_put_size(o, (size_t)r->value);
+        fp_puts(o, r->one);
+        break;
+    case FP_ROW_FLAG:
+        fp_puts(o, r->one);
+        fp_puts(o, r->value ? ": yes" : ": no");
+        break;
+    case FP_ROW_RATIO:
+        fp_put_percent(o, r->value, r->den);
+        fp_puts(o, r->one);
+        break;
+    default:
+        fp_put_count(o, r->value, r->one, r->many ? r->many : r->one);
+        break;
+    }
+}
+
+static int fp_group_all_zero(const fp_group *g)
+{
+    for (size_t i = 0; i < g->nrows; i++)
+        if (g->rows[i].value)
+            return 0;
+    return 1;
+}
+
+/* A group's rows, per_line to a line, then its note. */
+static void fp_text_group(fp_sink *s, const fp_group *g)
+{
+    const char *label = g->label;
     fp_val v;
     fp_sink *o = fp_val_begin(&v);
-    if (!d->unknown_frees && !d->duplicate_allocs) {
-        fp_puts(o, "none");
-    } else {
-        fp_put_count(o, d->unknown_frees, " free of an unknown id (skipped), ",
-                     " frees of unknown ids (skipped), ");
-        fp_put_count(o, d->duplicate_allocs, " allocation of a live id (refused)",
-                     " allocations of live ids (refused)");
+    if (!g->rows || (g->zero && !g->zero[0] && fp_group_all_zero(g)))
+        return;
+    if (g->zero && fp_group_all_zero(g)) {
+        fp_puts(o, g->zero);
+        fp_val_end(&v, s, label);
+        return;
     }
-    fp_val_end(&v, s, "Trace problems");
+    for (size_t i = 0; i < g->nrows; i++) {
+        if (g->per_line && i && i % g->per_line == 0) {
+            fp_val_end(&v, s, label);
+            label = NULL;
+            o = fp_val_begin(&v);
+        } else if (i) {
+            fp_puts(o, ", ");
+        }
+        fp_summary_put_row(o, &g->rows[i]);
+    }
+    fp_val_end(&v, s, label);
+    if (g->note)
+        fp_tbl_kv(s, NULL, g->note, strlen(g->note));
+}
+
+static void fp_text_pool_counts(fp_sink *s, const fp_pool_stats *st)
+{
+    fp_row rows[FP_POOL_NROWS];
+    fp_group g = {.label = "Pool counters", .rows = rows, .per_line = 1};
+    g.nrows = fp_summary_pool_rows(st, rows);
+    fp_text_group(s, &g);
 }
 
 static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
@@ -545,10 +515,9 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_free(s, d);
     fp_text_cache(s, &d->stats);
     fp_text_time(s, d);
-    fp_text_passthrough(s, d);
-    fp_text_defer(s, d);
-    fp_text_trace(s, d);
-    fp_text_ipc(s, d);
+    fp_text_pool_counts(s, &d->stats);
+    for (size_t i = 0; i < d->ngroups && d->groups; i++)
+        fp_text_group(s, &d->groups[i]);
     fp_text_leaks(s, d);
 }
 
@@ -583,15 +552,15 @@ static void fp_text_process(fp_sink *s, const fp_run_report *r)
 /* One config entry per line, as "key:value". */
 static void fp_text_config(fp_sink *s, const fp_run_report *r)
 {
-    const char *label = "Configuration", *k, *val;
-    size_t pos = 0, kn, vn;
+    const char *label = "Configuration";
     fp_val v;
-    while (fp_conf_entry_next(r->config, &pos, &k, &kn, &val, &vn)) {
+    for (size_t i = 0; i < r->nconfig && r->config; i++) {
+        const fp_kv *e = &r->config[i];
         fp_sink *o = fp_val_begin(&v);
-        fp_put_visible(o, k, kn);
-        if (val) {
+        fp_put_visible(o, e->key, strlen(e->key));
+        if (e->value) {
             fp_putc(o, ':');
-            fp_put_visible(o, val, vn);
+            fp_put_visible(o, e->value, strlen(e->value));
         }
         fp_val_end(&v, s, label);
         label = NULL;
@@ -698,22 +667,36 @@ static void fp_json_size(fp_json *j, const char *key, size_t v, size_t unknown)
         fp_json_u64(j, key, v);
 }
 
-static void fp_json_counters(fp_json *j, const fp_pool_stats *st)
+static void fp_json_row(fp_json *j, const fp_row *r)
 {
-    uint64_t num, den;
-    fp_frag(st, &num, &den);
-    fp_json_u64(j, "oom_count", st->num_ooms);
-    fp_json_u64(j, "alloc_retries", st->num_alloc_retries);
-    fp_json_u64(j, "largest_free_block", st->largest_free);
-    fp_json_u64(j, "largest_free_block_at_peak", st->largest_free_at_peak);
-    fp_json_fixed(j, "fragmentation", num, den, 4);
-    fp_json_u64(j, "cache_hits", st->num_cache_hits);
-    fp_json_u64(j, "allocs", st->num_allocs);
-    fp_json_u64(j, "frees", st->num_frees);
-    fp_json_u64(j, "reserve_calls", st->num_reserve_calls);
-    fp_json_u64(j, "release_calls", st->num_release_calls);
-    fp_json_u64(j, "gc_releases", st->num_gc_releases);
-    fp_json_u64(j, "invalid_frees", st->num_invalid_frees);
+    if (r->kind == FP_ROW_RATIO)
+        fp_json_fixed(j, r->key, r->value, r->den, 4);
+    else
+        fp_json_u64(j, r->key, r->value);
+}
+
+/* A group: its rows as an object under its key (null when absent), or as
+ * members of the object open now when it has no key. */
+static void fp_json_group(fp_json *j, const fp_group *g)
+{
+    if (g->key && !g->rows) {
+        fp_json_null(j, g->key);
+        return;
+    }
+    if (g->key)
+        fp_json_obj(j, g->key);
+    for (size_t i = 0; i < g->nrows; i++)
+        fp_json_row(j, &g->rows[i]);
+    if (g->key)
+        fp_json_end_obj(j);
+}
+
+static void fp_json_pool_counts(fp_json *j, const fp_pool_stats *st)
+{
+    fp_row rows[FP_POOL_NROWS];
+    fp_group g = {.rows = rows};
+    g.nrows = fp_summary_pool_rows(st, rows);
+    fp_json_group(j, &g);
 }
 
 static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
@@ -733,47 +716,6 @@ static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
     fp_json_end_obj(j);
 }
 
-/* "deferred": the counters, or null where there was no deferred reuse. */
-static void fp_json_defer(fp_json *j, const fp_dev_report *d)
-{
-    if (!d->deferred) {
-        fp_json_null(j, "deferred");
-        return;
-    }
-    fp_json_obj(j, "deferred");
-    fp_json_u64(j, "ctx_events", (uint64_t)d->defer.ctx_events);
-#define FP_DEFER_JSON(field, key, one, many) fp_json_u64(j, key, d->defer.field);
-    FP_DEFER_COUNTS(FP_DEFER_JSON)
-#undef FP_DEFER_JSON
-    fp_json_end_obj(j);
-}
-
-/* "trace": a replay's trace problems, or null outside a replay. */
-static void fp_json_trace(fp_json *j, const fp_dev_report *d)
-{
-    if (!d->replay) {
-        fp_json_null(j, "trace");
-        return;
-    }
-    fp_json_obj(j, "trace");
-    fp_json_u64(j, "unknown_frees", d->unknown_frees);
-    fp_json_u64(j, "duplicate_allocs", d->duplicate_allocs);
-    fp_json_end_obj(j);
-}
-
-static void fp_json_ipc(fp_json *j, const fp_ipc_counts *c)
-{
-    fp_json_obj(j, "ipc");
-    fp_json_u64(j, "exports", c->exports);
-    fp_json_u64(j, "exports_fragpool", c->exports_fragpool);
-    fp_json_u64(j, "refused", c->refused);
-    fp_json_u64(j, "opens", c->opens);
-    fp_json_u64(j, "opens_fragpool", c->opens_fragpool);
-    fp_json_u64(j, "closes", c->closes);
-    fp_json_u64(j, "own_segments", c->own_segments);
-    fp_json_end_obj(j);
-}
-
 static void fp_json_device(fp_json *j, const fp_dev_report *d)
 {
     fp_json_obj(j, NULL);
@@ -787,27 +729,20 @@ static void fp_json_device(fp_json *j, const fp_dev_report *d)
         fp_json_stat(j, fp_oversize[i].key,
                      fp_metric_stat(&d->stats, &fp_oversize[i], 0));
     fp_json_by_pool(j, &d->stats);
-    fp_json_counters(j, &d->stats);
+    fp_json_pool_counts(j, &d->stats);
     fp_json_u64(j, "alloc_ns", d->alloc_ns);
-    fp_json_obj(j, "passthrough");
-    for (int k = 0; k < FP_PT_NKINDS; k++)
-        fp_json_u64(j, fp_pt_name(k), d->passthrough[k]);
-    fp_json_end_obj(j);
-    fp_json_defer(j, d);
-    fp_json_trace(j, d);
-    fp_json_ipc(j, &d->ipc);
+    for (size_t i = 0; i < d->ngroups && d->groups; i++)
+        fp_json_group(j, &d->groups[i]);
     fp_json_leaks(j, d);
     fp_json_end_obj(j);
 }
 
-/* The config string as an object of strings; an entry without ':' is null. */
-static void fp_json_config(fp_json *j, const char *conf)
+/* The config as an object of strings; an entry without a value is null. */
+static void fp_json_config(fp_json *j, const fp_run_report *r)
 {
-    const char *k, *v;
-    size_t pos = 0, kn, vn;
     fp_json_obj(j, "config");
-    while (fp_conf_entry_next(conf, &pos, &k, &kn, &v, &vn))
-        fp_json_pair(j, k, kn, v, vn);
+    for (size_t i = 0; i < r->nconfig && r->config; i++)
+        fp_json_str(j, r->config[i].key, r->config[i].value);
     fp_json_end_obj(j);
 }
 
@@ -827,7 +762,7 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
         fp_json_null(&j, "rank");
     fp_json_str(&j, "host", r->host);
     fp_json_str(&j, "mode", r->mode);
-    fp_json_config(&j, r->config);
+    fp_json_config(&j, r);
     fp_json_arr(&j, "config_errors");
     for (size_t i = 0; i < r->nconfig_errors; i++)
         fp_json_str(&j, NULL, r->config_errors[i] ? r->config_errors[i] : "");

@@ -10,7 +10,7 @@
 
 #include "fp_cuda.h"
 #include "fp_pool.h"
-#include "fp_report.h"
+#include "shim_counts.h"
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -9,7 +9,7 @@
 #define FP_SHIM_STATE_H
 
 #include "fp_conf.h"
-#include "fp_report.h"
+#include "shim_counts.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -32,7 +32,7 @@ void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * the static TLS that glibc keeps spare for libraries loaded later. */
 #define FP_THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
 
-/* Calls passed to the driver, by kind (FP_PT_* of fp_report.h). */
+/* Calls passed to the driver, by kind (FP_PT_* of shim_counts.h). */
 typedef int fp_pt_kind;
 extern atomic_ullong fp_passthrough[FP_PT_NKINDS];
 extern atomic_ullong fp_alloc_ticks;   /* time in the allocator, fp_ticks */

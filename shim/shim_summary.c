@@ -31,44 +31,114 @@
 
 #define FP_MAX_REPORTS 64
 
+/* The shim's counter groups of one device, rows built from the X-lists of
+ * shim_counts.h. */
+#define FP_NDEFER_ROWS (1 + FP_DEFER_COUNTS(FP_COUNT_ONE) 0)
+#define FP_NIPC_ROWS (FP_IPC_COUNTS(FP_COUNT_ONE) 0)
+#define FP_COUNT_ONE(...) 1 +
+enum { FP_SHIM_GROUPS = 4 };
+
+typedef struct dev_groups {
+    fp_row pt[FP_PT_NKINDS];
+    fp_row defer[FP_NDEFER_ROWS];
+    fp_row ipc[FP_NIPC_ROWS];
+    fp_group g[FP_SHIM_GROUPS];
+} dev_groups;
+
 typedef struct collect {
     fp_dev_report devs[FP_MAX_REPORTS];
     fp_leak leaks[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS];
+    dev_groups groups[FP_MAX_REPORTS];
     size_t n;
     bool running;        /* a SIGUSR1 dump, not the exit summary */
 } collect;
 
 static collect summary_data; /* static: the exit path needs no big stack */
 
+/* JSON key and text ("1 managed"), by kind. */
+static const char *const pt_keys[FP_PT_NKINDS][2] = {
+#define FP_PT_KEY(name, key) {key, " " key},
+    FP_PT_KINDS(FP_PT_KEY)
+#undef FP_PT_KEY
+};
+
+static void pt_group(dev_groups *g, const uint64_t counts[FP_PT_NKINDS])
+{
+    for (int k = 0; k < FP_PT_NKINDS; k++)
+        g->pt[k] = (fp_row){pt_keys[k][0], pt_keys[k][1], NULL, FP_ROW_COUNT, counts[k], 0};
+    g->g[0] = (fp_group){.key = "passthrough", .label = "Passed to the driver",
+                         .rows = g->pt, .nrows = FP_PT_NKINDS, .per_line = 0};
+}
+
+/* "deferred": null where there is no deferred reuse (free_policy:sync). */
+static void defer_group(dev_groups *g, const fp_defer_counts *c)
+{
+    size_t n = 0;
+#define FP_DEFER_ROW(field, key, one, many) \
+    g->defer[n++] = (fp_row){key, one, many, FP_ROW_COUNT, c ? c->field : 0, 0};
+    FP_DEFER_COUNTS(FP_DEFER_ROW)
+#undef FP_DEFER_ROW
+    g->defer[n++] = (fp_row){"ctx_events", "context events", NULL, FP_ROW_FLAG,
+                             c ? (uint64_t)c->ctx_events : 0, 0};
+    g->g[1] = (fp_group){.key = "deferred", .label = "Deferred reuse",
+                         .rows = c ? g->defer : NULL, .nrows = n, .per_line = 2,
+                         .note = c && c->ctx_events
+                                     ? "the device orders reuse (context events)"
+                                     : "reuse synchronizes (no context events here)"};
+}
+
+static void ipc_group(dev_groups *g, const fp_ipc_counts *c)
+{
+    size_t n = 0;
+#define FP_IPC_ROW(field, key, one, many) \
+    g->ipc[n++] = (fp_row){key, one, many, FP_ROW_COUNT, c->field, 0};
+    FP_IPC_COUNTS(FP_IPC_ROW)
+#undef FP_IPC_ROW
+    g->g[3] = (fp_group){.key = "ipc", .label = "IPC", .rows = g->ipc, .nrows = n,
+                         .per_line = 3, .zero = ""};
+}
+
+/* The groups of device i; process-wide counters ride on the first. */
+static void shim_groups(collect *c, fp_ctx_pool *d, fp_dev_report *r)
+{
+    dev_groups *g = &c->groups[c->n];
+    uint64_t pt[FP_PT_NKINDS] = {0};
+    fp_ipc_counts ipc = {0};
+    fp_defer_counts dc;
+    if (c->n == 0) {
+        fp_time_flush();
+        r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
+        for (int k = 0; k < FP_PT_NKINDS; k++)
+            pt[k] = atomic_load(&fp_passthrough[k]);
+        fp_ipc_counts_get(&ipc);
+    }
+    bool deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
+    if (deferred)
+        fp_defer_counts_get(d->defer, &dc);
+    pt_group(g, pt);
+    defer_group(g, deferred ? &dc : NULL);
+    g->g[2] = (fp_group){.key = "trace", .label = "Trace problems"}; /* a replay's */
+    ipc_group(g, &ipc);
+    r->groups = g->g;
+    r->ngroups = FP_SHIM_GROUPS;
+}
+
 static void add_pool(fp_ctx_pool *d, void *ud)
 {
     collect *c = ud;
-    bool running = c->running;
     if (c->n == FP_MAX_REPORTS)
         return;
     fp_dev_report *r = &c->devs[c->n];
+    fp_pool_stats st;
     memset(r, 0, sizeof *r);
-    r->running = running;
+    r->running = c->running;
     r->device = d->dev;
     r->device_name = d->name[0] ? d->name : NULL;
     r->total_capacity = d->total;
     r->device_free = (size_t)-1;
-    fp_pool_get_stats(d->pool, &r->stats);
-    r->idle_now = (size_t)(r->stats.reserved_bytes[FP_ALL].current -
-                           r->stats.allocated_bytes[FP_ALL].current);
-    r->leaks = c->leaks[c->n];
-    r->nleaks = fp_report_collect_leaks(d->pool, c->leaks[c->n], FP_REPORT_TOP_LEAKS,
-                                        &r->leak_count, &r->leak_bytes);
-    r->deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
-    if (r->deferred)
-        fp_defer_counts_get(d->defer, &r->defer);
-    if (c->n == 0) { /* process-wide counters ride on the first entry */
-        fp_time_flush();
-        r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
-        for (int k = 0; k < FP_PT_NKINDS; k++)
-            r->passthrough[k] = atomic_load(&fp_passthrough[k]);
-        fp_ipc_counts_get(&r->ipc);
-    }
+    fp_pool_get_stats(d->pool, &st);
+    fp_report_fill_pool(r, d->pool, &st, c->leaks[c->n]);
+    shim_groups(c, d, r);
     c->n++;
 }
 
@@ -158,6 +228,7 @@ static void emit_to_file(const fp_run_report *r, int fd)
 static void write_summary(const char *mode, unsigned dump)
 {
     static char host[256], conf[4096];
+    static fp_kv entries[FP_CONF_MAX_OPTIONS];
     const char *errs[32];
     const char *notes[4];
     collect *c = &summary_data;
@@ -165,9 +236,11 @@ static void write_summary(const char *mode, unsigned dump)
     c->running = dump != 0;
     fp_pools_each(add_pool, c);
     gethostname(host, sizeof host - 1);
-    fp_conf_format(&fp_shim.conf, conf, sizeof conf);
+    size_t nconf = fp_conf_entries(&fp_shim.conf, entries, FP_CONF_MAX_OPTIONS, conf,
+                                   sizeof conf);
     fp_run_report r = {.pid = (int)getpid(), .rank = fp_path_rank(), .host = host,
-                       .config = conf, .config_errors = errs, .mode = mode,
+                       .config = entries, .nconfig = nconf,
+                       .config_errors = errs, .mode = mode,
                        .config_source = fp_fw_conf_source(), .notes = notes,
                        .nnotes = fp_fw_notes(notes, 4),
                        .devs = c->devs, .ndevs = c->n};

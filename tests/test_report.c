@@ -67,6 +67,47 @@ static const char *const conf_errors[2] = {
     "weird \"quoted\" \\ back\nnew\ttab\x01" "ctl\xff end",
 };
 
+/* Counter groups as a caller (the shim) hands them over: report/ knows
+ * nothing of what they mean. */
+static fp_row pt_rows[5], defer_rows[7], ipc_rows[7];
+static fp_group groups[4];
+
+static void make_groups(void)
+{
+    static const char *const pt[5][2] = {{"managed", " managed"}, {"async_pool", " async_pool"},
+                                         {"host", " host"}, {"vmm", " vmm"},
+                                         {"other", " other"}};
+    for (int k = 0; k < 5; k++)
+        pt_rows[k] = (fp_row){pt[k][0], pt[k][1], NULL, FP_ROW_COUNT, (uint64_t)k + 1, 0};
+    static const fp_row defer[7] = {
+        {"fences", " fence", " fences", FP_ROW_COUNT, 120, 0},
+        {"ctx_waits", " context wait", " context waits", FP_ROW_COUNT, 118, 0},
+        {"stream_waits", " stream wait", " stream waits", FP_ROW_COUNT, 1, 0},
+        {"stream_reuses", " same-stream reuse", " same-stream reuses", FP_ROW_COUNT, 0, 0},
+        {"syncs", " synchronization", " synchronizations", FP_ROW_COUNT, 3, 0},
+        {"failed_fences", " failed fence", " failed fences", FP_ROW_COUNT, 1, 0},
+        {"ctx_events", "context events", NULL, FP_ROW_FLAG, 1, 0}};
+    memcpy(defer_rows, defer, sizeof defer);
+    static const char *const ipc[7] = {"exports", "exports_fragpool", "refused", "opens",
+                                       "opens_fragpool", "closes", "own_segments"};
+    for (int k = 0; k < 7; k++)
+        ipc_rows[k] = (fp_row){ipc[k], " ipc", NULL, FP_ROW_COUNT, 0, 0};
+    groups[0] = (fp_group){.key = "passthrough", .label = "Passed to the driver",
+                           .rows = pt_rows, .nrows = 5};
+    groups[1] = (fp_group){.key = "deferred", .label = "Deferred reuse", .rows = defer_rows,
+                           .nrows = 7, .per_line = 2,
+                           .note = "the device orders reuse (context events)"};
+    groups[2] = (fp_group){.key = "trace", .label = "Trace problems"};   /* absent */
+    groups[3] = (fp_group){.key = "ipc", .label = "IPC", .rows = ipc_rows, .nrows = 7,
+                           .per_line = 3, .zero = ""};
+}
+
+static const fp_kv conf_entries[3] = {
+    {"max_split_size_mb", "512"},
+    {"roundup_power2_divisions", "[256:1,>:8]"},
+    {"garbage_collection_threshold", "0.6"},
+};
+
 static fp_dev_report dev;
 static fp_run_report run;
 
@@ -80,12 +121,9 @@ static void make_run(int rank)
     dev.stats = known_stats();
     dev.idle_now = FP_GIB;
     dev.alloc_ns = 1234567;
-    for (int k = 0; k < FP_PT_NKINDS; k++)
-        dev.passthrough[k] = (uint64_t)k + 1;
-    dev.deferred = 1;
-    dev.defer = (fp_defer_counts){.fences = 120, .ctx_waits = 118, .stream_waits = 1,
-                                  .stream_reuses = 0, .syncs = 3, .failed = 1,
-                                  .ctx_events = 1};
+    make_groups();
+    dev.groups = groups;
+    dev.ngroups = 4;
     dev.leaks = leaks;
     dev.nleaks = 3;
     dev.leak_count = 12;
@@ -94,8 +132,8 @@ static void make_run(int rank)
     run.pid = 4242;
     run.rank = rank;
     run.host = "node-7";
-    run.config = "max_split_size_mb:512, roundup_power2_divisions:[256:1,>:8],"
-                 "garbage_collection_threshold:0.6";
+    run.config = conf_entries;
+    run.nconfig = 3;
     run.config_errors = conf_errors;
     run.nconfig_errors = 2;
     run.mode = "simulated device";
@@ -290,11 +328,17 @@ static void text_extras(void **state)
     has(t, "| Served from cache     | 990 of 1000 allocations (99.0%)");
     has(t, "| Driver calls saved    | ~1980 ");
     has(t, "| Time in allocator     | 1.23 ms; 649 ns per call (1900 allocs and frees) ");
-    has(t, "| Passed to the driver  | managed 1, async_pool 2, host 3, vmm 4,");
+    has(t, "| Passed to the driver  | 1 managed, 2 async_pool, 3 host, 4 vmm, 5");
     has(t, "| Deferred reuse        | 120 fences, 118 context waits ");
     has(t, "|                       | 1 stream wait, 0 same-stream reuses ");
     has(t, "|                       | 3 synchronizations, 1 failed fence ");
+    has(t, "|                       | context events: yes ");
     has(t, "|                       | the device orders reuse (context events) ");
+    has(t, "| Pool counters         | 2 OOMs ");
+    has(t, "|                       | 5 alloc retries ");
+    has(t, "|                       | 25.0% fragmentation at peak ");
+    has(t, "|                       | 0 invalid frees ");
+    assert_null(strstr(t, "Trace problems"));   /* an absent group: no line */
     has(t, "| Live at exit          | 12 allocations, 1.00 GiB, largest first:");
     has(t, "|                       | 1024.00 MiB at 0x7f0000001000 (allocation #17)");
     has(t, "|                       | 1.50 MiB at 0x7f0040000000 (allocation #4)");
@@ -318,6 +362,7 @@ static void text_edge_cases(void **state)
     dev.leak_count = 0;
     dev.nleaks = 0;
     run.config = NULL;
+    run.nconfig = 0;
     run.nconfig_errors = 0;
     run.pid = 0;
     run.host = NULL;
@@ -500,33 +545,6 @@ static void json_config_and_escaping(void **state)
     has(big, "\\\"quoted\\\" \\\\ back\\nnew\\ttab\\u0001ctl\\ufffd end");
 }
 
-static void conf_entries(void **state)
-{
-    (void)state;
-    const char *conf = " a:1, b:[x,y:2] ,,c,\td:[unclosed,e : 2 ,:v";
-    static const char *const want[][2] = {
-        {"a", "1"}, {"b", "[x,y:2]"}, {"c", NULL}, {"d", "[unclosed"},
-        {"e", "2"}, {"", "v"}};
-    size_t pos = 0, kn, vn, i = 0;
-    const char *k, *v;
-    while (fp_conf_entry_next(conf, &pos, &k, &kn, &v, &vn)) {
-        assert_true(i < 6);
-        assert_int_equal(kn, strlen(want[i][0]));
-        assert_memory_equal(k, want[i][0], kn);
-        if (!want[i][1]) {
-            assert_null(v);
-        } else {
-            assert_int_equal(vn, strlen(want[i][1]));
-            assert_memory_equal(v, want[i][1], vn);
-        }
-        i++;
-    }
-    assert_int_equal(i, 6);
-    pos = 0;
-    assert_int_equal(fp_conf_entry_next(NULL, &pos, &k, &kn, &v, &vn), 0);
-    assert_int_equal(fp_conf_entry_next(" , ", &pos, &k, &kn, &v, &vn), 0);
-}
-
 static void json_nulls(void **state)
 {
     (void)state;
@@ -534,18 +552,20 @@ static void json_nulls(void **state)
     run.host = NULL;
     run.mode = NULL;
     run.pid = 0;
-    run.config = "strict:1,oddentry";
+    static const fp_kv odd[2] = {{"strict", "1"}, {"oddentry", NULL}};
+    run.config = odd;
+    run.nconfig = 2;
     dev.device_name = NULL;
     dev.total_capacity = 0;
     dev.device_free = (size_t)-1;
-    dev.deferred = 0;
+    groups[1].rows = NULL;   /* no deferred reuse: null */
     memset(&dev.stats, 0, sizeof dev.stats);
     fp_jdoc d;
     parse(&d, json_summary());
     static const char *const nulls[] = {
         "rank", "host", "mode", "pid", "config.oddentry", "devices.0.name",
         "devices.0.total_capacity", "devices.0.device_free",
-        "devices.0.fragmentation", "devices.0.deferred"};
+        "devices.0.fragmentation", "devices.0.deferred", "devices.0.trace"};
     for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
         jtype(&d, nulls[i], FP_JNULL);
     assert_string_equal(jstr(&d, "config.strict"), "1");
@@ -935,18 +955,74 @@ static void merge_errors(void **state)
     assert_int_equal(fp_merge_json(NULL, 0, &s, err, sizeof err), EINVAL);
 }
 
-/* IPC counters: one text row only when there was IPC, always in JSON. */
+/* The metric list, walked: every row of the pool's list and of each group
+ * the caller gives appears in the JSON under its key and in the text as
+ * fp_summary_put_row writes it.  Values are made distinct first, so a row
+ * that the text left out cannot be found by chance. */
+static void check_row(const char *text, const fp_jdoc *d, const char *group,
+                      const fp_row *r)
+{
+    char path[160], want[160];
+    if (group)
+        snprintf(path, sizeof path, "devices.0.%s.%s", group, r->key);
+    else
+        snprintf(path, sizeof path, "devices.0.%s", r->key);
+    int t = fp_jdoc_path(d, path);
+    if (t < 0)
+        fail_msg("JSON lacks %s", path);
+    assert_int_equal(d->tok[t].type, FP_JNUM);
+    fp_sink s = fp_sink_buffer(want, sizeof want);
+    fp_summary_put_row(&s, r);
+    assert_int_equal(fp_sink_error(&s), 0);
+    has(text, want);
+}
+
+static void every_row_in_both(void **state)
+{
+    (void)state;
+    make_run(0);
+    dev.stats.num_gc_releases = 7;
+    dev.stats.num_invalid_frees = 11;
+    for (int k = 0; k < 7; k++)
+        ipc_rows[k].value = 100 + (uint64_t)k;
+    static char text[1 << 17];
+    snprintf(text, sizeof text, "%s", text_summary());
+    fp_jdoc d;
+    parse(&d, json_summary());
+    fp_row rows[FP_POOL_NROWS];
+    size_t n = fp_summary_pool_rows(&dev.stats, rows);
+    assert_int_equal(n, FP_POOL_NROWS);
+    for (size_t i = 0; i < n; i++)
+        check_row(text, &d, NULL, &rows[i]);
+    size_t walked = 0;
+    for (size_t g = 0; g < dev.ngroups; g++) {
+        for (size_t i = 0; i < groups[g].nrows && groups[g].rows; i++, walked++)
+            check_row(text, &d, groups[g].key, &groups[g].rows[i]);
+        if (!groups[g].rows)
+            jtype(&d, "devices.0.trace", FP_JNULL);
+    }
+    assert_int_equal(walked, 5 + 7 + 7);
+    has(text, "| Pool counters         | 2 OOMs ");
+    has(text, "7 GC releases");
+    has(text, "11 invalid frees");
+}
+
+/* A group whose zero is "": no text line while all its rows are 0, always
+ * in JSON (the shim's IPC counters). */
 static void ipc_counts(void **state)
 {
     (void)state;
     make_run(0);
     assert_null(strstr(text_summary(), "| IPC "));
-    dev.ipc = (fp_ipc_counts){.exports = 3, .exports_fragpool = 2, .refused = 1, .opens = 4,
-                              .opens_fragpool = 1, .closes = 4, .own_segments = 1};
+    static const uint64_t v[7] = {3, 2, 1, 4, 1, 4, 1};
+    for (int k = 0; k < 7; k++)
+        ipc_rows[k].value = v[k];
+    ipc_rows[0].one = " export";
+    ipc_rows[0].many = " exports";
     const char *t = text_summary();
-    has(t, "| IPC                   | 3 exports (fragpool handles: 2), 1 refused");
-    has(t, "|                       | 4 opens (fragpool handles: 1), 4 closes");
-    has(t, "|                       | 1 allocation given its own segment ");
+    has(t, "| IPC                   | 3 exports, 2 ipc, 1 ipc ");
+    has(t, "|                       | 4 ipc, 1 ipc, 4 ipc ");
+    has(t, "|                       | 1 ipc ");
     fp_jdoc d;
     parse(&d, json_summary());
     assert_int_equal(jint(&d, "devices.0.ipc.exports"), 3);
@@ -973,7 +1049,6 @@ int main(void)
         cmocka_unit_test(json_every_field),
         cmocka_unit_test(json_values),
         cmocka_unit_test(json_config_and_escaping),
-        cmocka_unit_test(conf_entries),
         cmocka_unit_test(json_nulls),
         cmocka_unit_test(json_reader_rejects),
         cmocka_unit_test(collect_leaks),
@@ -988,6 +1063,7 @@ int main(void)
         cmocka_unit_test(merge_two_ranks),
         cmocka_unit_test(merge_errors),
         cmocka_unit_test(ipc_counts),
+        cmocka_unit_test(every_row_in_both),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,312 @@
+/* fp_text.c - the one text and number unit every folder uses: sinks
+ * (a caller's fixed buffer or a file descriptor), integers, fixed-point
+ * numbers, printable text, and the lexical helpers (white space, trim).
+ *
+ * Invariants:
+ *  - nothing here allocates, locks, or calls stdio or locale code: only
+ *    memcpy/memset/strlen and write(2), safe at exit and from a thread that
+ *    a signal handler handed the work to;
+ *  - a buffer sink never writes past its len bytes and keeps the buffer
+ *    NUL-terminated (len > 0); a dropped byte sets ENOSPC, never silently;
+ *  - the first error sticks: later output is counted in total, not written;
+ *  - numbers are formatted by integer arithmetic (no printf, no double), so
+ *    the decimal point is always '.', whatever the locale.
+ */
+#include "fp_text.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- sinks ------------------------------------------------------------------- */
+
+fp_sink fp_sink_buffer(char *buf, size_t len)
+{
+    fp_sink s = {.fd = -1};
+    if (buf && len) {
+        s.buf = buf;
+        s.cap = len - 1;
+        buf[0] = '\0';
+    }
+    return s;
+}
+
+fp_sink fp_sink_fd(int fd)
+{
+    fp_sink s = {.fd = fd < 0 ? -1 : fd};
+    if (fd < 0)
+        s.err = EBADF;
+    return s;
+}
+
+/* write(2) everything the chunk holds; retries EINTR and short writes.
+ * The caller's errno is left as it was. */
+static void fp_sink_drain(fp_sink *s)
+{
+    int saved = errno;
+    size_t off = 0;
+    while (off < s->len && !s->err) {
+        ssize_t w = write(s->fd, s->chunk + off, s->len - off);
+        if (w > 0)
+            off += (size_t)w;
+        else if (w < 0 && errno == EINTR)
+            continue;
+        else
+            s->err = w < 0 ? errno : EIO;
+    }
+    s->len = 0;
+    errno = saved;
+}
+
+int fp_sink_flush(fp_sink *s)
+{
+    if (s->fd >= 0 && s->len)
+        fp_sink_drain(s);
+    return s->err;
+}
+
+int fp_sink_error(const fp_sink *s)
+{
+    return s->err;
+}
+
+size_t fp_sink_total(const fp_sink *s)
+{
+    return s->total;
+}
+
+size_t fp_sink_length(const fp_sink *s)
+{
+    return s->fd >= 0 ? 0 : s->len;
+}
+
+static void fp_put_buf(fp_sink *s, const char *p, size_t n)
+{
+    size_t room = s->cap - s->len;
+    size_t k = n < room ? n : room;
+    if (k) {
+        memcpy(s->buf + s->len, p, k);
+        s->len += k;
+    }
+    if (s->buf)
+        s->buf[s->len] = '\0';
+    if (k < n)
+        s->err = ENOSPC;
+}
+
+static void fp_put_fd(fp_sink *s, const char *p, size_t n)
+{
+    while (n && !s->err) {
+        size_t room = FP_SINK_CHUNK - s->len;
+        size_t k = n < room ? n : room;
+        memcpy(s->chunk + s->len, p, k);
+        s->len += k;
+        p += k;
+        n -= k;
+        if (s->len == FP_SINK_CHUNK)
+            fp_sink_drain(s);
+    }
+}
+
+void fp_put(fp_sink *s, const char *p, size_t n)
+{
+    s->total += n;
+    if (s->err || !n)
+        return;
+    if (s->fd >= 0)
+        fp_put_fd(s, p, n);
+    else
+        fp_put_buf(s, p, n);
+}
+
+void fp_puts(fp_sink *s, const char *str)
+{
+    if (str)
+        fp_put(s, str, strlen(str));
+}
+
+void fp_putc(fp_sink *s, char c)
+{
+    fp_put(s, &c, 1);
+}
+
+void fp_put_pad(fp_sink *s, char c, size_t n)
+{
+    char run[32];
+    memset(run, c, sizeof run);
+    while (n) {
+        size_t k = n < sizeof run ? n : sizeof run;
+        fp_put(s, run, k);
+        n -= k;
+    }
+}
+
+/* ---- numbers ------------------------------------------------------------------ */
+
+void fp_put_u64(fp_sink *s, uint64_t v)
+{
+    char d[20];
+    size_t i = sizeof d;
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fp_put(s, d + i, sizeof d - i);
+}
+
+void fp_put_i64(fp_sink *s, int64_t v)
+{
+    if (v < 0) {
+        fp_putc(s, '-');
+        fp_put_u64(s, (uint64_t)0 - (uint64_t)v);
+    } else {
+        fp_put_u64(s, (uint64_t)v);
+    }
+}
+
+void fp_put_hex(fp_sink *s, uint64_t v)
+{
+    static const char hex[] = "0123456789abcdef";
+    char d[18];
+    size_t i = sizeof d;
+    do {
+        d[--i] = hex[v & 15];
+        v >>= 4;
+    } while (v);
+    d[--i] = 'x';
+    d[--i] = '0';
+    fp_put(s, d + i, sizeof d - i);
+}
+
+/* Round the digits of num/den up by one unit in the last place; returns
+ * the carry out of the fraction. */
+static int fp_round_up(char *digits, unsigned n)
+{
+    while (n--) {
+        if (digits[n] != '9') {
+            digits[n]++;
+            return 0;
+        }
+        digits[n] = '0';
+    }
+    return 1;
+}
+
+void fp_put_fixed(fp_sink *s, uint64_t num, uint64_t den, unsigned decimals)
+{
+    char digits[19];
+    if (!den) {
+        fp_puts(s, "n/a");
+        return;
+    }
+    if (decimals > sizeof digits)
+        decimals = sizeof digits;
+    while (den > UINT64_MAX / 10) {     /* keep rem * 10 from overflowing */
+        num >>= 1;
+        den >>= 1;
+    }
+    uint64_t ip = num / den, rem = num % den;
+    for (unsigned i = 0; i < decimals; i++) {
+        rem *= 10;
+        digits[i] = (char)('0' + rem / den);
+        rem %= den;
+    }
+    int last_odd = decimals ? (digits[decimals - 1] - '0') & 1 : (int)(ip & 1);
+    uint64_t rest = den - rem;          /* ties go to the even digit */
+    if (rem > rest || (rem == rest && last_odd))
+        ip += (uint64_t)fp_round_up(digits, decimals);
+    fp_put_u64(s, ip);
+    if (decimals) {
+        fp_putc(s, '.');
+        fp_put(s, digits, decimals);
+    }
+}
+
+void fp_put_percent(fp_sink *s, uint64_t num, uint64_t den)
+{
+    if (!den) {
+        fp_puts(s, "n/a");
+        return;
+    }
+    while (num > UINT64_MAX / 100) {
+        num >>= 1;
+        den >>= 1;
+    }
+    fp_put_fixed(s, num * 100, den, 1);
+    fp_putc(s, '%');
+}
+
+/* ---- text -------------------------------------------------------------------- */
+
+size_t fp_text_width(const char *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        w += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return w;
+}
+
+size_t fp_utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (len <= 1)
+        return len;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) ||
+        (c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
+        return 0;                       /* overlong, surrogate, > U+10FFFF */
+    return len;
+}
+
+static void fp_put_escape(fp_sink *s, unsigned char c)
+{
+    static const char hex[] = "0123456789abcdef";
+    char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    if (c == '\n' || c == '\t' || c == '\r') {
+        e[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        fp_put(s, e, 2);
+        return;
+    }
+    fp_put(s, e, 4);
+}
+
+void fp_put_visible(fp_sink *s, const char *p, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        size_t k = fp_utf8_len(u + i, n - i);
+        if (k && u[i] >= 0x20 && u[i] != 0x7f) {
+            i += k;
+            continue;
+        }
+        fp_put(s, p + run, i - run);
+        fp_put_escape(s, u[i]);
+        run = ++i;
+    }
+    fp_put(s, p + run, n - run);
+}
+
+/* ---- lexical helpers --------------------------------------------------------- */
+
+int fp_is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');   /* \t \n \v \f \r */
+}
+
+fp_slice fp_trim(const char *p, size_t n)
+{
+    while (n && fp_is_space(*p)) {
+        p++;
+        n--;
+    }
+    while (n && fp_is_space(p[n - 1]))
+        n--;
+    return (fp_slice){p, n};
+}
