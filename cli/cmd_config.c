@@ -16,7 +16,9 @@ static void print_table(void)
 {
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
-        printf("%-30s default %-10s %s\n", o->name, o->deflt, o->range);
+        char range[256];
+        fp_conf_range(o, range, sizeof range);
+        printf("%-30s default %-10s %s\n", o->name, o->deflt, range);
         printf("%-30s %s\n", "", o->help);
     }
 }

@@ -256,16 +256,13 @@ static void format_dbl(const fp_option *o, const fp_conf *c, fp_sink *out)
 static int parse_bool(const fp_option *o, const char *v, size_t n,
                       fp_conf *c, fp_sink *why)
 {
-    int *dst = field(c, o);
     (void)why;
-    if (slice_is(v, n, "1") || slice_is(v, n, "true") || slice_is(v, n, "True"))
-        *dst = 1;
-    else if (slice_is(v, n, "0") || slice_is(v, n, "false") ||
-             slice_is(v, n, "False"))
-        *dst = 0;
-    else
-        return -1;
-    return 0;
+    for (int i = 0; o->words[i]; i++)   /* "0", "1", then pairs true/false */
+        if (slice_is(v, n, o->words[i])) {
+            *(int *)field(c, o) = i < 2 ? i : i % 2 == 0;
+            return 0;
+        }
+    return -1;
 }
 
 static void format_bool(const fp_option *o, const fp_conf *c, fp_sink *out)
@@ -531,15 +528,104 @@ static void format_divs(const fp_option *o, const fp_conf *c, fp_sink *out)
     fp_putc(out, ']');
 }
 
+/* ---- what a row accepts, derived from its bounds -------------------------
+ * A numeric row states its bounds once (min/max, rmin/rmax with open_*,
+ * off_word); its range in the key list and the "must be ..." of its
+ * messages are written from them here, as are a word row's from words.
+ * Only rows without bounds (lists, paths) spell them out in range and
+ * accept. */
+
+/* "a, b or c" (last "or") or "a, b, c" (last ", "). */
+static void put_words(fp_sink *b, const char *const *w, const char *last)
+{
+    for (int i = 0; w[i]; i++) {
+        if (i)
+            fp_puts(b, w[i + 1] ? ", " : last);
+        fp_puts(b, w[i]);
+    }
+}
+
+static void put_off(fp_sink *b, const fp_option *o, const char *sep)
+{
+    if (o->off_word) {
+        fp_puts(b, sep);
+        fp_puts(b, o->off_word);
+    }
+}
+
+static void put_range(fp_sink *b, const fp_option *o)
+{
+    if (o->parse == parse_mib) {
+        fp_put_u64(b, o->min);
+        fp_puts(b, "..");
+        fp_put_u64(b, o->max);
+        put_off(b, o, ", ");
+    } else if (o->parse == parse_dbl) {
+        fp_putc(b, o->open_min ? '(' : '[');
+        fp_put_real(b, o->rmin);
+        fp_putc(b, ',');
+        fp_put_real(b, o->rmax);
+        fp_putc(b, o->open_max ? ')' : ']');
+        put_off(b, o, ", ");
+    } else if (o->words) {
+        put_words(b, o->words, ", ");
+    } else {
+        fp_puts(b, o->range);
+    }
+}
+
+/* What "must be ..." says. */
+static void put_accept(fp_sink *b, const fp_option *o)
+{
+    if (o->parse == parse_mib) {
+        fp_puts(b, "an integer number of MiB >= ");
+        fp_put_u64(b, o->min);
+        fp_puts(b, " (up to ");
+        fp_put_u64(b, o->max);
+        fp_putc(b, ')');
+        put_off(b, o, ", or ");
+    } else if (o->parse == parse_dbl) {
+        fp_puts(b, o->open_min ? "a decimal number > " : "a decimal number >= ");
+        fp_put_real(b, o->rmin);
+        fp_puts(b, o->open_max ? " and < " : " and <= ");
+        fp_put_real(b, o->rmax);
+        fp_puts(b, " such as ");
+        fp_puts(b, o->example);
+        fp_puts(b, " (at most 15 decimals)");
+        put_off(b, o, ", or ");
+    } else if (o->words) {
+        put_words(b, o->words, " or ");
+    } else {
+        fp_puts(b, o->accept);
+    }
+}
+
+int fp_conf_range(const fp_option *o, char *buf, size_t len)
+{
+    fp_sink b = fp_sink_buffer(buf, len);
+    put_range(&b, o);
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
+int fp_conf_accept(const fp_option *o, char *buf, size_t len)
+{
+    fp_sink b = fp_sink_buffer(buf, len);
+    put_accept(&b, o);
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 #define POOL_FIELD(f) (offsetof(fp_conf, pool) + offsetof(fp_pool_opts, f))
+
+/* The words a bool row accepts, for its range and its messages. */
+static const char *const fp_bool_words[] = {"0", "1", "true", "false", "True", "False",
+                                            NULL};
 
 /* A 0/1 key stored in the int field of fp_conf of the same name. */
 #define FP_BOOL_OPTION(key, def, text)                                        \
     {                                                                         \
         .name = #key, .type = "bool", .deflt = def,                           \
-        .range = "0, 1, true, false, True, False", .help = text,              \
-        .accept = "0, 1, true, false, True or False",                         \
+        .words = fp_bool_words, .help = text,                                 \
         .offset = offsetof(fp_conf, key),                                     \
         .parse = parse_bool, .format = format_bool,                           \
     }
@@ -547,22 +633,19 @@ static void format_divs(const fp_option *o, const fp_conf *c, fp_sink *out)
 static const fp_option fp_options[] = {
     {
         .name = "max_split_size_mb", .type = "integer MiB",
-        .deflt = "unlimited", .range = "21..17592186044415, unlimited",
+        .deflt = "unlimited",
         .help = "blocks of this size or more are never split; requests of "
                 "this size or more never take a cached block more than "
                 "max_non_split_rounding_mb bigger",
-        .accept = "an integer number of MiB > 20 (up to 17592186044415), "
-                  "or unlimited",
         .offset = POOL_FIELD(max_split_size), .min = 21, .max = FP_MAX_MB,
         .off_word = "unlimited", .off_value = SIZE_MAX,
         .parse = parse_mib, .format = format_mib,
     },
     {
         .name = "max_non_split_rounding_mb", .type = "integer MiB",
-        .deflt = "20", .range = "20..17592186044415",
+        .deflt = "20",
         .help = "how much bigger than the request a cached block at or "
                 "above max_split_size_mb may be and still be used whole",
-        .accept = "an integer number of MiB >= 20 (up to 17592186044415)",
         .offset = POOL_FIELD(max_non_split_rounding), .min = 20,
         .max = FP_MAX_MB, .parse = parse_mib, .format = format_mib,
     },
@@ -579,31 +662,25 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "garbage_collection_threshold", .type = "real",
-        .deflt = "off", .range = "(0,1), off",
+        .deflt = "off", .example = "0.6",
         .help = "when reserved memory passes this fraction of the cap, free "
                 "cached blocks, oldest first, before reserving more",
-        .accept = "a decimal number > 0 and < 1 such as 0.6 (at most 15 "
-                  "decimals), or off",
         .offset = POOL_FIELD(gc_threshold), .rmin = 0, .rmax = 1,
         .open_min = 1, .open_max = 1, .off_word = "off",
         .parse = parse_dbl, .format = format_dbl,
     },
     {
         .name = "per_process_memory_fraction", .type = "real",
-        .deflt = "unlimited", .range = "(0,1], unlimited",
+        .deflt = "unlimited", .example = "0.5",
         .help = "cap on reserved memory as a fraction of the device's total",
-        .accept = "a decimal number > 0 and <= 1 such as 0.5 (at most 15 "
-                  "decimals), or unlimited",
         .offset = POOL_FIELD(memory_fraction), .rmin = 0, .rmax = 1,
         .open_min = 1, .off_word = "unlimited",
         .parse = parse_dbl, .format = format_dbl,
     },
     {
         .name = "max_reserved_mb", .type = "integer MiB",
-        .deflt = "unlimited", .range = "1..17592186044415, unlimited",
+        .deflt = "unlimited",
         .help = "cap on reserved memory in MiB",
-        .accept = "an integer number of MiB >= 1 (up to 17592186044415), "
-                  "or unlimited",
         .offset = POOL_FIELD(max_reserved), .min = 1, .max = FP_MAX_MB,
         .off_word = "unlimited", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
@@ -619,22 +696,18 @@ static const fp_option fp_options[] = {
                    "free, and abort with the broken one (slow)"),
     {
         .name = "free_policy", .type = "word", .deflt = "deferred",
-        .range = "deferred, sync",
         .help = "deferred: a free returns at once and the block is reused "
                 "after the work queued before it has finished; sync: every "
                 "free synchronizes the device, exactly as cuMemFree",
-        .accept = "deferred or sync",
         .offset = offsetof(fp_conf, free_policy),
         .words = (const char *const[]){"deferred", "sync", NULL},
         .parse = parse_word, .format = format_word,
     },
     {
         .name = "defer_headroom_mb", .type = "integer MiB", .deflt = "0",
-        .range = "0..17592186044415",
         .help = "with free_policy:deferred, the pool may grow by reserving "
                 "while up to this many MiB of freed blocks still wait for the "
                 "GPU; past that it waits for them first (0: always wait)",
-        .accept = "an integer number of MiB >= 0 (up to 17592186044415)",
         .offset = offsetof(fp_conf, defer_headroom), .min = 0, .max = FP_MAX_MB,
         .parse = parse_mib, .format = format_mib,
     },
@@ -649,10 +722,8 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "summary_format", .type = "word", .deflt = "text",
-        .range = "text, json",
         .help = "the summary's format: PyTorch's memory_summary table, or "
                 "JSON (docs/summary.md)",
-        .accept = "text or json",
         .offset = offsetof(fp_conf, summary_format),
         .words = (const char *const[]){"text", "json", NULL},
         .parse = parse_word, .format = format_word,
@@ -672,24 +743,19 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "ipc_export", .type = "word", .deflt = "refuse",
-        .range = "refuse, fragpool",
         .help = "cuIpcGetMemHandle of an allocation inside a pool segment: "
                 "refuse it (CUDA_ERROR_NOT_SUPPORTED), or give a fragpool "
                 "handle that only processes under fragpool can open "
                 "(docs/shim.md, IPC)",
-        .accept = "refuse or fragpool",
         .offset = offsetof(fp_conf, ipc_export),
         .words = (const char *const[]){"refuse", "fragpool", NULL},
         .parse = parse_word, .format = format_word,
     },
     {
         .name = "own_segment_mb", .type = "integer MiB", .deflt = "off",
-        .range = "1..17592186044415, off",
         .help = "allocations of this many MiB or more go to the driver, each "
                 "a segment of its own (not cached), so that any process can "
                 "open their IPC handles (PyTorch with its cache on: 2)",
-        .accept = "an integer number of MiB >= 1 (up to 17592186044415), "
-                  "or off",
         .offset = offsetof(fp_conf, own_segment), .min = 1, .max = FP_MAX_MB,
         .off_word = "off", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
@@ -849,7 +915,7 @@ static void problem_value(fp_parser *ps, fp_slice e, const fp_option *o,
         fp_puts(&b, "; ");
     }
     fp_puts(&b, "must be ");
-    fp_puts(&b, o->accept);
+    put_accept(&b, o);
     problem_key(ps, e, o, buf);
 }
 

@@ -134,9 +134,12 @@ struct fp_option {
     const char *name;    /* the key                                       */
     const char *type;    /* kind of value, for docs                       */
     const char *deflt;   /* default, exactly as fp_conf_format prints it  */
-    const char *range;   /* accepted values, short form for docs          */
+    const char *range;   /* rows without bounds or words (lists, paths):
+                            accepted values, short form for docs          */
     const char *help;    /* one-line meaning                              */
-    const char *accept;  /* accepted values, as error lines say them      */
+    const char *accept;  /* the same rows: accepted values, as error lines
+                            say them (others: derived, fp_conf_accept)    */
+    const char *example; /* real rows: a value the message shows          */
     size_t offset;       /* offsetof(fp_conf, field)                      */
     uint64_t min, max;   /* integer bounds (in MiB for _mb keys)          */
     double rmin, rmax;   /* real bounds                                   */
@@ -149,6 +152,16 @@ struct fp_option {
     fp_opt_format_fn format;
 };
 
+/* Accepted values of o, written from its bounds (numeric rows), its words
+ * (word and bool rows) or its range/accept text (the rest): the short form
+ * for the key list ("21..17592186044415, unlimited"), and the form a
+ * message's "must be ..." uses.  0, or ENOSPC (still NUL-terminated). */
+int fp_conf_range(const fp_option *o, char *buf, size_t len);
+int fp_conf_accept(const fp_option *o, char *buf, size_t len);
+
+/* Adding a key: one row in fp_options (fp_conf.c) and its field in fp_conf
+ * or fp_pool_opts.  A numeric row gives min/max (or rmin/rmax, open_*,
+ * example) and off_word once; its range and messages follow from them. */
 size_t fp_conf_noptions(void);
 const fp_option *fp_conf_option(size_t i);   /* NULL past the end */
 /* Index of the key name[0..n), or -1. */

@@ -30,7 +30,7 @@
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
               "trace, ipc_export, own_segment_mb"
-#define MSS "must be an integer number of MiB > 20 (up to 17592186044415), " \
+#define MSS "must be an integer number of MiB >= 21 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
             KT("max_non_split_rounding_mb", "20")
@@ -145,11 +145,37 @@ static void test_table(void **state)
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
         assert_non_null(o->type);
-        assert_non_null(o->range);
+        char range[256], accept[512];
+        assert_int_equal(fp_conf_range(o, range, sizeof range), 0);
+        assert_true(range[0] != '\0');
+        assert_int_equal(fp_conf_accept(o, accept, sizeof accept), 0);
+        assert_true(accept[0] != '\0');
         assert_non_null(o->help);
         assert_int_equal(fp_conf_find(o->name, strlen(o->name)), (int)i);
         snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s:%s",
                  i ? "," : "", o->name, o->deflt);
+    }
+    /* ranges and messages come from the bounds (finding 7 of issue 11) */
+    static const char *const ranges[][3] = {
+        {"max_split_size_mb", "21..17592186044415, unlimited",
+         "an integer number of MiB >= 21 (up to 17592186044415), or unlimited"},
+        {"garbage_collection_threshold", "(0,1), off",
+         "a decimal number > 0 and < 1 such as 0.6 (at most 15 decimals), or off"},
+        {"per_process_memory_fraction", "(0,1], unlimited",
+         "a decimal number > 0 and <= 1 such as 0.5 (at most 15 decimals), or unlimited"},
+        {"free_policy", "deferred, sync", "deferred or sync"},
+        {"strict", "0, 1, true, false, True, False", "0, 1, true, false, True or False"},
+        {"defer_headroom_mb", "0..17592186044415",
+         "an integer number of MiB >= 0 (up to 17592186044415)"}};
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        const fp_option *o = fp_conf_option((size_t)fp_conf_find(ranges[i][0],
+                                                                 strlen(ranges[i][0])));
+        char got[512];
+        assert_int_equal(fp_conf_range(o, got, sizeof got), 0);
+        assert_string_equal(got, ranges[i][1]);
+        assert_int_equal(fp_conf_accept(o, got, sizeof got), 0);
+        assert_string_equal(got, ranges[i][2]);
+        assert_int_equal(fp_conf_range(o, got, 4), ENOSPC);
     }
     assert_int_equal(fp_conf_find("strict_", 7), -1);
     assert_int_equal(fp_conf_find("stric", 5), -1);
@@ -530,7 +556,7 @@ static const bad_case bad[] = {
       P "'max_split_size_mb:17592186044416': " MSS "\n" },
     { "max_split_size_mb:20", 1,
       "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:20': must be an integer "
-      "number of MiB > 20 (up to 17592186044415), or unlimited; ignoring "
+      "number of MiB >= 21 (up to 17592186044415), or unlimited; ignoring "
       "this entry (max_split_size_mb stays unlimited), the rest still "
       "applies\n" },
     { "max_split_size_mb:Unlimited", 1,
