@@ -13,6 +13,7 @@
  * is taken: the fullest picture of the memory the run could not do without.
  */
 #include "cli.h"
+#include "fp_vec.h"
 #include "fp_report.h"
 #include "fp_trace.h"
 #include "report_html.h"
@@ -81,42 +82,40 @@ static int open_input(const char *path, gzFile *f, char *why, size_t len)
     return 0;
 }
 
+/* gzread for fp_read_all (a plain file reads as it is), counting bytes. */
+typedef struct gz_source {
+    gzFile f;
+    size_t n;
+} gz_source;
+
+static long read_gz(void *ctx, char *buf, size_t n)
+{
+    gz_source *src = ctx;
+    int got = gzread(src->f, buf, n > (1u << 30) ? 1u << 30 : (unsigned)n);
+    if (got > 0)
+        src->n += (size_t)got;
+    return got < 0 ? -1 : (long)got;
+}
+
 /* The whole file (gzip or plain) in a NUL-terminated malloc'd buffer; a
  * read or gzip error is an error, never a shorter text. */
 static int slurp(const char *path, char **out, size_t *len, char *why, size_t whylen)
 {
     gzFile f;
-    int err = open_input(path, &f, why, whylen), got = 0;
+    int err = open_input(path, &f, why, whylen);
     if (err)
         return err;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf && (got = gzread(f, buf + n, (unsigned)(cap - n - 1))) > 0) {
-        n += (size_t)got;
-        if (cap - n - 1 == 0) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
+    gz_source src = {f, 0};
+    err = fp_read_all(read_gz, &src, out, len);
     int zerr = Z_OK;
     const char *msg = gzerror(f, &zerr);
-    if (buf && got < 0)
-        snprintf(why, whylen, "read error after %zu bytes: %s", n,
+    if (err == EIO)
+        snprintf(why, whylen, "read error after %zu bytes: %s", src.n,
                  zerr == Z_ERRNO ? strerror(errno) : msg);
+    else if (err)
+        snprintf(why, whylen, "out of memory");
     gzclose(f);
-    if (!buf || got < 0) {
-        if (!buf)
-            snprintf(why, whylen, "out of memory");
-        free(buf);
-        return buf ? EIO : ENOMEM;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
+    return err;
 }
 
 /* 1 when the file's first non-blank byte is '{' (a JSON summary); files
@@ -233,18 +232,13 @@ typedef struct segmap {
     int err;
 } segmap;
 
+/* fp_vec_grow for the arrays of a segmap: 0 or ENOMEM. */
 static int grow(void **v, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 256;
-    while (ncap < need)
-        ncap *= 2;
-    void *nv = realloc(*v, ncap * elem);
+    void *nv = fp_vec_grow(*v, cap, need, elem, 256);
     if (!nv)
         return ENOMEM;
     *v = nv;
-    *cap = ncap;
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * with the indexes and the stats; it changes nothing.
  */
 #include "pool_stats.h"
+#include "fp_vec.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -248,13 +249,10 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
         size_t n = 0;
         for (const fp_block *b = s->first; b; b = b->next)
             n++;
-        if (n > cap) {
-            fp_block_info *nv = realloc(v, n * sizeof *nv);
-            if (!nv)
-                break;
-            v = nv;
-            cap = n;
-        }
+        fp_block_info *nv = fp_vec_grow(v, &cap, n, sizeof *nv, n);
+        if (!nv)
+            break;
+        v = nv;
         n = 0;
         for (const fp_block *b = s->first; b; b = b->next)
             v[n++] = (fp_block_info){b->addr, b->size, fp_block_requested(b), b->state,

@@ -4,6 +4,7 @@
  * Invariant: v[0..n) is sorted by addr and the ranges do not overlap.
  */
 #include "pool_internal.h"
+#include "fp_vec.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +25,10 @@ static size_t upper(const fp_segtab *t, uint64_t addr)
 
 int fp_segtab_insert(fp_segtab *t, fp_segment *s)
 {
-    if (t->n == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 64;
-        fp_segment **nv = realloc(t->v, ncap * sizeof *nv);
-        if (!nv)
-            return ENOMEM;
-        t->v = nv;
-        t->cap = ncap;
-    }
+    fp_segment **nv = fp_vec_grow(t->v, &t->cap, t->n + 1, sizeof *nv, 64);
+    if (!nv)
+        return ENOMEM;
+    t->v = nv;
     size_t i = upper(t, s->addr);
     memmove(t->v + i + 1, t->v + i, (t->n - i) * sizeof *t->v);
     t->v[i] = s;

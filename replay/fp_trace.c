@@ -19,6 +19,7 @@
  */
 #include "fp_trace.h"
 #include "fp_file.h"
+#include "fp_vec.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,14 +33,10 @@
 
 int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream)
 {
-    if (t->n == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 4096;
-        fp_trace_event *nv = ncap > SIZE_MAX / sizeof *nv ? NULL : realloc(t->ev, ncap * sizeof *nv);
-        if (!nv)
-            return ENOMEM;
-        t->ev = nv;
-        t->cap = ncap;
-    }
+    fp_trace_event *nv = fp_vec_grow(t->ev, &t->cap, t->n + 1, sizeof *nv, 4096);
+    if (!nv)
+        return ENOMEM;
+    t->ev = nv;
     t->ev[t->n++] = (fp_trace_event){id, size, stream, op};
     return 0;
 }
@@ -69,19 +66,13 @@ typedef struct reader {
 
 static int grow_line(reader *r, size_t need)
 {
-    if (need <= r->cap)
-        return 0;
-    size_t cap = r->cap ? r->cap : 256;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = realloc(r->line, cap);
+    char *p = fp_vec_grow(r->line, &r->cap, need, 1, 256);
     if (!p) {
         snprintf(r->err, r->errlen, "%s:%zu: out of memory for a line of %zu bytes", r->path,
                  r->lineno, need);
         return ENOMEM;
     }
     r->line = p;
-    r->cap = cap;
     return 0;
 }
 

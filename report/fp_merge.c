@@ -15,6 +15,7 @@
  */
 #include "fp_report.h"
 #include "fp_file.h"
+#include "fp_vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -449,46 +450,43 @@ static int fp_merr_json(char *err, size_t errlen, const char *path, size_t pos,
     return rc;
 }
 
+/* read(2) for fp_read_all: retries EINTR, keeps errno in *ctx's err. */
+typedef struct fd_source {
+    int fd;
+    int err;
+} fd_source;
+
+static long read_fd(void *ctx, char *buf, size_t n)
+{
+    fd_source *src = ctx;
+    for (;;) {
+        ssize_t r = read(src->fd, buf, n);
+        if (r >= 0)
+            return (long)r;
+        if (errno != EINTR) {
+            src->err = errno;
+            return -1;
+        }
+    }
+}
+
 /* The whole file in a malloc'd, NUL-terminated buffer; only a regular
  * file is read (fp_file_open_read: never a FIFO or /dev/zero). */
-static int fp_read_file(const char *path, char **text, size_t *len, char *why, size_t wlen)
+static int read_file(const char *path, char **text, size_t *len, char *why, size_t wlen)
 {
-    int fd, rc0 = fp_file_open_read(path, &fd, why, wlen);
-    if (rc0)
-        return rc0;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? 0 : ENOMEM;
-    while (!rc) {
-        if (n + 1 == cap) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
-                rc = ENOMEM;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r > 0)
-            n += (size_t)r;
-        else if (r == 0)
-            break;
-        else if (errno != EINTR)
-            rc = errno;
-    }
-    close(fd);
-    if (rc) {
+    fd_source src = {-1, 0};
+    int rc = fp_file_open_read(path, &src.fd, why, wlen);
+    if (rc)
+        return rc;
+    rc = fp_read_all(read_fd, &src, text, len);
+    close(src.fd);
+    if (rc == EIO) {
+        rc = src.err;
         fp_sink w = fp_sink_buffer(why, wlen);
         fp_puts(&w, "read error: ");
         fp_puts(&w, strerror(rc));
-        free(buf);
-        return rc;
     }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    return 0;
+    return rc;
 }
 
 /* One integer member of a summary, as merge reads it. */
@@ -546,14 +544,10 @@ static int fp_mint(const fp_jdoc *d, int t, int dev, const fp_mfield *f, int64_t
 
 static int fp_mrows_push(fp_mrows *rows, const fp_mrow *r)
 {
-    if (rows->n == rows->cap) {
-        size_t cap = rows->cap ? rows->cap * 2 : 16;
-        fp_mrow *v = realloc(rows->v, cap * sizeof *v);
-        if (!v)
-            return ENOMEM;
-        rows->v = v;
-        rows->cap = cap;
-    }
+    fp_mrow *v = fp_vec_grow(rows->v, &rows->cap, rows->n + 1, sizeof *v, 16);
+    if (!v)
+        return ENOMEM;
+    rows->v = v;
     rows->v[rows->n++] = *r;
     return 0;
 }
@@ -594,7 +588,7 @@ static int fp_merge_file(const char *path, fp_mrows *rows, char *err,
     char *text = NULL;
     size_t len = 0, pos = 0;
     char why[128];
-    int rc = fp_read_file(path, &text, &len, why, sizeof why);
+    int rc = read_file(path, &text, &len, why, sizeof why);
     if (rc)
         return fp_merr(err, errlen, path, rc == ENOMEM ? "out of memory" : why, rc);
     size_t cap = len / 2 + 2;
