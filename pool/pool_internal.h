@@ -16,6 +16,7 @@
 #define FP_POOL_INTERNAL_H
 
 #include "fp_pool.h"
+#include "fp_hmap.h"
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -100,17 +101,9 @@ fp_block *fp_index_max(const fp_index *ix);
 bool      fp_index_contains(const fp_index *ix, const fp_block *b);
 const fp_block *fp_index_bin(const fp_index *ix, unsigned bin); /* checker */
 
-/* Address -> live block, open addressing with backward-shift deletion. */
-typedef struct fp_map_slot {
-    uint64_t key;           /* the block's address                     */
-    fp_block *b;            /* NULL when the slot is empty             */
-} fp_map_slot;
-
-typedef struct fp_map {
-    fp_map_slot *slots;
-    size_t mask;            /* capacity - 1 (capacity a power of two)  */
-    size_t count;
-} fp_map;
+/* Address -> live block: base/'s one hash map, the header pointer as the
+ * value (never 0).  pool_map.c gives it the pool's types. */
+typedef fp_hmap fp_map;
 
 int       fp_map_init(fp_map *m);
 void      fp_map_fini(fp_map *m);

@@ -9,6 +9,7 @@
  * skipped and counted (bad_frees); neither is an OOM.
  */
 #include "fp_trace.h"
+#include "fp_hmap.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,72 +41,10 @@ static int sim_release(void *ctx, uint64_t addr, size_t size)
     return 0;
 }
 
-/* id -> address.  Every id is a key, 2^64-1 included: a slot is taken when
- * its byte in used is 1 (no key value is reserved as the empty marker). */
-typedef struct idmap {
-    uint64_t *key, *val;
-    unsigned char *used;
-    size_t mask, count;
-} idmap;
-
-static size_t home_of(const idmap *m, uint64_t key)
-{
-    return (size_t)(key * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
-}
-
-static size_t slot_of(const idmap *m, uint64_t key)
-{
-    size_t i = home_of(m, key);
-    while (m->used[i] && m->key[i] != key)
-        i = (i + 1) & m->mask;
-    return i;
-}
-
-static int idmap_init(idmap *m, size_t n)
-{
-    size_t cap = 1024;
-    while (cap < n * 2 && cap < SIZE_MAX / 4)
-        cap *= 2;
-    m->key = malloc(cap * sizeof *m->key);
-    m->val = malloc(cap * sizeof *m->val);
-    m->used = calloc(cap, 1);
-    m->mask = cap - 1;
-    m->count = 0;
-    return m->key && m->val && m->used ? 0 : ENOMEM;
-}
-
-static void idmap_fini(idmap *m)
-{
-    free(m->key);
-    free(m->val);
-    free(m->used);
-}
-
-static void idmap_put(idmap *m, size_t i, uint64_t key, uint64_t val)
-{
-    m->used[i] = 1;
-    m->key[i] = key;
-    m->val[i] = val;
-    m->count++;
-}
-
-/* Backward-shift delete keeps probe runs intact. */
-static void idmap_erase(idmap *m, size_t i)
-{
-    m->used[i] = 0;
-    for (size_t j = (i + 1) & m->mask; m->used[j]; j = (j + 1) & m->mask) {
-        size_t home = home_of(m, m->key[j]);
-        bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (!stays) {
-            m->key[i] = m->key[j];
-            m->val[i] = m->val[j];
-            m->used[i] = 1;
-            m->used[j] = 0;
-            i = j;
-        }
-    }
-    m->count--;
-}
+/* id -> address (or rounded size in fp_trace_peak_live): base/'s one hash
+ * map, sized for every event up front so it never grows.  Values are never
+ * 0 (simulated addresses start high; a rounded size is >= 512). */
+typedef fp_hmap idmap;
 
 static void count_event(size_t *count, size_t *first, size_t idx)
 {
@@ -116,9 +55,9 @@ static void count_event(size_t *count, size_t *first, size_t idx)
 static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
                          fp_replay_result *r)
 {
-    size_t i = slot_of(m, e->id);
+    size_t i = fp_hmap_slot(m, e->id);
     uint64_t addr;
-    if (m->used[i]) {
+    if (fp_hmap_at(m, i)) {
         count_event(&r->dup_allocs, &r->first_dup_alloc, idx);
         return;
     }
@@ -129,7 +68,7 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
         }
         return;
     }
-    idmap_put(m, i, e->id, addr);
+    fp_hmap_fill(m, i, e->id, addr);
 }
 
 /* An 'o' row: the recorded run asked for this and was refused.  Asked
@@ -161,13 +100,14 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
         replay_refused(p, e, idx, r);
         return;
     }
-    size_t i = slot_of(m, e->id);
-    if (!m->used[i]) {
+    size_t i = fp_hmap_slot(m, e->id);
+    uint64_t addr = fp_hmap_at(m, i);
+    if (!addr) {
         count_event(&r->bad_frees, &r->first_bad_free, idx);
         return;
     }
-    fp_pool_free(p, m->val[i]);
-    idmap_erase(m, i);
+    fp_pool_free(p, addr);
+    fp_hmap_erase(m, i);
 }
 
 int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
@@ -206,8 +146,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     if (err)
         return err;
     idmap m;
-    if (idmap_init(&m, t->n)) {
-        idmap_fini(&m);
+    if (fp_hmap_init(&m, t->n)) {
+        fp_hmap_fini(&m);
         fp_pool_destroy(p, 0);
         return ENOMEM;
     }
@@ -215,7 +155,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
     replay_all(p, &m, t, h, r);
     fp_pool_get_stats(p, &r->stats);
-    idmap_fini(&m);
+    fp_hmap_fini(&m);
     if (keep)
         *keep = p;
     else
@@ -228,25 +168,26 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
 size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
 {
     idmap m;
-    if (idmap_init(&m, t->n)) {
-        idmap_fini(&m);
+    if (fp_hmap_init(&m, t->n)) {
+        fp_hmap_fini(&m);
         return 0;
     }
     size_t live = 0, peak = 0;
     for (size_t k = 0; k < t->n; k++) {
         const fp_trace_event *e = &t->ev[k];
-        size_t i = slot_of(&m, e->id);
-        if (e->op == 'a' && !m.used[i]) {
+        size_t i = fp_hmap_slot(&m, e->id);
+        uint64_t held = fp_hmap_at(&m, i);
+        if (e->op == 'a' && !held) {
             size_t sz = fp_round_size(opts, (size_t)e->size);
-            idmap_put(&m, i, e->id, sz);
+            fp_hmap_fill(&m, i, e->id, sz);
             live = live > SIZE_MAX - sz ? SIZE_MAX : live + sz;
             peak = live > peak ? live : peak;
-        } else if (e->op == 'f' && m.used[i]) {
-            live = live == SIZE_MAX ? live : live - (size_t)m.val[i];
-            idmap_erase(&m, i);
+        } else if (e->op == 'f' && held) {
+            live = live == SIZE_MAX ? live : live - (size_t)held;
+            fp_hmap_erase(&m, i);
         }
     }
-    idmap_fini(&m);
+    fp_hmap_fini(&m);
     return peak;
 }
 
