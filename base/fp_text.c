@@ -143,15 +143,22 @@ void fp_put_pad(fp_sink *s, char c, size_t n)
 
 /* ---- numbers ------------------------------------------------------------------ */
 
-void fp_put_u64(fp_sink *s, uint64_t v)
+size_t fp_fmt_u64(char out[FP_U64_DIGITS], uint64_t v)
 {
-    char d[20];
+    char d[FP_U64_DIGITS];
     size_t i = sizeof d;
     do {
         d[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    fp_put(s, d + i, sizeof d - i);
+    memcpy(out, d + i, sizeof d - i);
+    return sizeof d - i;
+}
+
+void fp_put_u64(fp_sink *s, uint64_t v)
+{
+    char d[FP_U64_DIGITS];
+    fp_put(s, d, fp_fmt_u64(d, v));
 }
 
 void fp_put_i64(fp_sink *s, int64_t v)

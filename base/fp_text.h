@@ -49,6 +49,10 @@ void fp_puts(fp_sink *s, const char *str);           /* NULL writes nothing */
 void fp_putc(fp_sink *s, char c);
 void fp_put_pad(fp_sink *s, char c, size_t n);
 void fp_put_u64(fp_sink *s, uint64_t v);
+/* The decimal digits of v at out, no NUL; returns how many (1..20).  For
+ * hot paths that write straight into their own buffer (the shim's trace). */
+#define FP_U64_DIGITS 20
+size_t fp_fmt_u64(char out[FP_U64_DIGITS], uint64_t v);
 void fp_put_i64(fp_sink *s, int64_t v);
 void fp_put_hex(fp_sink *s, uint64_t v);             /* "0x1f"              */
 /* num/den with exactly `decimals` digits, ties to even (as printf rounds

@@ -2,6 +2,7 @@
  * summaries that several ranks wrote, one row per rank and a total. */
 #include "cli.h"
 #include "fp_report.h"
+#include "fp_merge.h"
 #include <stdio.h>
 
 int fp_cmd_merge(int argc, char **argv)

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "fp_vec.h"
 #include "fp_report.h"
+#include "fp_jread.h"
 #include "fp_trace.h"
 #include "report_html.h"
 #include "fp_file.h"

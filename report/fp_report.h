@@ -1,7 +1,8 @@
-/* fp_report.h - the one emitter: fragpool's memory summary (a text table in
- * the layout of torch.cuda.memory_summary() and a JSON document), the
- * explanation printed after an out-of-memory failure, and the merge of the
- * JSON summaries of several ranks.  docs/summary.md describes both formats.
+/* fp_report.h - fragpool's memory summary (a text table in the layout of
+ * torch.cuda.memory_summary() and a JSON document) and the explanation
+ * printed after an out-of-memory failure.  docs/summary.md describes both
+ * formats.  The writers they use are fp_emit.h (box, JSON, sizes); reading
+ * the JSON back is fp_jread.h, and `fragpool merge` is fp_merge.h.
  *
  * Invariants:
  *  - every byte goes through an fp_sink (base/fp_text.h);
@@ -21,6 +22,7 @@
 #include <stdint.h>
 #include "fp_pool.h"
 #include "fp_text.h"
+#include "fp_emit.h"
 
 /* ---- input model -------------------------------------------------------- */
 
@@ -131,61 +133,6 @@ void fp_summary_put_row(fp_sink *o, const fp_row *r);
 size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
                                uint64_t *count, uint64_t *bytes);
 
-/* ---- the 75-column box of torch.cuda.memory_summary() ------------------- */
-#define FP_TBL_WIDTH 75
-#define FP_TBL_LABEL 21
-void fp_tbl_rule(fp_sink *s, char c);                 /* |=====...=|        */
-/* Boxed text: indent spaces then text (indent SIZE_MAX: centred); text
- * wider than the box is word-wrapped onto further lines. */
-void fp_tbl_text(fp_sink *s, const char *text, size_t n, size_t indent);
-/* " label | c0 | c1 | c2 | c3 " with the label padded to 21 columns. */
-void fp_tbl_row(fp_sink *s, const char *label, const char *const cells[4]);
-/* " label | value" boxed, the value word-wrapped onto further lines. */
-void fp_tbl_kv(fp_sink *s, const char *label, const char *value, size_t n);
-
-/* ---- JSON writer ------------------------------------------------------------ */
-typedef struct fp_json {
-    fp_sink *s;          /* output                                         */
-    unsigned depth;      /* open containers (at most 63)                   */
-    uint64_t more;       /* bit d: depth d already holds a member          */
-} fp_json;
-
-void fp_json_init(fp_json *j, fp_sink *s);
-/* key is the member name inside an object, NULL inside an array. */
-void fp_json_obj(fp_json *j, const char *key);
-void fp_json_arr(fp_json *j, const char *key);
-void fp_json_end_obj(fp_json *j);
-void fp_json_end_arr(fp_json *j);
-void fp_json_u64(fp_json *j, const char *key, uint64_t v);
-void fp_json_i64(fp_json *j, const char *key, int64_t v);
-void fp_json_null(fp_json *j, const char *key);
-void fp_json_str(fp_json *j, const char *key, const char *str); /* NULL: null */
-void fp_json_strn(fp_json *j, const char *key, const char *p, size_t n);
-/* A member from counted strings: "key":"val", or "key":null when val is
- * NULL (only inside an object). */
-void fp_json_pair(fp_json *j, const char *key, size_t klen, const char *val,
-                  size_t vlen);
-void fp_json_hex(fp_json *j, const char *key, uint64_t v);      /* "0x.." */
-void fp_json_fixed(fp_json *j, const char *key, uint64_t num, uint64_t den,
-                   unsigned decimals);                          /* den 0: null */
-/* A JSON string literal: quotes, backslashes and control characters
- * escaped, invalid UTF-8 replaced by \ufffd. */
-void fp_put_json_string(fp_sink *s, const char *p, size_t n);
-
-/* ---- sizes (fp_size.c) ----------------------------------------------------- */
-
-/* PyTorch's format_size (the OOM message): "512 bytes" up to 1024, then two
- * decimals of KiB up to 1 MiB, of MiB up to 1 GiB, else of GiB. */
-void fp_format_size(size_t bytes, char out[32]);
-void fp_put_size(fp_sink *s, size_t bytes);
-/* memory_summary's table cells, 10 columns: the unit is picked by pref
- * (the "all" row's value), "%6d B  " / KiB / MiB / GiB / TiB / PiB with
- * floor division; counts "%7d   " / K / M by thousands. */
-void fp_format_size_col(int64_t v, int64_t pref, char out[24]);
-void fp_format_count_col(int64_t v, int64_t pref, char out[24]);
-/* A duration: "850 ns", "12.50 µs", "3.20 ms", "1.05 s". */
-void fp_put_duration(fp_sink *s, uint64_t ns);
-
 /* ---- summary (fp_summary.c) ----------------------------------------------- */
 
 /* Both flush out and return fp_sink_flush's result (0, ENOSPC, errno). */
@@ -204,46 +151,5 @@ int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st,
 /* The max_split_size_mb the advice names for a failing request: the
  * largest even MiB count below it; 0 when that is not above 20. */
 size_t fp_oom_split_advice_mb(size_t requested);
-
-/* ---- reading our JSON back (fp_merge.c) ------------------------------------ */
-enum { FP_JNULL, FP_JBOOL, FP_JNUM, FP_JSTR, FP_JARR, FP_JOBJ };
-
-typedef struct fp_jtok {
-    int type;            /* FP_J*                                          */
-    size_t start, end;   /* bytes of the value in the text (strings: the  */
-                         /* contents between the quotes)                  */
-    int next;            /* index of the token after this whole value     */
-    int n;               /* arrays: elements; objects: members            */
-} fp_jtok;               /* an object's members: key token, then value    */
-
-typedef struct fp_jdoc {
-    const char *text;    /* the parsed text, not owned                     */
-    const fp_jtok *tok;  /* tokens, not owned; tok[0] is the root          */
-    int ntok;
-} fp_jdoc;
-
-/* Parse one JSON value (RFC 8259, depth <= 64) into the caller's tokens.
- * 0, EINVAL with *errpos at the bad byte, or ENOMEM when cap is short. */
-int fp_jdoc_parse(fp_jdoc *d, const char *text, size_t len, fp_jtok *tok,
-                  size_t cap, size_t *errpos);
-int fp_jdoc_get(const fp_jdoc *d, int obj, const char *key); /* -1: none */
-int fp_jdoc_at(const fp_jdoc *d, int arr, size_t i);         /* -1: none */
-/* "devices.0.allocated.peak" from the root; -1 when absent. */
-int fp_jdoc_path(const fp_jdoc *d, const char *path);
-/* 0 and *v for an integer number token, else EINVAL. */
-int fp_jdoc_int(const fp_jdoc *d, int t, int64_t *v);
-/* Unescaped string into buf (NUL-terminated when len > 0); returns the
- * length the whole string needs, or (size_t)-1 when t is no string. */
-size_t fp_jdoc_str(const fp_jdoc *d, int t, char *buf, size_t len);
-
-/* ---- merge (fp_merge.c) ---------------------------------------------------- */
-
-/* Read the JSON summaries at paths and write one row per rank and device
- * (rank, pid, device, peak allocated, peak reserved, fragmentation, OOMs,
- * retries), sorted by rank, then a total row: sums, with fragmentation
- * recomputed from the summed peaks.  0, or an errno with a message in err
- * ("PATH: what"). */
-int fp_merge_json(const char *const *paths, size_t n, fp_sink *out,
-                  char *err, size_t errlen);
 
 #endif

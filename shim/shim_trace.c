@@ -20,6 +20,7 @@
  */
 #include "shim_trace.h"
 #include "fp_file.h"
+#include "fp_text.h"
 #include "shim_path.h"
 #include "shim_state.h"
 #include <errno.h>
@@ -142,17 +143,11 @@ static unsigned stream_number(CUstream s)
     return nstreams;
 }
 
-/* Decimal digits of v at p, then c; returns the end.  snprintf would cost
- * more than the allocation it records. */
+/* Decimal digits of v at p (base/'s fp_fmt_u64), then c; returns the
+ * end.  snprintf would cost more than the allocation it records. */
 static char *put_u64(char *p, uint64_t v, char c)
 {
-    char tmp[20];
-    int n = 0;
-    do
-        tmp[n++] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    while (n)
-        *p++ = tmp[--n];
+    p += fp_fmt_u64(p, v);
     *p++ = c;
     return p;
 }

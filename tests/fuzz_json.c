@@ -8,6 +8,8 @@
  * line that names the file.
  */
 #include "fp_report.h"
+#include "fp_merge.h"
+#include "fp_jread.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "fp_report.h"
+#include "fp_merge.h"
+#include "fp_jread.h"
 
 #define GIB ((int64_t)FP_GIB)
 #define MIB ((int64_t)FP_MIB)

@@ -29,6 +29,7 @@
 #include "shim_test.h"
 #include "child_run.h"
 #include "fp_report.h"
+#include "fp_jread.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -25,6 +25,7 @@
 #include "shim_test.h"
 #include "child_run.h"
 #include "fp_report.h"
+#include "fp_jread.h"
 #include "fp_trace.h"
 #include <stdio.h>
 #include <stdlib.h>
