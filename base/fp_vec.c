@@ -49,3 +49,25 @@ int fp_read_all(fp_read_fn fn, void *ctx, char **out, size_t *len)
     *len = n;
     return 0;
 }
+
+int fp_render_alloc(fp_render_fn fn, const void *ctx, size_t first, char **out,
+                    size_t *len)
+{
+    size_t cap = first ? first : 1;
+    for (;;) {
+        char *buf = malloc(cap);
+        if (!buf)
+            return ENOMEM;
+        fp_sink s = fp_sink_buffer(buf, cap);
+        int err = fn(ctx, &s);
+        if (!err) {
+            *out = buf;
+            *len = fp_sink_length(&s);
+            return 0;
+        }
+        free(buf);
+        if (err != ENOSPC || fp_sink_total(&s) >= SIZE_MAX - 1)
+            return err;
+        cap = fp_sink_total(&s) + 1;
+    }
+}

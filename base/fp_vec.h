@@ -1,6 +1,6 @@
 /* fp_vec.h - the one growable array: room for more elements by doubling,
- * with the overflow checks in one place, and reading a whole stream into
- * one growing buffer.  pool/, replay/, report/ and cli/ use it instead of
+ * with the overflow checks in one place; reading a whole stream into one
+ * growing buffer; and rendering a sink's output into one.  pool/, replay/, report/ and cli/ use it instead of
  * their own realloc loops.
  *
  * Invariants:
@@ -12,6 +12,7 @@
 #define FP_VEC_H
 
 #include <stddef.h>
+#include "fp_text.h"
 
 /* Room for need elements of elem bytes in v (capacity *cap elements):
  * returns v when it holds them already, else the grown array (capacity
@@ -27,5 +28,15 @@ typedef long (*fp_read_fn)(void *ctx, char *buf, size_t n);
  * bytes before the NUL).  0; ENOMEM; or EIO when fn failed (nothing is
  * returned then, never a shorter text). */
 int fp_read_all(fp_read_fn fn, void *ctx, char **out, size_t *len);
+
+/* Writes what fn writes into a buffer sink (its result: 0, ENOSPC when the
+ * sink was too small, or another error). */
+typedef int (*fp_render_fn)(const void *ctx, fp_sink *s);
+
+/* fn's output in a malloc'd NUL-terminated buffer: first bytes, and when
+ * that is short, once more with the size the sink asked for.  0 with
+ * *out and *len; ENOMEM; or fn's own error. */
+int fp_render_alloc(fp_render_fn fn, const void *ctx, size_t first, char **out,
+                    size_t *len);
 
 #endif

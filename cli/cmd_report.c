@@ -142,27 +142,14 @@ static const char *base_name(const char *path)
 
 /* ---- the summaries, rendered into buffers ------------------------------------ */
 
-typedef int (*summary_fn)(const fp_run_report *, fp_sink *);
-
-static int render(summary_fn fn, const fp_run_report *run, char **out, size_t *len)
+static int render_json(const void *run, fp_sink *s)
 {
-    size_t cap = 1 << 14;
-    for (;;) {
-        char *buf = malloc(cap);
-        if (!buf)
-            return ENOMEM;
-        fp_sink s = fp_sink_buffer(buf, cap);
-        int err = fn(run, &s);
-        if (!err) {
-            *out = buf;
-            *len = fp_sink_length(&s);
-            return 0;
-        }
-        free(buf);
-        if (err != ENOSPC)
-            return err;
-        cap = fp_sink_total(&s) + 1;
-    }
+    return fp_summary_json(run, s);
+}
+
+static int render_text(const void *run, fp_sink *s)
+{
+    return fp_summary_text(run, s);
 }
 
 typedef struct summaries {
@@ -178,9 +165,9 @@ static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *
     fp_replay_run_report(p, r, c, budget, &rep);
     const fp_run_report run = rep.run;
     memset(out, 0, sizeof *out);
-    int err = render(fp_summary_json, &run, &out->json, &out->json_len);
+    int err = fp_render_alloc(render_json, &run, 1 << 14, &out->json, &out->json_len);
     if (!err)
-        err = render(fp_summary_text, &run, &out->text, &out->text_len);
+        err = fp_render_alloc(render_text, &run, 1 << 14, &out->text, &out->text_len);
     return err;
 }
 

@@ -13,6 +13,7 @@
  * the same character, so the rewrite never changes the data.
  */
 #include "report_html.h"
+#include "fp_vec.h"
 #include "fp_report.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -114,25 +115,16 @@ static void emit_data(fp_sink *s, const fp_html_page *pg)
     fp_json_end_obj(&j);
 }
 
-/* The data block in a malloc'd buffer: write, and if it did not fit,
- * grow to the size the sink asked for and write again. */
+static int render_page_data(const void *pg, fp_sink *s)
+{
+    emit_data(s, pg);
+    return fp_sink_error(s);
+}
+
+/* The data block in a malloc'd buffer (fp_render_alloc). */
 static int render_data(const fp_html_page *pg, char **out, size_t *len)
 {
-    size_t cap = 1 << 16;
-    for (;;) {
-        char *buf = malloc(cap);
-        if (!buf)
-            return ENOMEM;
-        fp_sink s = fp_sink_buffer(buf, cap);
-        emit_data(&s, pg);
-        if (fp_sink_total(&s) < cap) {
-            *out = buf;
-            *len = fp_sink_length(&s);
-            return 0;
-        }
-        cap = fp_sink_total(&s) + 1;
-        free(buf);
-    }
+    return fp_render_alloc(render_page_data, pg, 1 << 16, out, len);
 }
 
 /* ---- the page ----------------------------------------------------------------- */

@@ -789,17 +789,27 @@ void fp_conf_default(fp_conf *c)
     memcpy(c->trace, "off", sizeof "off");
 }
 
-int fp_conf_format(const fp_conf *c, char *buf, size_t len)
+/* "k:v,k:v" of the keys whose bit is set in mask, in table order. */
+static int format_keys(const fp_conf *c, uint64_t mask, char *buf, size_t len)
 {
     fp_sink b = fp_sink_buffer(buf, len);
+    int first = 1;
     for (size_t i = 0; i < FP_NOPTIONS; i++) {
-        if (i)
+        if (!(mask & ((uint64_t)1 << i)))
+            continue;
+        if (!first)
             fp_putc(&b, ',');
+        first = 0;
         fp_puts(&b, fp_options[i].name);
         fp_putc(&b, ':');
         fp_options[i].format(&fp_options[i], c, &b);
     }
     return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
+int fp_conf_format(const fp_conf *c, char *buf, size_t len)
+{
+    return format_keys(c, UINT64_MAX, buf, len);
 }
 
 size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf,
@@ -1068,17 +1078,7 @@ int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
 
 int fp_conf_format_set(const fp_conf *c, char *buf, size_t len)
 {
-    fp_sink b = fp_sink_buffer(buf, len);
-    for (size_t i = 0; i < FP_NOPTIONS; i++) {
-        if (!(c->set_mask & ((uint64_t)1 << i)))
-            continue;
-        if (fp_sink_length(&b))
-            fp_putc(&b, ',');
-        fp_puts(&b, fp_options[i].name);
-        fp_putc(&b, ':');
-        fp_options[i].format(&fp_options[i], c, &b);
-    }
-    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+    return format_keys(c, c->set_mask, buf, len);
 }
 
 int fp_conf_source_line(const fp_conf *c, const char *source, char *buf,

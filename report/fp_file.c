@@ -64,6 +64,18 @@ static int blocking(int fd)
     return fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? errno : 0;
 }
 
+static int fail(int fd, int err, char *why, size_t len);
+
+/* fd (just opened) must be a regular file: 0, or the error with fd
+ * closed and why filled. */
+static int check_regular(int fd, char *why, size_t len)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return fail(fd, errno, why, len);
+    return S_ISREG(sb.st_mode) ? 0 : not_regular(fd, &sb, why, len);
+}
+
 static int fail(int fd, int err, char *why, size_t len)
 {
     if (fd >= 0)
@@ -77,12 +89,10 @@ int fp_file_open_read(const char *path, int *fd, char *why, size_t len)
     int f = open(path, FP_FILE_RDFLAGS);
     if (f < 0)
         return fail(-1, errno, why, len);
-    struct stat sb;
-    if (fstat(f, &sb) != 0)
-        return fail(f, errno, why, len);
-    if (!S_ISREG(sb.st_mode))
-        return not_regular(f, &sb, why, len);
-    int err = blocking(f);
+    int err = check_regular(f, why, len);
+    if (err)
+        return err;
+    err = blocking(f);
     if (err)
         return fail(f, err, why, len);
     *fd = f;
@@ -103,11 +113,12 @@ static int reuse(const char *path, int *fd, char *why, size_t len)
     }
     if (f < 0)
         return fail(-1, errno, why, len);
+    int err = check_regular(f, why, len);
+    if (err)
+        return err;
     struct stat sb;
     if (fstat(f, &sb) != 0)
         return fail(f, errno, why, len);
-    if (!S_ISREG(sb.st_mode))
-        return not_regular(f, &sb, why, len);
     if (sb.st_uid != geteuid()) {
         close(f);
         say(why, len, "a file of another user (not overwritten)", NULL);

@@ -50,11 +50,11 @@ static int fail(char *err, size_t errlen, const char *path, const char *what,
 static int fail_json(char *err, size_t errlen, const char *path, size_t pos,
                         int rc)
 {
-    fp_sink s = fp_sink_buffer(err, errlen);
-    fp_puts(&s, path);
-    fp_puts(&s, ": invalid JSON at byte ");
+    char what[64];
+    fp_sink s = fp_sink_buffer(what, sizeof what);
+    fp_puts(&s, "invalid JSON at byte ");
     fp_put_u64(&s, pos);
-    return rc;
+    return fail(err, errlen, path, what, rc);
 }
 
 /* read(2) for fp_read_all: retries EINTR, keeps errno in *ctx's err. */
