@@ -31,7 +31,7 @@ typedef struct fp_replay_report {
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
     fp_row trace_rows[2];
-    fp_group trace;      /* the trace's problems                    */
+    fp_group groups[4];  /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
     char conf[4096];     /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;

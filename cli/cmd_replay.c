@@ -48,9 +48,14 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
                                .total_capacity = budget, .device_free = (size_t)-1};
     fp_report_fill_pool(&out->dev, p, &r->stats, out->leaks);
-    fp_replay_trace_group(r, out->trace_rows, &out->trace);
-    out->dev.groups = &out->trace;
-    out->dev.ngroups = 1;
+    /* The shim's groups are null in a replay (no driver, no deferral, no
+     * IPC): the JSON keeps the keys of the shim's summary. */
+    out->groups[0] = (fp_group){.key = "passthrough"};
+    out->groups[1] = (fp_group){.key = "deferred"};
+    fp_replay_trace_group(r, out->trace_rows, &out->groups[2]);
+    out->groups[3] = (fp_group){.key = "ipc"};
+    out->dev.groups = out->groups;
+    out->dev.ngroups = 4;
     size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf,
                                sizeof out->conf);
     out->run = (fp_run_report){.pid = 0, .rank = -1, .config = out->entries,
