@@ -1014,6 +1014,32 @@ static void test_from_env(void **state)
     free(cap);
 }
 
+/* The summary's pairs are fp_conf_format's entries, key for key; a short
+ * buffer gives fewer pairs, never a cut value. */
+static void test_entries(void **state)
+{
+    (void)state;
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse("max_split_size_mb:512,roundup_power2_divisions:[256:1,>:8]",
+                                   &c, NULL, NULL), 0);
+    char buf[4096], joined[4096] = "", want[4096];
+    fp_kv kv[FP_CONF_MAX_OPTIONS];
+    size_t n = fp_conf_entries(&c, kv, FP_CONF_MAX_OPTIONS, buf, sizeof buf);
+    assert_int_equal(n, fp_conf_noptions());
+    for (size_t i = 0; i < n; i++)
+        snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s:%s",
+                 i ? "," : "", kv[i].key, kv[i].value);
+    assert_int_equal(fp_conf_format(&c, want, sizeof want), 0);
+    assert_string_equal(joined, want);
+    assert_string_equal(kv[2].value, "[256:1,>:8]");
+    n = fp_conf_entries(&c, kv, FP_CONF_MAX_OPTIONS, buf, 12);
+    assert_true(n < fp_conf_noptions());
+    for (size_t i = 0; i < n; i++)
+        assert_true(strlen(kv[i].value) < 12);
+    assert_int_equal(fp_conf_entries(&c, kv, 3, buf, sizeof buf), 3);
+}
+
 static void test_format_set(void **state)
 {
     (void)state;
@@ -1036,6 +1062,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_entries),
         cmocka_unit_test(test_empty_text),
         cmocka_unit_test(test_good_mib),
         cmocka_unit_test(test_good_real),
