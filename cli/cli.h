@@ -23,6 +23,7 @@ int fp_cmd_demo(int argc, char **argv);
 int fp_cmd_merge(int argc, char **argv);
 int fp_cmd_report(int argc, char **argv);
 int fp_cmd_config(int argc, char **argv);
+int fp_cmd_snapshot(int argc, char **argv);
 
 /* The summary of a replay, as the shim would write it: the pool p after
  * replaying, its result r, the settings c and the device budget. */

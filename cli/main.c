@@ -29,6 +29,8 @@ static const char usage[] =
     "                                       budget each runs in without an OOM\n"
     "  report TRACE|SUMMARY.json -o OUT.html\n"
     "                                       a self-contained HTML report\n"
+    "  snapshot TRACE -o OUT.pickle [--conf K:V,...] [--budget SIZE]\n"
+    "                                       a trace as PyTorch's memory snapshot (memory_viz)\n"
     "  merge SUMMARY.json...                one table of several ranks' JSON summaries\n"
     "  config [K:V,...]                     list every FRAGPOOL_CONF key, or check a setting\n"
     "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n";
@@ -45,6 +47,7 @@ static int no_trace(int argc, char **argv)
 #define fp_cmd_replay no_trace
 #define fp_cmd_tune no_trace
 #define fp_cmd_report no_trace
+#define fp_cmd_snapshot no_trace
 #endif
 
 int main(int argc, char **argv)
@@ -54,7 +57,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"demo", fp_cmd_demo},     {"run", fp_cmd_run},   {"replay", fp_cmd_replay},
                 {"tune", fp_cmd_tune},     {"merge", fp_cmd_merge}, {"report", fp_cmd_report},
-                {"config", fp_cmd_config}};
+                {"config", fp_cmd_config}, {"snapshot", fp_cmd_snapshot}};
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

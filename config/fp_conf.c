@@ -220,6 +220,23 @@ static void format_mib(const fp_option *o, const fp_conf *c, fp_sink *out)
         fp_put_u64(out, v / FP_MIB);
 }
 
+/* A plain integer count stored as int (trace_stacks). */
+static int parse_count(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                       fp_sink *why)
+{
+    uint64_t x;
+    (void)why;
+    if (parse_u64(v, n, &x) || x < o->min || x > o->max)
+        return -1;
+    *(int *)field(c, o) = (int)x;
+    return 0;
+}
+
+static void format_count(const fp_option *o, const fp_conf *c, fp_sink *out)
+{
+    fp_put_u64(out, (uint64_t)*(const int *)cfield(c, o));
+}
+
 static int real_in_range(const fp_option *o, double x)
 {
     int lo = o->open_min ? x > o->rmin : x >= o->rmin;
@@ -760,6 +777,39 @@ static const fp_option fp_options[] = {
         .off_word = "off", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
+    /* ---- issue 16: snapshot:PATH and trace_stacks:N ---- */
+    {
+        .name = "snapshot", .type = "destination", .deflt = "off",
+        .range = "off, PATH (%p pid, %r rank, %h host)",
+        .help = "write PyTorch's memory snapshot (the pickle of "
+                "_dump_snapshot, for memory_viz) to this file at exit, and "
+                "to PATH.N on SIGUSR1 with dump_on_sigusr1:1",
+        .accept = "off, or a file path shorter than 256 bytes (%p pid, "
+                  "%r rank, %h host)",
+        .offset = offsetof(fp_conf, snapshot),
+        .parse = parse_dest, .format = format_dest,
+    },
+    {
+        .name = "trace_stacks", .type = "integer", .deflt = "0",
+        .range = "0..32",
+        .help = "record the N innermost host frames of each allocation "
+                "(backtrace) for the snapshot's frames and the leak report; "
+                "0: none",
+        .accept = "an integer from 0 to 32",
+        .offset = offsetof(fp_conf, trace_stacks), .min = 0, .max = 32,
+        .parse = parse_count, .format = format_count,
+    },
+    {
+        .name = "tools", .type = "word", .deflt = "passthrough",
+        .help = "when a CUDA tool is injected (compute-sanitizer, Nsight: "
+                "CUDA_INJECTION64_PATH or NVTX_INJECTION64_PATH set): "
+                "passthrough sends every allocation to the driver, so the "
+                "tool sees each one; pool serves from the pool anyway",
+        .offset = offsetof(fp_conf, tools),
+        .words = (const char *const[]){"passthrough", "pool", NULL},
+        .parse = parse_word, .format = format_word,
+    },
+    /* ---- end issue 16 ---- */
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
@@ -787,6 +837,7 @@ void fp_conf_default(fp_conf *c)
     c->meminfo_counts_cache = 1;
     memcpy(c->summary, "stderr", sizeof "stderr");
     memcpy(c->trace, "off", sizeof "off");
+    memcpy(c->snapshot, "off", sizeof "off");
 }
 
 /* "k:v,k:v" of the keys whose bit is set in mask, in table order. */

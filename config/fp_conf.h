@@ -29,6 +29,7 @@
 enum { FP_SUMMARY_TEXT = 0, FP_SUMMARY_JSON = 1 };
 enum { FP_FREE_DEFERRED = 0, FP_FREE_SYNC = 1 };
 enum { FP_IPC_REFUSE = 0, FP_IPC_FRAGPOOL = 1 };
+enum { FP_TOOLS_PASSTHROUGH = 0, FP_TOOLS_POOL = 1 };
 
 typedef struct fp_conf {
     fp_pool_opts pool;   /* tunables handed to the pool                   */
@@ -41,6 +42,9 @@ typedef struct fp_conf {
     int summary_format;  /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
     int dump_on_sigusr1; /* SIGUSR1 writes the summary, the program runs on */
     char trace[FP_CONF_PATH_MAX]; /* "off" or where to record the trace   */
+    char snapshot[FP_CONF_PATH_MAX]; /* "off" or where the snapshot goes  */
+    int trace_stacks;    /* host frames recorded per allocation, 0..32     */
+    int tools;           /* FP_TOOLS_*: under an injected CUDA tool        */
     int ipc_export;      /* FP_IPC_REFUSE or FP_IPC_FRAGPOOL: IPC export of
                             a block inside its segment                     */
     size_t own_segment;  /* allocations of this many bytes or more go to

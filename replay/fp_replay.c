@@ -18,7 +18,15 @@ typedef struct sim_dev {
     uint64_t next;     /* next address to hand out   */
     size_t in_use;     /* bytes reserved now         */
     size_t budget;     /* 0 = unlimited              */
+    const fp_replay_hook *h;   /* its on_change sees the segments */
+    size_t idx;        /* the event being replayed   */
 } sim_dev;
+
+static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size, size_t idx)
+{
+    if (h && h->on_change)
+        h->on_change(h->ud, kind, addr, size, idx);
+}
 
 static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
 {
@@ -30,14 +38,15 @@ static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
     *addr = d->next;
     d->next += span;
     d->in_use += size;
+    note(d->h, FP_REPLAY_SEGMENT_ALLOC, *addr, size, d->idx);
     return 0;
 }
 
 static int sim_release(void *ctx, uint64_t addr, size_t size)
 {
     sim_dev *d = ctx;
-    (void)addr;
     d->in_use -= size;
+    note(d->h, FP_REPLAY_SEGMENT_FREE, addr, size, d->idx);
     return 0;
 }
 
@@ -53,7 +62,7 @@ static void count_event(size_t *count, size_t *first, size_t idx)
 }
 
 static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
-                         fp_replay_result *r)
+                         const fp_replay_hook *h, fp_replay_result *r)
 {
     size_t i = fp_hmap_slot(m, e->id);
     uint64_t addr;
@@ -66,15 +75,17 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
             r->first_oom_event = idx;
             fp_pool_last_oom(p, &r->first_oom);
         }
+        note(h, FP_REPLAY_OOM, 0, e->size, idx);
         return;
     }
     fp_hmap_fill(m, i, e->id, addr);
+    note(h, FP_REPLAY_ALLOC, addr, e->size, idx);
 }
 
 /* An 'o' row: the recorded run asked for this and was refused.  Asked
  * again here; served, it is given straight back (the run never had it). */
 static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx,
-                           fp_replay_result *r)
+                           const fp_replay_hook *h, fp_replay_result *r)
 {
     uint64_t addr;
     r->recorded_ooms++;
@@ -87,17 +98,18 @@ static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx,
         r->first_oom_event = idx;
         fp_pool_last_oom(p, &r->first_oom);
     }
+    note(h, FP_REPLAY_OOM, 0, e->size, idx);
 }
 
 static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
-                         fp_replay_result *r)
+                         const fp_replay_hook *h, fp_replay_result *r)
 {
     if (e->op == 'a') {
-        replay_alloc(p, m, e, idx, r);
+        replay_alloc(p, m, e, idx, h, r);
         return;
     }
     if (e->op == 'o') {
-        replay_refused(p, e, idx, r);
+        replay_refused(p, e, idx, h, r);
         return;
     }
     size_t i = fp_hmap_slot(m, e->id);
@@ -106,7 +118,11 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
         count_event(&r->bad_frees, &r->first_bad_free, idx);
         return;
     }
+    size_t size = 0;
+    uint64_t seq;
+    fp_pool_lookup(p, addr, &size, &seq);
     fp_pool_free(p, addr);
+    note(h, FP_REPLAY_FREE, addr, size, idx);
     fp_hmap_erase(m, i);
 }
 
@@ -118,12 +134,13 @@ int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
 
 /* Stops at the hook's request or, with stop_at_oom, at the first refusal. */
 static void replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_hook *h,
-                       fp_replay_result *r)
+                       sim_dev *dev, fp_replay_result *r)
 {
     size_t i = 0;
     while (i < t->n) {
         size_t ooms = r->ooms;
-        replay_event(p, m, &t->ev[i], i, r);
+        dev->idx = i;
+        replay_event(p, m, &t->ev[i], i, h, r);
         i++;
         if (h && h->stop_at_oom && r->ooms != ooms)
             break;
@@ -136,7 +153,7 @@ static void replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_
 int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
 {
-    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget};
+    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h};
     fp_backend be = {.ctx = &dev, .reserve = sim_reserve, .release = sim_release};
     fp_pool_opts o = *opts;
     if (!o.device_total)
@@ -153,7 +170,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     }
     memset(r, 0, sizeof *r);
     r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
-    replay_all(p, &m, t, h, r);
+    replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
     fp_hmap_fini(&m);
     if (keep)

@@ -24,6 +24,12 @@ typedef struct fp_trace_event {
 typedef struct fp_trace {
     fp_trace_event *ev;
     size_t n, cap;
+    const char *format;      /* "fragpool CSV", "RMM log", "PyTorch snapshot" */
+    /* Readers that map addresses to ids (RMM, snapshots): frees of an
+     * address with no live allocation (made before the log began), skipped;
+     * allocations at a live address, whose old one was freed first. */
+    size_t dropped_frees, reused_live;
+    int device;              /* a snapshot's device read; 0 otherwise     */
 } fp_trace;
 
 /* 0, or an errno with a one-line reason in err (path, line, what): a file
@@ -62,7 +68,14 @@ typedef struct fp_replay_hook {
     int (*after_event)(void *ud, fp_pool *p, size_t i, int refused);
     void *ud;
     int stop_at_oom;   /* 1: stop right after the first refused allocation */
+    /* Called for each change the replay makes, in order, during event
+     * `event`: kind FP_REPLAY_*, the block or segment and its bytes (alloc
+     * and free: the requested size; oom: addr 0).  May be NULL. */
+    void (*on_change)(void *ud, int kind, uint64_t addr, uint64_t size, size_t event);
 } fp_replay_hook;
+
+enum { FP_REPLAY_ALLOC, FP_REPLAY_FREE, FP_REPLAY_OOM, FP_REPLAY_SEGMENT_ALLOC,
+       FP_REPLAY_SEGMENT_FREE };
 
 /* fp_replay with a hook (may be NULL).  r->events counts the events
  * replayed, fewer than t->n when the hook stopped the replay. */

@@ -86,6 +86,9 @@ typedef struct fp_dev_report {
     size_t nleaks;              /* entries in leaks                           */
     uint64_t leak_count;        /* all live allocations                       */
     uint64_t leak_bytes;        /* their requested bytes                      */
+    const char *const *leak_stacks; /* per leak: who allocated it, one frame a
+                                   line ("SYMBOL (OBJECT)\n"), "" or NULL:
+                                   unknown (trace_stacks); may be NULL        */
     int running;                /* 1: a snapshot while the program runs (the
                                    live blocks are not leaks yet)            */
 } fp_dev_report;

@@ -408,6 +408,22 @@ static void fp_put_count(fp_sink *o, uint64_t n, const char *one, const char *ma
     fp_puts(o, n == 1 ? one : many);
 }
 
+/* The frames of leak i, one boxed "  at ..." line each (trace_stacks). */
+static void fp_text_stack(fp_sink *s, const fp_dev_report *d, size_t i)
+{
+    const char *st = d->leak_stacks ? d->leak_stacks[i] : NULL;
+    for (const char *nl; st && *st; st = nl + 1) {
+        nl = strchr(st, '\n');
+        if (!nl)
+            break;
+        fp_val v;
+        fp_sink *o = fp_val_begin(&v);
+        fp_puts(o, "  at ");
+        fp_put_visible(o, st, (size_t)(nl - st));
+        fp_val_end(&v, s, NULL);
+    }
+}
+
 static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
 {
     fp_val v;
@@ -430,6 +446,7 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
         fp_put_u64(o, d->leaks[i].seq);
         fp_putc(o, ')');
         fp_val_end(&v, s, NULL);
+        fp_text_stack(s, d, i);
     }
     if (d->leak_count > d->nleaks) {
         o = fp_val_begin(&v);
@@ -710,6 +727,13 @@ static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
         fp_json_u64(j, "size", d->leaks[i].size);
         fp_json_hex(j, "addr", d->leaks[i].addr);
         fp_json_u64(j, "seq", d->leaks[i].seq);
+        const char *st = d->leak_stacks ? d->leak_stacks[i] : NULL;
+        if (st && *st) {   /* trace_stacks: one string per frame */
+            fp_json_arr(j, "frames");
+            for (const char *nl; *st && (nl = strchr(st, '\n')) != NULL; st = nl + 1)
+                fp_json_strn(j, NULL, st, (size_t)(nl - st));
+            fp_json_end_arr(j);
+        }
         fp_json_end_obj(j);
     }
     fp_json_end_arr(j);

@@ -7,6 +7,12 @@ the allocation trace that `fragpool replay`, `tune` and `report` read
 
     python3 scripts/snapshot_to_trace.py snapshot.pickle -o trace.csv.gz
 
+Not needed to replay: `fragpool replay`, `tune` and `report` read the
+snapshot pickle directly (replay/trace_pickle.c, the same rules).  This
+script stays for a CSV that other tools read, and for --device / --free,
+which the C reader does not offer (it reads the first device with
+allocations, free_completed when there is any).
+
 The snapshot is a dict with 'segments' and 'device_traces': one list per
 device of the allocator's trace entries, oldest first, each a dict with
 'action', 'addr', 'size' and 'stream' (and 'frames', ignored here).  Used:

@@ -9,15 +9,18 @@
  *   core, which calls no interposer:
  *   shim_funcs.h      the one list of driver functions: hooked, forwarded;
  *   shim_state.c      shared state (fp_shim), fp_say, the counters;
+ *   shim_sanitizer.c  an injected CUDA tool (compute-sanitizer): passthrough;
  *   shim_real.c       the driver's own functions, from libcuda.so.1;
  *   shim_clock.c      time in the allocator;
  *   shim_path.c       output file names (%p, %r, %h) and the rank;
  *   shim_streams.c    the registry of graph captures and the fence gate;
  *   shim_framework.c  where the config came from; PyTorch's own cache;
  *   shim_trace.c      the trace:PATH recorder;
+ *   shim_snaprec.c    the snapshot's recorder: recent events, frames;
  *   shim_defer.c      deferred reuse: fences, behind the opaque fp_defer;
  *   shim_pools.c      one pool per context, its backend, pointer routing;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
+ *   shim_snapshot.c   snapshot:PATH, PyTorch's memory snapshot;
  *   shim_life.c       the orchestrator: config before main, setup on the
  *                     first call, fork, exit (fp_shim_init);
  *   interposers, the exported driver entry points, over the core:
@@ -35,15 +38,18 @@
 
 #include "shim_funcs.h"
 #include "shim_state.h"
+#include "shim_sanitizer.h"
 #include "shim_real.h"
 #include "shim_clock.h"
 #include "shim_path.h"
 #include "shim_streams.h"
 #include "shim_framework.h"
 #include "shim_trace.h"
+#include "shim_snaprec.h"
 #include "shim_defer.h"
 #include "shim_pools.h"
 #include "shim_summary.h"
+#include "shim_snapshot.h"
 #include "shim_life.h"
 #include "shim_ipc.h"
 

@@ -17,6 +17,9 @@
 #include "shim_framework.h"
 #include "shim_pools.h"
 #include "shim_real.h"
+#include "shim_sanitizer.h"
+#include "shim_snaprec.h"
+#include "shim_snapshot.h"
 #include "shim_state.h"
 #include "shim_summary.h"
 #include "shim_trace.h"
@@ -70,6 +73,7 @@ static void on_exit_handler(void)
     if (atomic_exchange(&fp_shim.exiting, true))
         return;
     fp_trace_flush();
+    fp_snapshot_write_exit();
     if (atomic_load(&fp_shim.used))
         fp_summary_write("shim");
 }
@@ -123,8 +127,10 @@ static void *dump_thread(void *arg)
     unsigned n = 0;
     char c;
     while (read(dump_pipe[0], &c, 1) > 0 || errno == EINTR)
-        if (!atomic_load(&fp_shim.exiting))
+        if (!atomic_load(&fp_shim.exiting)) {
             fp_summary_dump(++n);
+            fp_snapshot_dump(n);
+        }
     return NULL;
 }
 
@@ -175,11 +181,13 @@ static void setup(void)
     if (fp_real_resolve() != 0)
         return;
     fp_fw_first_call(&fp_shim.conf);
+    fp_tools_detect();   /* before any pool: passthrough or not, for good */
     fp_clock_start();
     fp_trace_open();
     start_dump_thread();
     atexit(on_exit_handler);
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+    fp_snap_open();   /* after: its fork handler takes its lock before the pools' */
     fp_shim.ready = true;
 }
 

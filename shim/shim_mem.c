@@ -18,6 +18,8 @@
 #include "shim_life.h"
 #include "shim_pools.h"
 #include "shim_real.h"
+#include "shim_sanitizer.h"
+#include "shim_snaprec.h"
 #include "shim_state.h"
 #include "shim_summary.h"
 #include "shim_trace.h"
@@ -35,6 +37,10 @@ static fp_ctx_pool *serving_pool(void)
 {
     if (!fp_shim_init() || atomic_load_explicit(&fp_shim.exiting, memory_order_relaxed))
         return NULL;
+    if (fp_tools_passthrough()) {   /* compute-sanitizer or a profiler: the driver's */
+        count(FP_PT_OTHER);
+        return NULL;
+    }
     fp_ctx_pool *d = fp_pools_current();
     if (!d)
         count(FP_PT_OTHER);
@@ -52,13 +58,16 @@ static void debug_check(fp_ctx_pool *d)
     }
 }
 
-/* trace:PATH - one row for a live block of d (before a free: while live). */
+/* trace:PATH and snapshot:PATH - a live block of d (before a free: while
+ * live). */
 static void trace_block(fp_ctx_pool *d, char op, uint64_t addr, CUstream s)
 {
     size_t size;
     uint64_t seq;
-    if (fp_trace_on() && fp_pool_lookup(d->pool, addr, &size, &seq) == 0)
+    if ((fp_trace_on() || fp_snap_on()) && fp_pool_lookup(d->pool, addr, &size, &seq) == 0) {
         fp_trace_event(op, fp_pools_trace_id(d, seq), size, s);
+        fp_snap_block(d->dev, op, addr, size, fp_pools_trace_id(d, seq), s);
+    }
 }
 
 static bool deferred(void)
@@ -84,6 +93,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
     }
     if (err == ENOMEM) {
         fp_trace_event('o', 0, size, s); /* the request the run failed on */
+        fp_snap_oom(d->dev, size, s);
         fp_summary_oom(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -136,7 +146,7 @@ static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchroni
                                CUresult *res)
 {
     *res = CUDA_SUCCESS;
-    if (deferred() && !fp_trace_on())
+    if (deferred() && !fp_trace_on() && !fp_snap_on())
         return fp_pools_find(try_free, r);
     fp_ctx_pool *d = fp_pools_owner(r->p);
     if (d && !deferred())

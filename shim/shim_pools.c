@@ -17,6 +17,7 @@
 #include "shim_pools.h"
 #include "shim_clock.h"
 #include "shim_real.h"
+#include "shim_snaprec.h"
 #include "shim_state.h"
 #include "shim_streams.h"
 #include "shim_trace.h"
@@ -40,13 +41,13 @@ CUresult fp_pools_last_error(void)
 
 static int be_reserve(void *ud, size_t size, uint64_t *addr)
 {
-    (void)ud;
     CUdeviceptr p = 0;
     fp_time_slow();
     CUresult r = fp_real.cuMemAlloc_v2(&p, size);
     if (r == CUDA_SUCCESS) {
         *addr = p;
         fp_trace_event('s', p, size, NULL);
+        fp_snap_segment(((fp_ctx_pool *)ud)->dev, 's', p, size);
         return 0;
     }
     last_error = r;
@@ -55,8 +56,8 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
 
 static int be_release(void *ud, uint64_t addr, size_t size)
 {
-    (void)ud;
     fp_trace_event('r', addr, size, NULL);
+    fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'r', addr, size);
     if (atomic_load(&fp_shim.exiting))
         return 0; /* the driver frees everything at teardown */
     fp_time_slow();

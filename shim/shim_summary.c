@@ -20,6 +20,7 @@
 #include "shim_framework.h"
 #include "shim_path.h"
 #include "shim_real.h"
+#include "shim_snaprec.h"
 #include "shim_state.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -45,10 +46,14 @@ typedef struct dev_groups {
     fp_group g[FP_SHIM_GROUPS];
 } dev_groups;
 
+#define FP_STACK_TEXT 1024   /* a leak's frames as text (trace_stacks) */
+
 typedef struct collect {
     fp_dev_report devs[FP_MAX_REPORTS];
     fp_leak leaks[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS];
     dev_groups groups[FP_MAX_REPORTS];
+    char stack[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS][FP_STACK_TEXT];
+    const char *stacks[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS];
     size_t n;
     bool running;        /* a SIGUSR1 dump, not the exit summary */
 } collect;
@@ -138,6 +143,13 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     r->device_free = (size_t)-1;
     fp_pool_get_stats(d->pool, &st);
     fp_report_fill_pool(r, d->pool, &st, c->leaks[c->n]);
+    for (size_t i = 0; i < r->nleaks; i++) {   /* trace_stacks: who allocated them */
+        c->stack[c->n][i][0] = '\0';
+        fp_snap_stack_text(fp_pools_trace_id(d, c->leaks[c->n][i].seq), c->stack[c->n][i],
+                           FP_STACK_TEXT);
+        c->stacks[c->n][i] = c->stack[c->n][i];
+    }
+    r->leak_stacks = c->stacks[c->n];
     shim_groups(c, d, r);
     c->n++;
 }

@@ -29,7 +29,7 @@
               "per_process_memory_fraction, max_reserved_mb, strict, " \
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
-              "trace, ipc_export, own_segment_mb"
+              "trace, ipc_export, own_segment_mb, snapshot, trace_stacks, tools"
 #define MSS "must be an integer number of MiB >= 21 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
@@ -113,7 +113,8 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
                  "defer_headroom_mb:0,summary:stderr," \
                  "summary_format:text,dump_on_sigusr1:0,trace:off," \
-                 "ipc_export:refuse,own_segment_mb:off"
+                 "ipc_export:refuse,own_segment_mb:off," \
+                 "snapshot:off,trace_stacks:0,tools:passthrough"
 
 static void test_defaults(void **state)
 {
@@ -140,7 +141,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 17);
+    assert_int_equal(fp_conf_noptions(), 20);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -308,6 +309,9 @@ static void test_good_shim_keys(void **state)
     assert_int_equal(fp_conf_parse("ipc_export:fragpool", &c, NULL, NULL), 0);
     assert_int_equal(c.ipc_export, FP_IPC_FRAGPOOL);
     assert_int_equal(c.own_segment, 0);
+    assert_int_equal(fp_conf_parse("trace_stacks:32,snapshot:/tmp/s.%p", &c, NULL, NULL), 0);
+    assert_int_equal(c.trace_stacks, 32);
+    assert_string_equal(c.snapshot, "/tmp/s.%p");
     assert_int_equal(fp_conf_parse("own_segment_mb:2", &c, NULL, NULL), 0);
     assert_int_equal(c.own_segment, 2 * MIB);
     assert_int_equal(fp_conf_parse("own_segment_mb:off", &c, NULL, NULL), 0);
@@ -502,6 +506,14 @@ static const bad_case bad[] = {
     { "ipc_export:", 1,
       P "'ipc_export:': empty value; must be refuse or fragpool"
         KT("ipc_export", "refuse") "\n" },
+    { "tools:maybe", 1,
+      P "'tools:maybe': must be passthrough or pool" KT("tools", "passthrough") "\n" },
+    { "trace_stacks:33", 1,
+      P "'trace_stacks:33': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
+    { "trace_stacks:-1", 1,
+      P "'trace_stacks:-1': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
+    { "trace_stacks:4x", 1,
+      P "'trace_stacks:4x': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
     { "own_segment_mb:0", 1,
       P "'own_segment_mb:0': must be an integer number of MiB >= 1 (up to "
         "17592186044415), or off" KT("own_segment_mb", "off") "\n" },

@@ -7,7 +7,7 @@ bin=$1 src=$2 bad=0
 for key in $("$bin" config | awk 'NF && $1 !~ /^ / && $2 == "default" {print $1}'); do
   grep -q "| \`$key\` |" "$src/docs/config.md" || { echo "docs/config.md lacks key $key"; bad=1; }
 done
-for cmd in demo run replay tune report merge config; do
+for cmd in demo run replay tune report merge config snapshot; do
   grep -q "fragpool $cmd" "$src/README.md" || { echo "README.md lacks 'fragpool $cmd'"; bad=1; }
 done
 exit $bad

@@ -17,6 +17,8 @@
  *   workload[-fork]        a deterministic mixed workload for the trace
  *                          test (sync and stream-ordered calls); -fork
  *                          forks a CUDA-free child half-way through
+ *   sigusr1-self           sends itself SIGUSR1 after the few blocks, waits
+ *                          500 ms (the dump thread writes), then returns
  *   sigusr1-child          forks a child that sleeps 1 s and _exits; the
  *                          parent sends the child SIGUSR1, waits for it,
  *                          waits 300 ms more, then returns (the parent
@@ -284,6 +286,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "sigusr1-child") == 0) {
         sigusr1_child();
+        return 0;
+    }
+    if (strcmp(mode, "sigusr1-self") == 0) {
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        kill(getpid(), SIGUSR1);
+        nanosleep(&ts, NULL);
         return 0;
     }
     fprintf(stderr, "exit_paths: unknown mode '%s'\n", mode);

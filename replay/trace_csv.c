@@ -1,0 +1,90 @@
+/* trace_csv.c - fragpool's own trace rows (docs/replay.md, "The trace
+ * format"): seq,op,id,size[,stream], with an optional header line.
+ *
+ * Each line is blank (only spaces, tabs, CR), a comment ('#' first), the
+ * optional header (the first line that is neither), or a row.  Trailing
+ * spaces, tabs and a CR are ignored; anything else is parsed strictly:
+ * unsigned decimal digits only (no sign, space, 0x, or value past the
+ * field's range), op one of a, f, o, s, r (s and r rows, the shim's
+ * segment events, are checked and skipped).
+ * Invariant: a malformed line stops the load with its line and field.
+ */
+#include "trace_read.h"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const field_names[] = {"seq", "op", "id", "size", "stream"};
+
+static int bad_field(fp_reader *r, int k, const char *p, size_t n, const char *want)
+{
+    char shown[4 * TRACE_SHOW + 8];
+    fp_trace_show(shown, sizeof shown, p, n);
+    snprintf(r->err, r->errlen, "%s:%zu: field %s is %s, not %s", r->path, r->lineno,
+             field_names[k], shown, want);
+    return EINVAL;
+}
+
+static int parse_row(fp_reader *r, const char *s, size_t n, fp_trace_event *e)
+{
+    static const char num[] = "a decimal number from 0 to 18446744073709551615";
+    const char *f[5];
+    size_t fl[5];
+    size_t k = fp_trace_split(s, n, f, fl, 5);
+    if (k < 4 || k > 5) {
+        snprintf(r->err, r->errlen, "%s:%zu: not a trace row (%s%zu field%s; want "
+                 "seq,op,id,size[,stream] with op a, f or o)", r->path, r->lineno,
+                 k > 5 ? "more than " : "", k > 5 ? (size_t)5 : k, k == 1 ? "" : "s");
+        return EINVAL;
+    }
+    uint64_t seq, st = 0;
+    if (fp_trace_parse_u64(f[0], fl[0], UINT64_MAX, &seq))
+        return bad_field(r, 0, f[0], fl[0], num);
+    if (fl[1] != 1 || !f[1][0] || !strchr("afsro", f[1][0]))
+        return bad_field(r, 1, f[1], fl[1], "a, f, s, r or o");
+    if (fp_trace_parse_u64(f[2], fl[2], UINT64_MAX, &e->id))
+        return bad_field(r, 2, f[2], fl[2], num);
+    if (fp_trace_parse_u64(f[3], fl[3], UINT64_MAX, &e->size))
+        return bad_field(r, 3, f[3], fl[3], num);
+    if (k == 5 && fp_trace_parse_u64(f[4], fl[4], UINT32_MAX, &st))
+        return bad_field(r, 4, f[4], fl[4], "a decimal number from 0 to 4294967295");
+    e->op = f[1][0];
+    e->stream = (uint32_t)st;
+    return 0;
+}
+
+static int is_header(const char *s, size_t n)
+{
+    return (n == 14 && !memcmp(s, "seq,op,id,size", 14)) ||
+           (n == 21 && !memcmp(s, "seq,op,id,size,stream", 21));
+}
+
+/* One line: skipped, or an a/f/o event pushed onto t. */
+static int take_line(fp_reader *r, fp_trace *t)
+{
+    size_t n = fp_reader_trim(r);
+    const char *s = r->line;
+    if (!n)
+        return 0;
+    int first = !r->header_seen;
+    r->header_seen = 1;
+    if (first && is_header(s, n))
+        return 0;
+    fp_trace_event e = {0};
+    int rc = parse_row(r, s, n, &e);
+    if (rc || e.op == 's' || e.op == 'r')
+        return rc;
+    rc = fp_trace_push(t, e.op, e.id, e.size, e.stream);
+    if (rc)
+        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path,
+                 r->lineno, t->n);
+    return rc;
+}
+
+int fp_trace_read_csv(fp_reader *r, fp_trace *t)
+{
+    int rc = 0, got = 1;
+    while (!rc && !(rc = fp_reader_line(r, &got)) && got)
+        rc = take_line(r, t);
+    return rc;
+}

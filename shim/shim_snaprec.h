@@ -1,0 +1,36 @@
+/* shim_snaprec.h - the recorder behind snapshot:PATH and trace_stacks:N
+ * (shim_snaprec.c): the ring of recent events and the allocations' frames.
+ */
+#ifndef FP_SHIM_SNAPREC_H
+#define FP_SHIM_SNAPREC_H
+
+#include "fp_cuda.h"
+#include "fp_snapshot.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* At setup (first CUDA call): the ring, when snapshot:PATH is set. */
+void fp_snap_open(void);
+bool fp_snap_on(void);
+/* A block of device dev: op 'a' (allocated; key: its trace id, for its
+ * frames) or 'f' (about to be freed), its address and requested size. */
+void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, CUstream s);
+void fp_snap_oom(int dev, size_t size, CUstream s);
+/* A segment reserved ('s') or released ('r'), under its pool's lock. */
+void fp_snap_segment(int dev, char op, uint64_t addr, size_t size);
+/* trace_stacks: the frames recorded for trace id key, symbolized, one
+ * "SYMBOL (OBJECT)" line each into out[len] (NUL-terminated, whole lines
+ * only); returns the length, 0 when none. */
+size_t fp_snap_stack_text(uint64_t key, char *out, size_t len);
+
+/* For the writer: the ring locked (pending events moved in), its entries
+ * as two spans, oldest first, and the frames of a key (fp_snap.frames_of;
+ * only while locked). */
+void   fp_snap_lock(void);
+void   fp_snap_unlock(void);
+void   fp_snap_spans(const fp_snap_entry *ev[2], size_t nev[2]);
+bool   fp_snap_has_stacks(void);
+size_t fp_snap_frames(void *ud, uint64_t key, fp_snap_frame *out, size_t max);
+
+#endif

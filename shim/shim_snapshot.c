@@ -1,0 +1,99 @@
+/* shim_snapshot.c - snapshot:PATH writes PyTorch's memory snapshot (the
+ * pickle of torch.cuda.memory._dump_snapshot, report/fp_snapshot.h) at
+ * exit, and to PATH.N on the n-th SIGUSR1 with dump_on_sigusr1:1.
+ *
+ * The segments and blocks are the pools' own (fp_pool_walk); the trace
+ * entries and frames are the recorder's (shim_snaprec.c), whose lock is
+ * held through the whole write.
+ *
+ * Invariants: no CUDA call (it runs in the exit handler); a problem with
+ * the name, the open or a write is one line naming the file, and no
+ * snapshot (or an incomplete one, said so); a forked child writes nothing.
+ */
+#include "shim_snapshot.h"
+#include "fp_file.h"
+#include "fp_snapshot.h"
+#include "shim_path.h"
+#include "shim_pools.h"
+#include "shim_snaprec.h"
+#include "shim_state.h"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FP_SNAP_POOLS 64
+
+typedef struct pool_list {
+    fp_snap_device v[FP_SNAP_POOLS];
+    size_t n;
+} pool_list;
+
+static void add_pool(fp_ctx_pool *d, void *ud)
+{
+    pool_list *l = ud;
+    if (l->n < FP_SNAP_POOLS && !atomic_load(&d->retired))
+        l->v[l->n++] = (fp_snap_device){.device = d->dev, .pool = d->pool,
+                                        .key_base = fp_pools_trace_id(d, 0)};
+}
+
+static int write_to(int fd)
+{
+    static pool_list pools;
+    static char conf[4096];
+    static fp_sink sink;
+    pools.n = 0;
+    fp_pools_each(add_pool, &pools);
+    fp_conf_format(&fp_shim.conf, conf, sizeof conf);
+    fp_snap s = {.devs = pools.v, .ndevs = pools.n, .opts = &fp_shim.conf.pool, .conf = conf,
+                 .frames_of = fp_snap_has_stacks() ? fp_snap_frames : NULL};
+    fp_snap_spans(s.ev, s.nev);
+    sink = fp_sink_fd(fd);
+    return fp_snapshot_write(&s, &sink);
+}
+
+/* dump 0: at exit, to PATH; n: to PATH.n. */
+static void write_snapshot(unsigned dump)
+{
+    static char path[FP_OUT_PATH_MAX], why[FP_OUT_PATH_MAX + 256];
+    if (fp_path_expand(fp_shim.conf.snapshot, path, sizeof path, why, sizeof why)) {
+        fp_say("snapshot: %s; writing no snapshot", why);
+        return;
+    }
+    size_t len = strlen(path);
+    if (dump && snprintf(path + len, sizeof path - len, ".%u", dump) >= (int)(sizeof path - len)) {
+        fp_say("snapshot: '%s.%u' is too long a name; writing no snapshot", path, dump);
+        return;
+    }
+    int fd;
+    if (fp_file_create(path, &fd, why, sizeof why)) {
+        fp_say("snapshot: cannot write '%s': %s; writing no snapshot", path, why);
+        return;
+    }
+    int err = write_to(fd);
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (err)
+        fp_say("snapshot: writing '%s' failed: %s; the snapshot is incomplete", path,
+               strerror(err));
+}
+
+void fp_snapshot_write_exit(void)
+{
+    if (!fp_snap_on() || !atomic_load(&fp_shim.used))
+        return;
+    fp_snap_lock();
+    write_snapshot(0);   /* recording stays on: the summary's leak report reads it */
+    fp_snap_unlock();
+}
+
+void fp_snapshot_dump(unsigned n)
+{
+    if (!fp_snap_on())
+        return;
+    fp_snap_lock();
+    if (!atomic_load(&fp_shim.exiting))
+        write_snapshot(n);
+    fp_snap_unlock();
+}
+
