@@ -133,7 +133,7 @@ static int take_row(fp_reader *r, rmm_state *st, fp_trace *t, const char *s, siz
         return bad(r, 3, f[3], fl[3], "a pointer (0x and 1 to 16 hex digits)");
     if (fp_trace_parse_u64(f[4], fl[4], UINT64_MAX, &size))
         return bad(r, 4, f[4], fl[4], "a decimal number from 0 to 18446744073709551615");
-    uint32_t stream;
+    uint32_t stream = 0; /* set by stream_number on success (gcc 13 cannot see it) */
     int rc = stream_number(r, st, f[5], fl[5], &stream);
     if (rc)
         return rc == ENOMEM ? oom(r, t) : rc;
