@@ -24,7 +24,7 @@
 # compute-sanitizer is missing.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-lib=${FRAGPOOL_LIB:-$root/build/lib/libfragpool.so}
+lib=${FRAGPOOL_LIB:-${FP_LIB:-$root/build/lib/libfragpool.so}}
 command -v nvcc >/dev/null || { echo "SKIP memcheck: no nvcc"; exit 77; }
 command -v compute-sanitizer >/dev/null || { echo "SKIP memcheck: no compute-sanitizer"; exit 77; }
 [ -f "$lib" ] || { echo "FAIL memcheck: no $lib (build first)"; exit 1; }

@@ -22,10 +22,12 @@
 # browser.  Exit status 0 when nothing FAILed.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-lib=${FRAGPOOL_LIB:-$root/build/lib/libfragpool.so}
-cli=${FRAGPOOL_BIN:-$root/build/bin/fragpool}
+lib=${FRAGPOOL_LIB:-${FP_LIB:-$root/build/lib/libfragpool.so}}
+cli=${FRAGPOOL_BIN:-${FP_BIN:+$FP_BIN/fragpool}}
+cli=${cli:-$root/build/bin/fragpool}
 py=${PYTHON:-python3}
-out=${OUT:-$(mktemp -d)}
+out=${FP_OUT_DIR:+$FP_OUT_DIR/snap}
+out=${out:-${OUT:-$(mktemp -d)}}
 mkdir -p "$out"
 bad=0
 "$py" -c "import torch.cuda._memory_viz" 2>/dev/null || { echo "FAIL viz: cannot import torch.cuda._memory_viz"; exit 1; }
@@ -73,4 +75,8 @@ case $? in
 esac
 "$cli" snapshot "$root/tests/data/resnet50_varres.csv.gz" -o "$out/trace.pickle" &&
     viz trace "$out/trace.pickle" || { echo "FAIL viz trace: fragpool snapshot"; bad=1; }
+# The viewer's own script, beside the pages: they load it from a CDN, and a
+# machine without internet renders them with this copy (docs/snapshot.md).
+"$py" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'utils/viz/MemoryViz.js'))" |
+    xargs -I{} cp {} "$out/" 2>/dev/null
 exit $bad
