@@ -344,7 +344,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     NL = 0;
     NR = 0;
     last_freed = 0;
-    fp_backend be = {&M, m_reserve, m_release, m_sync};
+    fp_backend be = {.ctx = &M, .reserve = m_reserve, .release = m_release, .synchronize = m_sync};
     fp_pool *p = NULL;
     if (fp_pool_create(&o, &be, &p) != 0 || !p)
         die("fp_pool_create", NULL);
