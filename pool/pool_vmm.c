@@ -154,7 +154,10 @@ static bool idle_pages(const fp_segment *s, const fp_block *b, size_t *lo, size_
 static int by_stamp(const void *a, const void *b)
 {
     const idle_run *x = a, *y = b;
-    return x->stamp < y->stamp ? -1 : x->stamp > y->stamp;
+    if (x->stamp != y->stamp)
+        return x->stamp < y->stamp ? -1 : 1;
+    uint64_t ax = x->s->addr + x->lo * x->s->page, ay = y->s->addr + y->lo * y->s->page;
+    return ax < ay ? -1 : ax > ay; /* equal stamps: lower address first */
 }
 
 /* Every idle run of mapped pages, oldest free first.  *n gets the count;
@@ -202,7 +205,8 @@ static size_t unmap_run(fp_pool *p, const idle_run *r, size_t want, const fp_seg
         size_t j = next_in_state(s, i, r->hi, false);
         if (s == xs && i < xlo && j > xlo)
             j = xlo;
-        size_t n = j - i, left = (want - got + s->page - 1) / s->page;
+        size_t rest = want - got, left = rest / s->page + (rest % s->page != 0);
+        size_t n = j - i;
         n = n < left ? n : left;
         unmap_pages(p, s, i, n, r->stamp);
         got += n * s->page;
@@ -250,13 +254,13 @@ static size_t count_unmapped(const fp_segment *s, size_t lo, size_t hi)
     return n;
 }
 
-/* Maps pages [i, j) of s, taking idle pages back once if the device is
- * full. */
+/* Maps pages [i, j) of s; when the device is full, takes idle pages back
+ * (as many as the run, or all there are) and tries once more. */
 static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, size_t hi)
 {
     size_t bytes = (j - i) * s->page;
     int err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);
-    if (err == ENOMEM && reclaim(p, bytes, s, lo, hi) >= bytes)
+    if (err == ENOMEM && reclaim(p, bytes, s, lo, hi) > 0)
         err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);
     if (err) {
         p->last_oom.over_cap = 0;
