@@ -185,7 +185,8 @@ static idle_run *collect_idle(fp_pool *p, size_t *n)
             v[(*n)++] = (idle_run){s, lo, hi, b->stamp};
         }
     }
-    qsort(v, *n, sizeof *v, by_stamp);
+    if (*n)
+        qsort(v, *n, sizeof *v, by_stamp);
     return v;
 }
 
