@@ -763,31 +763,26 @@ static const fp_option fp_options[] = {
     /* ---- virtual-memory segments (issue 13) ---- */
     {
         .name = "expandable_segments", .type = "bool", .deflt = "0",
-        .range = "0, 1, true, false, True, False",
+        .words = fp_bool_words,
         .help = "1: serve from large reserved address ranges whose physical "
                 "pages are mapped on demand and moved to where they are "
                 "needed (docs/vmm.md)",
-        .accept = "0, 1, true, false, True or False",
         .offset = POOL_FIELD(expandable_segments),
         .parse = parse_bool, .format = format_bool,
     },
     {
         .name = "vmm_page_mb", .type = "integer MiB", .deflt = "granularity",
-        .range = "1..1048576, granularity",
         .help = "with expandable_segments, the page mapped at a time, rounded "
                 "up to the device's granularity (2 MiB on an H200)",
-        .accept = "an integer number of MiB >= 1 (up to 1048576), or granularity",
         .offset = POOL_FIELD(vmm_page), .min = 1, .max = 1048576,
         .off_word = "granularity", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
     {
         .name = "vmm_reserve_mb", .type = "integer MiB", .deflt = "device",
-        .range = "2..17592186044415, device",
         .help = "with expandable_segments, the address space reserved per "
                 "range (one for small and one for large blocks; more only "
                 "when one is full); device: the device's memory size",
-        .accept = "an integer number of MiB >= 2 (up to 17592186044415), or device",
         .offset = POOL_FIELD(vmm_reserve), .min = 2, .max = FP_MAX_MB,
         .off_word = "device", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
