@@ -416,10 +416,69 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuEventRecordWithFlags_ptsz, (CUevent hEvent, CUstream hStream,            \
                                   unsigned int flags))
 
+/* ---- virtual memory management (issue 13: VMM segments) ----------------
+ * The types of cuMemCreate/cuMemMap/cuMemSetAccess, from the public driver
+ * API reference, and the VMM functions not in FP_CUDA_FUNCS. */
+typedef enum CUmemAllocationType_enum {
+  CU_MEM_ALLOCATION_TYPE_INVALID = 0,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1
+} CUmemAllocationType;
+typedef enum CUmemAllocationHandleType_enum {
+  CU_MEM_HANDLE_TYPE_NONE = 0,
+  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
+} CUmemAllocationHandleType;
+typedef enum CUmemLocationType_enum {
+  CU_MEM_LOCATION_TYPE_INVALID = 0,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1
+} CUmemLocationType;
+typedef enum CUmemAccess_flags_enum {
+  CU_MEM_ACCESS_FLAGS_PROT_NONE = 0,
+  CU_MEM_ACCESS_FLAGS_PROT_READ = 1,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+} CUmemAccess_flags;
+typedef enum CUmemAllocationGranularity_flags_enum {
+  CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1
+} CUmemAllocationGranularity_flags;
+typedef struct CUmemLocation_st {
+  CUmemLocationType type;
+  int id;
+} CUmemLocation;
+struct CUmemAllocationProp_st {
+  CUmemAllocationType type;
+  CUmemAllocationHandleType requestedHandleTypes;
+  CUmemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
+} CUmemAccessDesc;
+
+#define FP_CUDA_FUNCS_VMM(X)                                                   \
+  X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                \
+  X(cuMemRelease, (CUmemGenericAllocationHandle handle))                       \
+  X(cuMemAddressFree, (CUdeviceptr ptr, size_t size))                          \
+  X(cuMemSetAccess, (CUdeviceptr ptr, size_t size,                             \
+                     const CUmemAccessDesc *desc, size_t count))               \
+  X(cuMemGetAccess, (unsigned long long *flags, const CUmemLocation *location, \
+                     CUdeviceptr ptr))                                         \
+  X(cuMemGetAllocationGranularity, (size_t *granularity,                       \
+                                    const CUmemAllocationProp *prop,           \
+                                    CUmemAllocationGranularity_flags option))
+/* ---- end of the VMM block ---------------------------------------------- */
+
 /* Function-pointer typedefs: fp_PFN_cuMemAlloc_v2 etc. */
 #define FP_CUDA_DECLARE_PFN(name, params) typedef CUresult(*fp_PFN_##name) params;
 FP_CUDA_FUNCS(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PFN)
+FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PFN)
 #undef FP_CUDA_DECLARE_PFN
 
 #ifndef FP_CUDA_NO_PROTOTYPES
@@ -431,6 +490,7 @@ FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PFN)
 #define FP_CUDA_DECLARE_PROTO(name, params) FP_CUDA_API CUresult name params;
 FP_CUDA_FUNCS(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PROTO)
+FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PROTO)
 #undef FP_CUDA_DECLARE_PROTO
 #endif
 

@@ -118,6 +118,24 @@ static void print_first_oom(const fp_replay_result *r, const fp_conf *c, size_t 
     fp_oom_message(&r->first_oom, &r->stats, &c->pool, 0, budget, (size_t)-1, &s);
 }
 
+/* After an OOM without expandable_segments: the same trace and budget
+ * replayed in that mode; one line when it fits (never advice for a
+ * setting already on). */
+static void try_expandable(const fp_trace *t, const fp_conf *c, size_t budget)
+{
+    if (c->pool.expandable_segments)
+        return;
+    fp_pool_opts o = c->pool;
+    o.expandable_segments = 1;
+    fp_replay_result r;
+    if (fp_replay(t, &o, budget, &r, NULL) || r.ooms)
+        return;
+    fprintf(stderr, "fragpool replay: with expandable_segments:True added, this trace runs "
+            "in the same budget without an OOM (peak reserved %zu MiB); check it with "
+            "`fragpool replay TRACE --conf expandable_segments:True`\n",
+            (size_t)r.stats.reserved_bytes[FP_ALL].peak / FP_MIB);
+}
+
 int fp_cmd_replay(int argc, char **argv)
 {
     replay_args a;
@@ -141,8 +159,10 @@ int fp_cmd_replay(int argc, char **argv)
         return 1;
     }
     print_trace_problems(&r);
-    if (r.ooms)
+    if (r.ooms) {
         print_first_oom(&r, &c, a.budget);
+        try_expandable(&t, &c, a.budget);
+    }
     rc = fp_cli_output_done("replay", print_summary(&a, &c, p, &r));
     fp_pool_destroy(p, 1);
     fp_trace_free(&t);

@@ -577,6 +577,10 @@ static void put_range(fp_sink *b, const fp_option *o)
         fp_puts(b, "..");
         fp_put_u64(b, o->max);
         put_off(b, o, ", ");
+    } else if (o->parse == parse_count) {
+        fp_put_u64(b, o->min);
+        fp_puts(b, "..");
+        fp_put_u64(b, o->max);
     } else if (o->parse == parse_dbl) {
         fp_putc(b, o->open_min ? '(' : '[');
         fp_put_real(b, o->rmin);
@@ -601,6 +605,11 @@ static void put_accept(fp_sink *b, const fp_option *o)
         fp_put_u64(b, o->max);
         fp_putc(b, ')');
         put_off(b, o, ", or ");
+    } else if (o->parse == parse_count) {
+        fp_puts(b, "an integer from ");
+        fp_put_u64(b, o->min);
+        fp_puts(b, " to ");
+        fp_put_u64(b, o->max);
     } else if (o->parse == parse_dbl) {
         fp_puts(b, o->open_min ? "a decimal number > " : "a decimal number >= ");
         fp_put_real(b, o->rmin);
@@ -791,11 +800,9 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "trace_stacks", .type = "integer", .deflt = "0",
-        .range = "0..32",
         .help = "record the N innermost host frames of each allocation "
                 "(backtrace) for the snapshot's frames and the leak report; "
                 "0: none",
-        .accept = "an integer from 0 to 32",
         .offset = offsetof(fp_conf, trace_stacks), .min = 0, .max = 32,
         .parse = parse_count, .format = format_count,
     },
@@ -810,6 +817,33 @@ static const fp_option fp_options[] = {
         .parse = parse_word, .format = format_word,
     },
     /* ---- end issue 16 ---- */
+    /* ---- virtual-memory segments (issue 13) ---- */
+    {
+        .name = "expandable_segments", .type = "bool", .deflt = "0",
+        .words = fp_bool_words,
+        .help = "1: serve from large reserved address ranges whose physical "
+                "pages are mapped on demand and moved to where they are "
+                "needed (docs/vmm.md)",
+        .offset = POOL_FIELD(expandable_segments),
+        .parse = parse_bool, .format = format_bool,
+    },
+    {
+        .name = "vmm_page_mb", .type = "integer MiB", .deflt = "granularity",
+        .help = "with expandable_segments, the page mapped at a time, rounded "
+                "up to the device's granularity (2 MiB on an H200)",
+        .offset = POOL_FIELD(vmm_page), .min = 1, .max = 1048576,
+        .off_word = "granularity", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
+        .name = "vmm_reserve_mb", .type = "integer MiB", .deflt = "device",
+        .help = "with expandable_segments, the address space reserved per "
+                "range (one for small and one for large blocks; more only "
+                "when one is full); device: the device's memory size",
+        .offset = POOL_FIELD(vmm_reserve), .min = 2, .max = FP_MAX_MB,
+        .off_word = "device", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
@@ -1090,7 +1124,7 @@ int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
  * row for (c10/core/AllocatorConfig.cpp, c10/cuda/CUDAAllocatorConfig.cpp
  * and PyTorch's docs).  The shared ones are rows of fp_options. */
 static const char *const fp_pytorch_only[] = {
-    "expandable_segments", "pinned_use_background_threads",
+    "pinned_use_background_threads",
     "large_segment_size_mb", "backend", "release_lock_on_cudamalloc",
     "pinned_use_cuda_host_register", "pinned_num_register_threads",
     "pinned_reserve_segment_size_mb", "graph_capture_record_stream_reuse",

@@ -16,6 +16,12 @@
  *  - every live block is in the address map, and nothing else is;
  *  - the stats equal what a walk of the segments counts.
  *
+ * With expandable_segments and a backend that has the virtual-memory
+ * ops, segments are instead large reserved virtual ranges whose physical
+ * pages are mapped on demand (pool_vmm.c, docs/vmm.md); then also:
+ *  - every page of a live block is mapped;
+ *  - reserved bytes == mapped pages x page size.
+ *
  * Plain C11; no CUDA header.  Every function is thread-safe: one mutex per
  * pool.  Functions return 0 or an errno-style code.
  */
@@ -46,6 +52,11 @@ typedef struct fp_pool_opts {
     double   memory_fraction;      /* cap as fraction of device_total; 0 = none   */
     size_t   max_reserved;         /* cap in bytes; 0 = none                      */
     size_t   device_total;         /* device capacity, for memory_fraction        */
+    /* ---- virtual-memory segments (pool_vmm.c) ---- */
+    int      expandable_segments;  /* 1: reserved ranges, pages mapped on demand  */
+    size_t   vmm_page;             /* page size; 0 = the backend's granularity    */
+    size_t   vmm_reserve;          /* bytes of address space per range; 0 = the
+                                      device's total (64 GiB when unknown)        */
 } fp_pool_opts;
 
 /* PyTorch's defaults: no max_split, 20 MiB rounding slack, no rounding,
@@ -65,6 +76,21 @@ typedef struct fp_backend {
     int (*release)(void *ctx, uint64_t addr, size_t size);
     /* Wait until the device has finished all work; may be NULL. */
     int (*synchronize)(void *ctx);
+    /* ---- optional virtual-memory ops: all set, or all NULL ----
+     * The page size the device maps in (0: it cannot). */
+    size_t (*granularity)(void *ctx);
+    /* Reserve / free address space only (no physical memory). */
+    int (*reserve_va)(void *ctx, size_t size, size_t align, uint64_t *addr);
+    int (*free_va)(void *ctx, uint64_t addr, size_t size);
+    /* Back [addr, addr+size) with new physical pages, readable and
+     * writable by every device that should see it.  0, ENOMEM when the
+     * device is out of physical memory, or another errno. */
+    int (*map)(void *ctx, uint64_t addr, size_t size);
+    /* Give the physical pages of [addr, addr+size) back.  freed_at is the
+     * newest pool-clock stamp of the blocks that used them: the backend
+     * must make sure the device has finished all work queued before
+     * that free before it unmaps. */
+    int (*unmap)(void *ctx, uint64_t addr, size_t size, uint64_t freed_at);
 } fp_backend;
 
 /* ---- stats ------------------------------------------------------------- */
@@ -98,6 +124,10 @@ typedef struct fp_pool_stats {
     uint64_t num_ooms;                   /* allocations that finally failed    */
     uint64_t num_gc_releases;            /* segments released by the GC        */
     uint64_t num_invalid_frees;          /* frees of pointers not live here    */
+    uint64_t num_map_calls;              /* backend map calls (VMM)            */
+    uint64_t num_unmap_calls;            /* backend unmap calls (VMM)          */
+    uint64_t num_reclaims;               /* times idle pages were taken back   */
+    size_t page_size;                    /* VMM page; 0 in the classic mode    */
     size_t largest_free;                 /* largest free block now             */
     size_t largest_free_at_peak;         /* largest free block at peak allocated*/
 } fp_pool_stats;
@@ -207,6 +237,13 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud);
  * parent or make it new in the child (the only thread there). */
 void fp_pool_fork_prepare(fp_pool *p);
 void fp_pool_fork_after(fp_pool *p, int child);
+
+/* 1 when the pool serves from virtual-memory segments. */
+int  fp_pool_is_vmm(const fp_pool *p);
+/* Walk the pages of every virtual-memory segment: fn gets each run of
+ * pages that are all mapped or all unmapped, in address order. */
+typedef void (*fp_page_fn)(void *ud, uint64_t addr, size_t size, int mapped);
+void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud);
 
 /* Verify every invariant; 0 when sound, else EFAULT with a description. */
 int  fp_pool_check(fp_pool *p, char *msg, size_t msglen);

@@ -110,65 +110,11 @@ size_t fp_segment_size(size_t rounded)
     return (rounded + FP_ROUND_LARGE - 1) & ~(FP_ROUND_LARGE - 1);
 }
 
-/* ---- block headers ------------------------------------------------------ */
-
-
-fp_block *fp_block_new(fp_pool *p)
-{
-    if (!p->spare) {
-        fp_chunk *c = aligned_alloc(64, sizeof *c);
-        if (!c)
-            return NULL;
-        c->next = p->chunks;
-        p->chunks = c;
-        for (size_t i = 0; i < FP_CHUNK_BLOCKS; i++)
-            fp_block_put(p, &c->blocks[i]);
-    }
-    fp_block *b = p->spare;
-    p->spare = b->next;
-    memset(b, 0, sizeof *b);
-    return b;
-}
-
-void fp_block_put(fp_pool *p, fp_block *b)
-{
-    b->next = p->spare;
-    p->spare = b;
-}
-
-static fp_index *index_of(fp_pool *p, bool small)
-{
-    return small ? &p->free_small : &p->free_large;
-}
-
 /* ---- segments ------------------------------------------------------------- */
 
 static size_t reserved_now(const fp_pool *p)
 {
     return (size_t)p->st.reserved_bytes[FP_ALL].current;
-}
-
-static void link_segment(fp_pool *p, fp_segment *s)
-{
-    s->prev = p->seg_tail;
-    s->next = NULL;
-    if (p->seg_tail)
-        p->seg_tail->next = s;
-    else
-        p->seg_head = s;
-    p->seg_tail = s;
-}
-
-static void unlink_segment(fp_pool *p, fp_segment *s)
-{
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        p->seg_head = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    else
-        p->seg_tail = s->prev;
 }
 
 /* Reserves a segment and files its single free block in the index;
@@ -201,8 +147,8 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
         p->be.release(p->be.ctx, addr, size);
         return ENOMEM;
     }
-    link_segment(p, s);
-    fp_index_insert(index_of(p, small), b);
+    fp_seglist_link(p, s);
+    fp_index_insert(fp_index_of(p, small), b);
     fp_account_segment(p, s, +1);
     p->st.num_reserve_calls++;
     *out = b;
@@ -217,14 +163,17 @@ static bool segment_is_free(const fp_segment *s)
 static void release_segment(fp_pool *p, fp_segment *s)
 {
     fp_block *b = s->first;
-    fp_index_remove(index_of(p, s->small), b);
+    fp_index_remove(fp_index_of(p, s->small), b);
+    if (s->vmm)
+        fp_vmm_release_range(p, s); /* its pages first: held drops to 0 */
     fp_account_segment(p, s, -1);
     fp_segtab_remove(&p->segs, s);
-    unlink_segment(p, s);
-    p->be.release(p->be.ctx, s->addr, s->size);
+    fp_seglist_unlink(p, s);
+    if (!s->vmm)
+        p->be.release(p->be.ctx, s->addr, s->size);
     p->st.num_release_calls++;
     fp_block_put(p, b);
-    free(s);
+    fp_segment_free(s);
 }
 
 /* Releases every wholly free segment; returns the bytes released. */
@@ -258,7 +207,7 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
     if (mss == SIZE_MAX)
         return false;
     size_t key = fp_is_oversize(&p->opts, rounded) ? rounded : mss;
-    fp_block *b = fp_index_lower_bound(index_of(p, small), key);
+    fp_block *b = fp_index_lower_bound(fp_index_of(p, small), key);
     fp_segment *s = b ? fp_segtab_find(&p->segs, b->addr) : NULL;
     if (s && segment_is_free(s)) {
         release_segment(p, s);
@@ -341,7 +290,7 @@ static int grow(fp_pool *p, size_t rounded, bool small, bool retry, fp_block **o
 /* PyTorch's best fit with the max_split refusals. */
 static fp_block *find_free(fp_pool *p, size_t rounded, bool small)
 {
-    fp_block *b = fp_index_lower_bound(index_of(p, small), rounded);
+    fp_block *b = fp_index_lower_bound(fp_index_of(p, small), rounded);
     if (!b)
         return NULL;
     return fp_may_take(&p->opts, rounded, b->size) ? b : NULL;
@@ -349,7 +298,7 @@ static fp_block *find_free(fp_pool *p, size_t rounded, bool small)
 
 static bool should_split(const fp_pool *p, bool small, size_t rounded, size_t rest)
 {
-    if (small)
+    if (small || p->page) /* address space costs nothing: split any block */
         return rest >= FP_MIN_BLOCK;
     return fp_may_split_large(&p->opts, rounded, rest);
 }
@@ -364,7 +313,7 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     fp_block *r = NULL;
     if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
         return ENOMEM;
-    fp_index *ix = index_of(p, small);
+    fp_index *ix = fp_index_of(p, small);
     fp_account_split_free(p, b, -1);
     fp_index_remove(ix, b);
     b->state = FP_BLOCK_ALLOCATED;
@@ -432,6 +381,34 @@ static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_bloc
     return too_fresh && err ? EAGAIN : err;
 }
 
+/* The virtual-memory variant: best fit over address space, with no
+ * max_split refusals (a free range strands no memory: its pages can be
+ * taken back), then the pages the block will cover are mapped.  A block
+ * too fresh for the caller is passed over for a range of its own. */
+static int vmm_find(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **out,
+                    uint64_t *freed_at)
+{
+    bool small = fp_is_small(rounded);
+    fp_block *b = fp_index_lower_bound(fp_index_of(p, small), rounded);
+    bool too_fresh = b && b->stamp >= rq->unsafe_from;
+    uint64_t maps = p->st.num_map_calls;
+    int err = b && !too_fresh ? 0 : fp_vmm_new_range(p, rounded, too_fresh, small, &b);
+    if (!err) {
+        size_t rest = b->size - rounded;
+        err = fp_vmm_back(p, b->addr, should_split(p, small, rounded, rest) ? rounded : b->size);
+    }
+    if (err) {
+        if (err == ENOMEM)
+            note_oom(p, rq->size, rounded);
+        return err;
+    }
+    if (!too_fresh && p->st.num_map_calls == maps && b->stamp != FP_NEVER_FREED)
+        p->st.num_cache_hits++;
+    *freed_at = b->stamp;
+    *out = b;
+    return 0;
+}
+
 static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
 {
     size_t size = rq->size, rounded = fp_round_size(&p->opts, size);
@@ -441,7 +418,8 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
     }
     g->now = __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE); /* read outside the lock */
     fp_block *b = NULL;
-    int err = find_or_grow(p, rq, rounded, &b, &g->freed_at);
+    int err = p->page ? vmm_find(p, rq, rounded, &b, &g->freed_at)
+                      : find_or_grow(p, rq, rounded, &b, &g->freed_at);
     if (err)
         return err;
     if (fp_map_make_room(&p->live) || take_block(p, b, rounded, fp_is_small(rounded)))
@@ -507,7 +485,7 @@ static void merge_next(fp_pool *p, fp_block *b)
 
 static void free_block(fp_pool *p, fp_block *b)
 {
-    fp_index *ix = index_of(p, b->small);
+    fp_index *ix = fp_index_of(p, b->small);
     fp_account_used(p, b, -1);
     fp_account_active(p, b, -1);
     b->state = FP_BLOCK_FREE;
@@ -587,6 +565,7 @@ int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool 
     p->opts = *opts;
     p->be = *backend;
     p->cap = fp_pool_opts_cap(opts);
+    fp_vmm_setup(p);
     *out = p;
     return 0;
 }
@@ -597,9 +576,11 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
         return;
     for (fp_segment *s = p->seg_head, *n; s; s = n) {
         n = s->next;
-        if (!keep_segments)
+        if (!keep_segments && s->vmm)
+            fp_vmm_release_range(p, s);
+        else if (!keep_segments)
             p->be.release(p->be.ctx, s->addr, s->size);
-        free(s);
+        fp_segment_free(s);
     }
     for (fp_chunk *c = p->chunks, *n; c; c = n) {
         n = c->next;
@@ -648,13 +629,13 @@ void fp_pool_forget_segments(fp_pool *p)
                 p->st.num_frees++;
                 fp_account_active(p, b, -1);
             } else {
-                unfile(p, index_of(p, s->small), b);
+                unfile(p, fp_index_of(p, s->small), b);
             }
             fp_block_put(p, b);
         }
         fp_account_segment(p, s, -1);
         fp_segtab_remove(&p->segs, s);
-        free(s);
+        fp_segment_free(s);
     }
     p->seg_head = p->seg_tail = NULL;
     pthread_mutex_unlock(&p->lock);
@@ -666,6 +647,7 @@ int fp_pool_empty_cache(fp_pool *p)
     if (p->be.synchronize)
         p->be.synchronize(p->be.ctx);
     release_free_segments(p);
+    fp_vmm_trim(p);
     pthread_mutex_unlock(&p->lock);
     return 0;
 }

@@ -60,7 +60,7 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
                         (unsigned long long)b->addr, (unsigned long long)b->stamp,
                         (unsigned long long)p->clock);
         *(s->small ? &t->free_small : &t->free_large) += 1;
-        if (fp_block_is_split(b)) {
+        if (fp_block_is_split(b) && !s->vmm) {
             add3(t->split_bytes, s->small, (int64_t)b->size);
             add3(t->split_count, s->small, 1);
         }
@@ -82,6 +82,42 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
     return 0;
 }
 
+static bool page_bit(const fp_segment *s, size_t i)
+{
+    return (s->pages[i / 64] >> (i % 64)) & 1;
+}
+
+/* A virtual-memory segment: its bitmap counts s->mapped pages, no bit
+ * beyond the last page is set, and every page a live block touches is
+ * mapped. */
+static int check_pages(const fp_segment *s, char *msg, size_t len)
+{
+    if (!s->page || !s->pages || s->size != s->npages * s->page || s->addr % s->page)
+        return fail(msg, len, "vmm segment %#llx: bad page geometry", (unsigned long long)s->addr);
+    size_t count = 0;
+    for (size_t w = 0; w < (s->npages + 63) / 64; w++)
+        count += (size_t)__builtin_popcountll(s->pages[w]);
+    for (size_t i = s->npages; i < (s->npages + 63) / 64 * 64; i++)
+        if (page_bit(s, i))
+            return fail(msg, len, "vmm segment %#llx: page %zu past the end is mapped",
+                        (unsigned long long)s->addr, i);
+    if (count != s->mapped)
+        return fail(msg, len, "vmm segment %#llx: %zu pages mapped, count says %zu",
+                    (unsigned long long)s->addr, count, s->mapped);
+    for (const fp_block *b = s->first; b; b = b->next) {
+        if (b->state == FP_BLOCK_FREE)
+            continue;
+        size_t lo = (size_t)((b->addr - s->addr) / s->page);
+        size_t hi = (size_t)((b->addr - s->addr + b->size + s->page - 1) / s->page);
+        for (size_t i = lo; i < hi; i++)
+            if (!page_bit(s, i))
+                return fail(msg, len, "live block %#llx: page %#llx not mapped",
+                            (unsigned long long)b->addr,
+                            (unsigned long long)(s->addr + i * s->page));
+    }
+    return 0;
+}
+
 static int check_segment(fp_pool *p, const fp_segment *s, tally *t, char *msg, size_t len)
 {
     if (!s->first || s->first->addr != s->addr || s->first->prev)
@@ -98,8 +134,13 @@ static int check_segment(fp_pool *p, const fp_segment *s, tally *t, char *msg, s
     if (sum != s->size)
         return fail(msg, len, "segment %#llx: blocks sum to %zu, not %zu",
                     (unsigned long long)s->addr, sum, s->size);
+    if (s->vmm) {
+        int err = check_pages(s, msg, len);
+        if (err)
+            return err;
+    }
     t->nsegs++;
-    add3(t->reserved, s->small, (int64_t)s->size);
+    add3(t->reserved, s->small, (int64_t)fp_segment_held(s));
     add3(t->segments, s->small, 1);
     t->oversize_segs += s->oversize;
     return 0;

@@ -70,7 +70,18 @@ struct fp_segment {
     fp_segment *prev, *next;/* all segments, in creation order        */
     bool small;             /* belongs to the small pool              */
     bool oversize;          /* made for a request >= max_split_size   */
+    bool vmm;               /* a reserved range, pages mapped on demand*/
+    size_t page;            /* vmm: page size                          */
+    size_t npages;          /* vmm: size / page                        */
+    size_t mapped;          /* vmm: pages mapped now                   */
+    uint64_t *pages;        /* vmm: bit i set when page i is mapped    */
 };
+
+/* Bytes a segment holds from the device: all of it, or its pages. */
+static inline size_t fp_segment_held(const fp_segment *s)
+{
+    return s->vmm ? s->mapped * s->page : s->size;
+}
 
 /* The free-block index: an ordered set by (size, addr).  Sizes fall into
  * segregated bins: one per 512-byte size below 1 MiB (so every small-pool
@@ -137,7 +148,15 @@ struct fp_pool {
     size_t reserved_mirror; /* st.reserved_bytes[FP_ALL].current, for
                                lock-free readers (atomic builtins only) */
     fp_oom_info last_oom;
+    size_t page;            /* VMM page size; 0 = classic segments     */
+    size_t vmm_range;       /* VMM: address space per range            */
 };
+
+/* The free index a block of the small or the large pool lives in. */
+static inline fp_index *fp_index_of(fp_pool *p, bool small)
+{
+    return small ? &p->free_small : &p->free_large;
+}
 
 /* Block headers come from chunks and are recycled through p->spare. */
 #define FP_CHUNK_BYTES 16384
@@ -149,13 +168,29 @@ typedef struct fp_chunk {
 } fp_chunk;
 _Static_assert(sizeof(fp_chunk) == FP_CHUNK_BYTES, "fp_chunk: 16 KiB");
 
-/* Header recycling (pool.c). */
+/* Header recycling and segment bookkeeping (pool_segs.c). */
 fp_block *fp_block_new(fp_pool *p);
 void      fp_block_put(fp_pool *p, fp_block *b);
+void      fp_seglist_link(fp_pool *p, fp_segment *s);   /* creation order */
+void      fp_seglist_unlink(fp_pool *p, fp_segment *s);
+void      fp_segment_free(fp_segment *s);               /* with its pages */
 
 /* Segment table (pool_segs.c). */
 int         fp_segtab_insert(fp_segtab *t, fp_segment *s);
 void        fp_segtab_remove(fp_segtab *t, fp_segment *s);
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr);
+
+/* Virtual-memory segments (pool_vmm.c). */
+void fp_vmm_setup(fp_pool *p);   /* sets page/vmm_range, or leaves 0 */
+/* A range for a request of rounded bytes (exact: just that, rounded to
+ * pages; else the configured range or more); *out: its free block. */
+int  fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_block **out);
+/* Maps every page of [addr, addr+size), taking idle pages back when the
+ * cap or the device refuses.  0, or ENOMEM/the backend's errno. */
+int  fp_vmm_back(fp_pool *p, uint64_t addr, size_t size);
+/* Unmaps every idle page (empty_cache); returns the bytes. */
+size_t fp_vmm_trim(fp_pool *p);
+/* Unmaps every page and frees the range (destroy). */
+void fp_vmm_release_range(fp_pool *p, fp_segment *s);
 
 #endif

@@ -1,7 +1,11 @@
-/* pool_segs.c - the pool's segments sorted by address, so that any device
- * address can be traced to the segment holding it in O(log n).
+/* pool_segs.c - the pool's bookkeeping storage: segments sorted by
+ * address, so that any device address can be traced to the segment
+ * holding it in O(log n); the list of segments in creation order; and the
+ * recycled block headers.
  *
- * Invariant: v[0..n) is sorted by addr and the ranges do not overlap.
+ * Invariants: v[0..n) is sorted by addr and the ranges do not overlap;
+ * seg_head..seg_tail links every segment once; a header is in p->spare
+ * or in exactly one segment.
  */
 #include "pool_internal.h"
 #include "fp_vec.h"
@@ -53,4 +57,61 @@ fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr)
         return NULL;
     fp_segment *s = t->v[i - 1];
     return addr - s->addr < s->size ? s : NULL;
+}
+
+/* ---- segments in creation order ------------------------------------------ */
+
+void fp_seglist_link(fp_pool *p, fp_segment *s)
+{
+    s->prev = p->seg_tail;
+    s->next = NULL;
+    if (p->seg_tail)
+        p->seg_tail->next = s;
+    else
+        p->seg_head = s;
+    p->seg_tail = s;
+}
+
+void fp_seglist_unlink(fp_pool *p, fp_segment *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        p->seg_head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        p->seg_tail = s->prev;
+}
+
+void fp_segment_free(fp_segment *s)
+{
+    if (s)
+        free(s->pages);
+    free(s);
+}
+
+/* ---- block headers --------------------------------------------------------- */
+
+fp_block *fp_block_new(fp_pool *p)
+{
+    if (!p->spare) {
+        fp_chunk *c = aligned_alloc(64, sizeof *c);
+        if (!c)
+            return NULL;
+        c->next = p->chunks;
+        p->chunks = c;
+        for (size_t i = 0; i < FP_CHUNK_BLOCKS; i++)
+            fp_block_put(p, &c->blocks[i]);
+    }
+    fp_block *b = p->spare;
+    p->spare = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+void fp_block_put(fp_pool *p, fp_block *b)
+{
+    b->next = p->spare;
+    p->spare = b;
 }

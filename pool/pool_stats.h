@@ -55,12 +55,18 @@ static inline void fp_account_active(fp_pool *p, fp_block *b, int64_t sign)
     fp_stat_add3(p->st.active, b->small, sign);
 }
 
-/* A segment reserved (+1) or released (-1). */
-static inline void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
+/* Bytes held from the device change by d (segments or pages). */
+static inline void fp_account_held(fp_pool *p, bool small, int64_t d)
 {
-    fp_stat_add3(p->st.reserved_bytes, s->small, sign * (int64_t)s->size);
+    fp_stat_add3(p->st.reserved_bytes, small, d);
     __atomic_store_n(&p->reserved_mirror, (size_t)p->st.reserved_bytes[FP_ALL].current,
                      __ATOMIC_RELAXED);
+}
+
+/* A segment reserved (+1) or released (-1), with the bytes it holds. */
+static inline void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
+{
+    fp_account_held(p, s->small, sign * (int64_t)fp_segment_held(s));
     fp_stat_add3(p->st.segments, s->small, sign);
     if (s->oversize)
         fp_stat_add(&p->st.oversize_segments, sign);
@@ -70,8 +76,8 @@ static inline void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
  * "non-releasable" memory, held idle inside a partly used segment. */
 static inline void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign)
 {
-    if (b->state != FP_BLOCK_FREE || !fp_block_is_split(b))
-        return;
+    if (b->state != FP_BLOCK_FREE || !fp_block_is_split(b) || p->page)
+        return; /* idle pages of virtual-memory segments can all be released */
     fp_stat_add3(p->st.inactive_split_bytes, b->small, sign * (int64_t)b->size);
     fp_stat_add3(p->st.inactive_split, b->small, sign);
 }

@@ -50,6 +50,50 @@ static int sim_release(void *ctx, uint64_t addr, size_t size)
     return 0;
 }
 
+#define SIM_GRANULARITY (2 * FP_MIB) /* cuMemGetAllocationGranularity on an H200 */
+
+static size_t sim_granularity(void *ctx)
+{
+    (void)ctx;
+    return SIM_GRANULARITY;
+}
+
+static int sim_reserve_va(void *ctx, size_t size, size_t align, uint64_t *addr)
+{
+    sim_dev *d = ctx;
+    uint64_t a = align ? (d->next + align - 1) / align * align : d->next;
+    if (a < d->next || a > UINT64_MAX - size)
+        return ENOMEM;
+    *addr = a;
+    d->next = a + size;
+    return 0;
+}
+
+static int sim_free_va(void *ctx, uint64_t addr, size_t size)
+{
+    (void)ctx, (void)addr, (void)size;
+    return 0;
+}
+
+static int sim_map(void *ctx, uint64_t addr, size_t size)
+{
+    sim_dev *d = ctx;
+    size_t limit = d->budget ? d->budget : SIZE_MAX;
+    (void)addr;
+    if (size > limit || d->in_use > limit - size)
+        return ENOMEM;
+    d->in_use += size;
+    return 0;
+}
+
+static int sim_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
+{
+    sim_dev *d = ctx;
+    (void)addr, (void)freed_at;
+    d->in_use -= size;
+    return 0;
+}
+
 /* id -> address (or rounded size in fp_trace_peak_live): base/'s one hash
  * map, sized for every event up front so it never grows.  Values are never
  * 0 (simulated addresses start high; a rounded size is >= 512). */
@@ -154,7 +198,9 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
 {
     sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h};
-    fp_backend be = {.ctx = &dev, .reserve = sim_reserve, .release = sim_release};
+    fp_backend be = {.ctx = &dev, .reserve = sim_reserve, .release = sim_release,
+                     .granularity = sim_granularity, .reserve_va = sim_reserve_va,
+                     .free_va = sim_free_va, .map = sim_map, .unmap = sim_unmap};
     fp_pool_opts o = *opts;
     if (!o.device_total)
         o.device_total = budget;

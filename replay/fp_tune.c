@@ -2,7 +2,9 @@
  * docs/replay.md).
  *
  * Stage 1 crosses the max_split_size_mb values derived from the trace with
- * a fixed set of roundup_power2_divisions values.  Stage 2 adds
+ * a fixed set of roundup_power2_divisions values, and adds
+ * expandable_segments:True (virtual-memory segments, where max_split has
+ * no effect on placement) with each roundup value.  Stage 2 adds
  * garbage_collection_threshold variants (0.6, 0.8) of the defaults and of
  * the gc_top settings with the smallest budgets: GC acts only under a cap,
  * so a GC variant differs from its base only in the budget search, where
@@ -265,6 +267,14 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n)
             if (err)
                 return err;
         }
+    for (size_t k = 0; k < TUNE_NROUNDUPS; k++) {
+        char conf[FP_TUNE_CONF_MAX];
+        snprintf(conf, sizeof conf, "expandable_segments:True%s%s",
+                 roundups[k] ? ",roundup_power2_divisions:" : "", roundups[k] ? roundups[k] : "");
+        int err = add_setting(rows, n, conf);
+        if (err)
+            return err;
+    }
     return 0;
 }
 
@@ -320,7 +330,7 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     size_t g = params->granularity ? params->granularity : 2 * FP_MIB;
     unsigned threads = thread_count(params->threads);
     unsigned top = params->gc_top ? params->gc_top : 3;
-    size_t nbase_max = (TUNE_MAX_SPLITS + 1) * TUNE_NROUNDUPS;
+    size_t nbase_max = (TUNE_MAX_SPLITS + 2) * TUNE_NROUNDUPS;
     fp_tune_row *rows = calloc(nbase_max * (1 + TUNE_NGC), sizeof *rows);
     if (!rows)
         return ENOMEM;

@@ -248,6 +248,8 @@ static void fp_fix_frag(fp_sink *s, const fp_oom_ctx *c)
 {
     size_t mb = fp_oom_split_advice_mb(c->o->requested);
     int capped = c->opts && fp_pool_opts_cap(c->opts) != SIZE_MAX;
+    if (mb && c->opts && c->opts->max_split_size == mb * FP_MIB)
+        mb = 0; /* already on: never advise a setting in force */
     if (mb) {
         fp_puts(s, "FRAGPOOL_CONF=max_split_size_mb:");
         fp_put_u64(s, mb);

@@ -84,6 +84,11 @@ static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
       num_reserve_calls)                                                      \
     X("release_calls", " release call", " release calls", FP_ROW_COUNT,       \
       num_release_calls)                                                      \
+    X("page_size", " page size", NULL, FP_ROW_BYTES, page_size)               \
+    X("map_calls", " map call", " map calls", FP_ROW_COUNT, num_map_calls)    \
+    X("unmap_calls", " unmap call", " unmap calls", FP_ROW_COUNT,             \
+      num_unmap_calls)                                                        \
+    X("reclaims", " reclaim", " reclaims", FP_ROW_COUNT, num_reclaims)        \
     X("gc_releases", " GC release", " GC releases", FP_ROW_COUNT,             \
       num_gc_releases)                                                        \
     X("invalid_frees", " invalid free", " invalid frees", FP_ROW_COUNT,       \
@@ -386,6 +391,24 @@ static void fp_text_cache(fp_sink *s, const fp_pool_stats *st)
     fp_val_end(&v, s, "Driver calls saved");
 }
 
+/* Virtual-memory segments only: page size and the map/unmap calls. */
+static void fp_text_vmm(fp_sink *s, const fp_pool_stats *st)
+{
+    if (!st->page_size)
+        return;
+    fp_val v;
+    fp_sink *o = fp_val_begin(&v);
+    fp_put_size(o, st->page_size);
+    fp_puts(o, " pages; ");
+    fp_put_u64(o, st->num_map_calls);
+    fp_puts(o, " maps, ");
+    fp_put_u64(o, st->num_unmap_calls);
+    fp_puts(o, " unmaps, ");
+    fp_put_u64(o, st->num_reclaims);
+    fp_puts(o, " reclaims");
+    fp_val_end(&v, s, "Virtual memory");
+}
+
 static void fp_text_time(fp_sink *s, const fp_dev_report *d)
 {
     fp_val v;
@@ -531,6 +554,7 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_frag(s, &d->stats);
     fp_text_free(s, d);
     fp_text_cache(s, &d->stats);
+    fp_text_vmm(s, &d->stats);
     fp_text_time(s, d);
     fp_text_pool_counts(s, &d->stats);
     for (size_t i = 0; i < d->ngroups && d->groups; i++)

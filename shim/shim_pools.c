@@ -39,6 +39,16 @@ CUresult fp_pools_last_error(void)
 
 /* ---- backend: segments from the real driver --------------------------- */
 
+/* Said once: the shim has no virtual-memory backend yet (issue 13). */
+static void note_no_vmm(void)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        fp_say("fragpool: expandable_segments:True: the shim cannot map pages on "
+               "demand yet; serving from classic segments (fragpool replay and tune "
+               "model the mode)");
+}
+
 static int be_reserve(void *ud, size_t size, uint64_t *addr)
 {
     CUdeviceptr p = 0;
@@ -108,6 +118,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->dev = dev;
     d->total = total;
     int err = fp_pool_create(&o, &be, &d->pool);
+    if (!err && o.expandable_segments && !fp_pool_is_vmm(d->pool))
+        note_no_vmm();
     if (!err && !(d->defer = fp_defer_new(ctx))) {
         fp_pool_destroy(d->pool, 1);
         err = ENOMEM;

@@ -5,13 +5,15 @@
  * allocations, capacity), sim_mem.c (memory API), sim_copy.c (copies,
  * memsets), sim_stream.c (streams, workers, ordering), sim_event.c,
  * sim_capture.c (stream capture, graphs), sim_proc.c (cuGetProcAddress),
- * sim_ipc.c (IPC handles across processes), sim_error.c, sim_control.c
- * (fpsim_*).
+ * sim_ipc.c (IPC handles across processes), sim_vmm.c (virtual memory
+ * management), sim_error.c, sim_control.c (fpsim_*).
  *
  * Locks (take in this order, never the reverse):
  *   1. g_sim.lock  - contexts, streams, their queues, events, captures,
  *                    graphs, per-device stream counters.  Workers drop it
  *                    while they run an operation.
+ *   1b. vmm lock   - private to sim_vmm.c: reservations, handles,
+ *                    mappings.  Never taken with g_sim.lock held.
  *   2. mem lock    - private to sim_registry.c: the allocation registry,
  *                    capacity accounting and memory counters.  A leaf.
  * g_sim.progress is broadcast (under g_sim.lock) whenever any stream
@@ -116,7 +118,8 @@ typedef enum sim_mem_kind {
   SIM_MEM_GRAPH,    /* cuMemAllocAsync during capture */
   SIM_MEM_MANAGED,  /* cuMemAllocManaged */
   SIM_MEM_HOST,     /* cuMemAllocHost, cuMemHostAlloc */
-  SIM_MEM_IPC       /* cuIpcOpenMemHandle: another process's memory */
+  SIM_MEM_IPC,      /* cuIpcOpenMemHandle: another process's memory */
+  SIM_MEM_VMM       /* cuMemMap + cuMemSetAccess: a mapping (sim_vmm.c) */
 } sim_mem_kind;
 
 typedef struct sim_alloc {
@@ -162,6 +165,12 @@ void sim_mem_fork_lock(bool lock);            /* pthread_atfork support */
 CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out);
 CUresult sim_mem_add_import(sim_alloc *req);
 CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out);
+/* VMM (sim_vmm.c calls these): physical memory charged at cuMemCreate
+ * (OUT_OF_MEMORY past the capacity) and given back at its release; a
+ * SIM_MEM_VMM mapping (registered with sim_mem_add_import) removed. */
+CUresult sim_mem_charge_phys(int dev, size_t bytes);
+void sim_mem_uncharge_phys(int dev, size_t bytes);
+void sim_mem_remove_vmm(CUdeviceptr base);
 
 /* ---- IPC backing (sim_ipc.c) -------------------------------------------- */
 /* Moves the pages [base, base+span) of allocation id into the process's

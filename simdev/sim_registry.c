@@ -5,7 +5,8 @@
  *   - v[0..n) is sorted by base and the ranges [base, base+size) are
  *     disjoint (they are distinct host allocations);
  *   - for each device, in_use equals the sum of `charged` over its live
- *     entries; pinned host memory is never charged;
+ *     entries plus its VMM physical memory (phys); pinned host memory is
+ *     never charged, nor are SIM_MEM_VMM mappings (their handles are);
  *   - an entry with free_pending has exactly one SIM_OP_FREE queued;
  *   - a SIM_MEM_DEVICE entry spans whole pages (span bytes from base), so
  *     that sim_ipc.c can share them; shared ones go back to private pages
@@ -118,7 +119,7 @@ static void erase(sim_alloc *a)
 
 static bool counted(sim_mem_kind kind)
 {
-  return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC;
+  return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC && kind != SIM_MEM_VMM;
 }
 
 #define SIM_PAGE ((size_t)4096)
@@ -236,7 +237,7 @@ static bool may_free(const sim_alloc *a, sim_free_mode mode)
   case SIM_FREE_SYNC:
   case SIM_FREE_CAPTURED:
     return a->kind != SIM_MEM_HOST && a->kind != SIM_MEM_IPC &&
-           !a->free_pending;
+           a->kind != SIM_MEM_VMM && !a->free_pending;
   case SIM_FREE_HOST:
     return a->kind == SIM_MEM_HOST;
   case SIM_FREE_ASYNC_RUN:
@@ -341,6 +342,37 @@ CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out)
   return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult sim_mem_charge_phys(int dev, size_t bytes)
+{
+  mem_lock();
+  mem_dev *d = &g_mem.dev[dev];
+  size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
+  bool ok = bytes <= room;
+  if (ok) {
+    d->in_use += bytes;
+    if (d->in_use > d->c.bytes_peak)
+      d->c.bytes_peak = d->in_use;
+  }
+  mem_unlock();
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void sim_mem_uncharge_phys(int dev, size_t bytes)
+{
+  mem_lock();
+  g_mem.dev[dev].in_use -= bytes;
+  mem_unlock();
+}
+
+void sim_mem_remove_vmm(CUdeviceptr base)
+{
+  mem_lock();
+  sim_alloc *a = exact(base);
+  if (a != NULL && a->kind == SIM_MEM_VMM)
+    erase(a);
+  mem_unlock();
+}
+
 /* ---- queries --------------------------------------------------------------- */
 
 CUresult sim_mem_find(CUdeviceptr p, sim_alloc *out)
@@ -358,6 +390,17 @@ bool sim_mem_range_ok(CUdeviceptr p, size_t n)
   mem_lock();
   const sim_alloc *a = containing(p);
   bool ok = a != NULL && n <= a->size - (p - a->base);
+  /* VMM mappings side by side are one range to the device. */
+  while (!ok && a != NULL && a->kind == SIM_MEM_VMM) {
+    CUdeviceptr end = a->base + a->size;
+    const sim_alloc *next = containing(end);
+    ok = next != NULL && next->kind == SIM_MEM_VMM && next->base == end &&
+         n - (end - p) <= next->size;
+    if (!ok && next != NULL && next->kind == SIM_MEM_VMM && next->base == end)
+      n -= end - p, p = end, a = next;
+    else
+      a = ok ? a : NULL;
+  }
   mem_unlock();
   return ok;
 }

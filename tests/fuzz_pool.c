@@ -10,7 +10,10 @@
  *           max_reserved 64M, memory_fraction 0.5 of 256M, both with
  *           max_reserved 96M); bit 6 GC threshold 0.5; bit 7
  *           max_non_split_rounding 4M
- *   byte 1  the mock's capacity: 8 choices in bits 0-2
+ *   byte 1  the mock's capacity: 8 choices in bits 0-2; bit 3:
+ *           expandable_segments with the mock's VMM ops (capacity then
+ *           counts mapped pages, and every unmap must name a stamp no
+ *           older than any recent free of the pages it unmaps)
  *   then operations, one opcode byte each (low 3 bits) with arguments:
  *     0-3  alloc; 3 bytes: exponent, then 16 bits of mantissa (1 B..256 MiB);
  *          with bit 7 of the opcode, refusing blocks freed since a recent
@@ -98,6 +101,50 @@ static int m_release(void *ctx, uint64_t addr, size_t size)
     die("release of no live reservation", NULL);
     return EINVAL;
 }
+
+/* ---- the VMM ops ---- */
+static size_t m_gran(void *ctx)
+{
+    (void)ctx;
+    return SEG_ALIGN;
+}
+
+static int m_reserve_va(void *ctx, size_t size, size_t align, uint64_t *addr)
+{
+    fmock *m = ctx;
+    if (size == 0 || size % SEG_ALIGN || align % SEG_ALIGN)
+        die("address reserve not in whole pages", NULL);
+    uint64_t a = (m->next + SEG_ALIGN - 1) & ~(uint64_t)(SEG_ALIGN - 1);
+    *addr = a;
+    m->next = a + size;
+    return 0;
+}
+
+static int m_free_va(void *ctx, uint64_t addr, size_t size)
+{
+    (void)ctx, (void)addr, (void)size;
+    return 0;
+}
+
+static int m_map(void *ctx, uint64_t addr, size_t size)
+{
+    fmock *m = ctx;
+    if (addr % SEG_ALIGN || size == 0 || size % SEG_ALIGN)
+        die("map not in whole pages", NULL);
+    if (m->fail_next > 0) {
+        m->fail_next--;
+        m->injected++;
+        if (m->fail_err == EIO)
+            m->eio_used++;
+        return m->fail_err;
+    }
+    if (size > m->capacity || m->live_bytes > m->capacity - size)
+        return ENOMEM;
+    m->live_bytes += size;
+    return 0;
+}
+
+static int m_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at);
 
 static int m_sync(void *ctx)
 {
@@ -187,6 +234,20 @@ static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size,
         die("ENOMEM, but the segment fits", NULL);
 }
 
+/* An unmap must come after the fence of every free of its pages. */
+static int m_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
+{
+    fmock *m = ctx;
+    if (addr % SEG_ALIGN || size == 0 || size % SEG_ALIGN || size > m->live_bytes)
+        die("unmap not in whole mapped pages", NULL);
+    size_t n = NR < NRECENT ? NR : NRECENT;
+    for (size_t k = 0; k < n; k++)
+        if (addr < R[k].addr + R[k].len && R[k].addr < addr + size && R[k].stamp > freed_at)
+            die("an unmap names a stamp older than a free of its pages", NULL);
+    m->live_bytes -= size;
+    return 0;
+}
+
 /* The grant overlaps no recent free stamped later than its freed_at. */
 static void grant_is_safe(const fp_grant *g, uint64_t unsafe_from)
 {
@@ -234,7 +295,8 @@ static void do_alloc(fp_pool *p, const fp_pool_opts *o, size_t size, bool unsafe
         return;
     }
     if (rc == ENOMEM) {
-        oom_is_real(p, o, size, M.injected != inj0);
+        if (!o->expandable_segments) /* with pages, the checker stands in */
+            oom_is_real(p, o, size, M.injected != inj0);
         return;
     }
     if (rc == EIO && M.eio_used > eio0)
@@ -344,7 +406,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     NL = 0;
     NR = 0;
     last_freed = 0;
-    fp_backend be = {&M, m_reserve, m_release, m_sync};
+    fp_backend be = {.ctx = &M, .reserve = m_reserve, .release = m_release, .synchronize = m_sync};
+    if (data[1] & 8) {
+        o.expandable_segments = 1;
+        o.vmm_reserve = (data[1] & 16) ? 64 * MIB : 0; /* small ranges fill up */
+        be.granularity = m_gran, be.reserve_va = m_reserve_va, be.free_va = m_free_va;
+        be.map = m_map, be.unmap = m_unmap;
+    }
     fp_pool *p = NULL;
     if (fp_pool_create(&o, &be, &p) != 0 || !p)
         die("fp_pool_create", NULL);

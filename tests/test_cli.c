@@ -231,6 +231,27 @@ static void replay_shows_trace_problems(void **state)
     assert_non_null(strstr(r.out, "\"trace\":{\"unknown_frees\":1,\"duplicate_allocs\":1}"));
 }
 
+/* An OOM in replay: expandable_segments:True is advised when its replay
+ * fits the same budget, and never when it is already on. */
+static void replay_oom_advises_expandable(void **state)
+{
+    (void)state;
+    const char *trace = FP_TEST_DATA "/resnet50_varres.csv.gz";
+    const char *line = "with expandable_segments:True added, this trace runs in the same budget";
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", NULL});
+    expect(&r, 0, "allocations failed");
+    assert_non_null(strstr(r.err, line));
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", "--conf",
+                                       "expandable_segments:True", NULL});
+    expect(&r, 0, NULL);
+    assert_null(strstr(r.err, "allocations failed"));
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4500MiB", "--conf",
+                                       "expandable_segments:True", NULL});
+    expect(&r, 0, "allocations failed");
+    assert_null(strstr(r.err, line));
+}
+
 /* tune's pick with garbage collection names its cap as max_reserved_mb,
  * and that text, replayed verbatim, runs without an OOM. */
 static void tune_gc_setting_runs_verbatim(void **state)
@@ -273,6 +294,7 @@ int main(void)
         cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
+        cmocka_unit_test_teardown(replay_oom_advises_expandable, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);

@@ -29,7 +29,8 @@
               "per_process_memory_fraction, max_reserved_mb, strict, " \
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
-              "trace, ipc_export, own_segment_mb, snapshot, trace_stacks, tools"
+              "trace, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, " \
+              "expandable_segments, vmm_page_mb, vmm_reserve_mb"
 #define MSS "must be an integer number of MiB >= 21 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
@@ -114,7 +115,9 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "defer_headroom_mb:0,summary:stderr," \
                  "summary_format:text,dump_on_sigusr1:0,trace:off," \
                  "ipc_export:refuse,own_segment_mb:off," \
-                 "snapshot:off,trace_stacks:0,tools:passthrough"
+                 "snapshot:off,trace_stacks:0,tools:passthrough," \
+                 "expandable_segments:0,vmm_page_mb:granularity," \
+                 "vmm_reserve_mb:device"
 
 static void test_defaults(void **state)
 {
@@ -951,9 +954,10 @@ static void test_label_and_lenient(void **state)
     assert_int_equal(fp_conf_parse_as(torch, "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap), 0);
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
     assert_true(c.pool.gc_threshold == 0.6);
+    assert_int_equal(c.pool.expandable_segments, 1); /* a key of both */
     /* Not lenient: the same keys are problems. */
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_parse_as(torch, "X", 0, &c, on_any, cap), 5);
+    assert_int_equal(fp_conf_parse_as(torch, "X", 0, &c, on_any, cap), 4);
     memset(cap, 0, sizeof *cap);
     /* Lenient still reports a key neither knows, and a bad value. */
     fp_conf_default(&c);
@@ -989,8 +993,8 @@ static void test_from_env(void **state)
     assert_string_equal(src, "PYTORCH_ALLOC_CONF");
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
     assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), 0);
-    assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; taking max_split_size_mb:512 "
-                              "from PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to "
+    assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; taking max_split_size_mb:512,"
+                              "expandable_segments:1 from PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to "
                               "PyTorch)");
 
     static const char *const cuda[] = {"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256,"
@@ -999,7 +1003,7 @@ static void test_from_env(void **state)
     assert_string_equal(src, "PYTORCH_CUDA_ALLOC_CONF");
     assert_int_equal(c.pool.max_split_size, 256 * MIB);
 
-    static const char *const only_torch_keys[] = {"PYTORCH_ALLOC_CONF=expandable_segments:True", NULL};
+    static const char *const only_torch_keys[] = {"PYTORCH_ALLOC_CONF=pinned_use_background_threads:True", NULL};
     assert_int_equal(from_env(only_torch_keys, &c, cap, &src), 0);
     assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), 0);
     assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; PYTORCH_ALLOC_CONF has no key "
@@ -1020,9 +1024,9 @@ static void test_from_env(void **state)
     assert_int_equal(c.pool.max_split_size, SIZE_MAX);
 
     /* FRAGPOOL_CONF is strict about PyTorch's keys. */
-    static const char *const own[] = {"FRAGPOOL_CONF=expandable_segments:True", NULL};
+    static const char *const own[] = {"FRAGPOOL_CONF=backend:native", NULL};
     assert_int_equal(from_env(own, &c, cap, &src), 1);
-    assert_non_null(strstr(cap->buf, "fragpool: FRAGPOOL_CONF: unknown key 'expandable_segments'"));
+    assert_non_null(strstr(cap->buf, "fragpool: FRAGPOOL_CONF: unknown key 'backend'"));
     free(cap);
 }
 

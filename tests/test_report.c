@@ -625,7 +625,7 @@ static void collect_leaks(void **state)
 {
     (void)state;
     uint64_t next = 0x100000000ULL;
-    fp_backend be = {&next, bump_reserve, no_release, NULL};
+    fp_backend be = {.ctx = &next, .reserve = bump_reserve, .release = no_release};
     fp_pool_opts o;
     fp_pool_opts_default(&o);
     fp_pool *p;

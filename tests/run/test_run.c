@@ -223,7 +223,8 @@ static void pytorch_alloc_conf(void **state)
     run_fp(&r, NULL, FP_FAKE_APP, NULL, add);
     ran_ok(&r);
     assert_int_equal(fp_t_count_of(r.err, UNSET_LINE), 1);
-    has(r.err, UNSET_LINE "max_split_size_mb:512,garbage_collection_threshold:0.6 from "
+    has(r.err, UNSET_LINE "max_split_size_mb:512,garbage_collection_threshold:0.6,"
+               "expandable_segments:1 from "
                "PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to PyTorch)\n");
     has(r.err, "| Configuration         | max_split_size_mb:512 ");
     has(r.err, "| Config errors         | none ");

@@ -1,0 +1,326 @@
+/* pool_vmm.c - virtual-memory segments (expandable_segments:True).
+ *
+ * A segment of this kind is a large reserved range of address space
+ * (reserve_va) tiled by blocks exactly as a classic segment is, starting
+ * as one free block.  Physical memory comes in pages of the backend's
+ * granularity (or vmm_page), mapped only when a block that is handed out
+ * covers them.  A freed range keeps its pages.  When the cap or the
+ * device refuses new pages, idle pages (whole pages that no live block
+ * touches) are unmapped, oldest free first, and the request maps its own:
+ * every unmap names the newest free stamp of the blocks that used it, so
+ * that the backend fences before it gives the memory back.
+ *
+ * Invariants (checked by fp_pool_check):
+ *  - bit i of s->pages is set iff page i of s is mapped; s->mapped counts
+ *    the set bits;
+ *  - every page a live block touches is mapped;
+ *  - the reserved stat == sum over segments of fp_segment_held().
+ */
+#include "pool_stats.h"
+#include <errno.h>
+#include <stdlib.h>
+
+#define VMM_DEFAULT_RANGE (64 * FP_GIB) /* when the device size is unknown */
+
+static size_t round_up(size_t v, size_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+void fp_vmm_setup(fp_pool *p)
+{
+    const fp_backend *be = &p->be;
+    if (!p->opts.expandable_segments || !be->granularity || !be->reserve_va ||
+        !be->free_va || !be->map || !be->unmap)
+        return;
+    size_t g = be->granularity(be->ctx);
+    if (!g)
+        return;
+    p->page = p->opts.vmm_page > g ? round_up(p->opts.vmm_page, g) : g;
+    size_t range = p->opts.vmm_reserve ? p->opts.vmm_reserve : p->opts.device_total;
+    p->vmm_range = round_up(range ? range : VMM_DEFAULT_RANGE, p->page);
+    p->st.page_size = p->page;
+}
+
+/* ---- the page bitmap ------------------------------------------------------- */
+
+static bool is_mapped(const fp_segment *s, size_t i)
+{
+    return (s->pages[i / 64] >> (i % 64)) & 1;
+}
+
+static void mark(fp_segment *s, size_t i, size_t n, bool on)
+{
+    for (size_t k = i; k < i + n; k++) {
+        uint64_t bit = (uint64_t)1 << (k % 64);
+        s->pages[k / 64] = on ? s->pages[k / 64] | bit : s->pages[k / 64] & ~bit;
+    }
+    s->mapped = on ? s->mapped + n : s->mapped - n;
+}
+
+/* The first page in [i, end) whose state is want; end when none. */
+static size_t next_in_state(const fp_segment *s, size_t i, size_t end, bool want)
+{
+    while (i < end) {
+        uint64_t w = s->pages[i / 64];
+        w = want ? w : ~w;
+        w &= ~(uint64_t)0 << (i % 64);
+        if (w)
+            break;
+        i = (i / 64 + 1) * 64;
+    }
+    if (i >= end)
+        return end;
+    uint64_t w = want ? s->pages[i / 64] : ~s->pages[i / 64];
+    w &= ~(uint64_t)0 << (i % 64);
+    size_t j = (i / 64) * 64 + (size_t)__builtin_ctzll(w);
+    return j < end ? j : end;
+}
+
+/* ---- ranges ------------------------------------------------------------------ */
+
+int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_block **out)
+{
+    size_t size = exact || rounded > p->vmm_range ? round_up(rounded, p->page) : p->vmm_range;
+    uint64_t addr = 0;
+    int err = p->be.reserve_va(p->be.ctx, size, p->page, &addr);
+    if (err) {
+        p->last_oom.over_cap = 0;
+        p->last_oom.backend_err = err;
+        return err;
+    }
+    size_t npages = size / p->page;
+    fp_segment *s = calloc(1, sizeof *s);
+    uint64_t *bits = calloc((npages + 63) / 64, sizeof *bits);
+    fp_block *b = s && bits ? fp_block_new(p) : NULL;
+    if (b) {
+        *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
+                          .vmm = true, .page = p->page, .npages = npages, .pages = bits};
+        *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
+                        .small = small, .stamp = FP_NEVER_FREED};
+    }
+    if (!b || fp_segtab_insert(&p->segs, s)) {
+        if (b)
+            fp_block_put(p, b);
+        free(bits);
+        free(s);
+        p->be.free_va(p->be.ctx, addr, size);
+        return ENOMEM;
+    }
+    fp_seglist_link(p, s);
+    fp_index_insert(fp_index_of(p, small), b);
+    fp_account_segment(p, s, +1);
+    p->st.num_reserve_calls++;
+    *out = b;
+    return 0;
+}
+
+static void unmap_pages(fp_pool *p, fp_segment *s, size_t i, size_t n, uint64_t stamp)
+{
+    p->be.unmap(p->be.ctx, s->addr + i * s->page, n * s->page, stamp);
+    mark(s, i, n, false);
+    fp_account_held(p, s->small, -(int64_t)(n * s->page));
+    p->st.num_unmap_calls++;
+}
+
+void fp_vmm_release_range(fp_pool *p, fp_segment *s)
+{
+    for (size_t i = next_in_state(s, 0, s->npages, true); i < s->npages;) {
+        size_t j = next_in_state(s, i, s->npages, false);
+        unmap_pages(p, s, i, j - i, p->clock);
+        i = next_in_state(s, j, s->npages, true);
+    }
+    p->be.free_va(p->be.ctx, s->addr, s->size);
+}
+
+/* ---- idle pages ---------------------------------------------------------------- */
+
+/* A free block with mapped pages that no live block touches. */
+typedef struct idle_run {
+    fp_segment *s;
+    size_t lo, hi;     /* pages [lo, hi) lie wholly inside the block */
+    uint64_t stamp;    /* the block's last free                      */
+} idle_run;
+
+/* The whole pages of free block b, less the pages [xlo, xhi). */
+static bool idle_pages(const fp_segment *s, const fp_block *b, size_t *lo, size_t *hi)
+{
+    uint64_t off = b->addr - s->addr;
+    *lo = (size_t)((off + s->page - 1) / s->page);
+    *hi = (size_t)((off + b->size) / s->page);
+    return *lo < *hi && next_in_state(s, *lo, *hi, true) < *hi;
+}
+
+static int by_stamp(const void *a, const void *b)
+{
+    const idle_run *x = a, *y = b;
+    if (x->stamp != y->stamp)
+        return x->stamp < y->stamp ? -1 : 1;
+    uint64_t ax = x->s->addr + x->lo * x->s->page, ay = y->s->addr + y->lo * y->s->page;
+    return ax < ay ? -1 : ax > ay; /* equal stamps: lower address first */
+}
+
+/* Every idle run of mapped pages, oldest free first.  *n gets the count;
+ * NULL when there are none or no memory for the list. */
+static idle_run *collect_idle(fp_pool *p, size_t *n)
+{
+    size_t cap = 0;
+    idle_run *v = NULL;
+    *n = 0;
+    for (fp_segment *s = p->seg_head; s; s = s->next) {
+        if (!s->vmm || !s->mapped)
+            continue;
+        for (fp_block *b = s->first; b; b = b->next) {
+            size_t lo, hi;
+            if (b->state != FP_BLOCK_FREE || !idle_pages(s, b, &lo, &hi))
+                continue;
+            if (*n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                idle_run *nv = realloc(v, ncap * sizeof *nv);
+                if (!nv)
+                    return v;
+                v = nv;
+                cap = ncap;
+            }
+            v[(*n)++] = (idle_run){s, lo, hi, b->stamp};
+        }
+    }
+    if (*n)
+        qsort(v, *n, sizeof *v, by_stamp);
+    return v;
+}
+
+/* Unmaps mapped pages of run r outside [xlo, xhi) of segment xs, until
+ * want bytes are back; returns the bytes unmapped. */
+static size_t unmap_run(fp_pool *p, const idle_run *r, size_t want, const fp_segment *xs,
+                        size_t xlo, size_t xhi)
+{
+    fp_segment *s = r->s;
+    size_t got = 0;
+    size_t i = next_in_state(s, r->lo, r->hi, true);
+    while (i < r->hi && got < want) {
+        if (s == xs && i >= xlo && i < xhi) {
+            i = next_in_state(s, xhi, r->hi, true);
+            continue;
+        }
+        size_t j = next_in_state(s, i, r->hi, false);
+        if (s == xs && i < xlo && j > xlo)
+            j = xlo;
+        size_t rest = want - got, left = rest / s->page + (rest % s->page != 0);
+        size_t n = j - i;
+        n = n < left ? n : left;
+        unmap_pages(p, s, i, n, r->stamp);
+        got += n * s->page;
+        i = next_in_state(s, i + n, r->hi, true);
+    }
+    return got;
+}
+
+/* Takes back at least want bytes of idle pages, never pages [xlo, xhi)
+ * of xs (the request's own).  Returns the bytes unmapped. */
+static size_t reclaim(fp_pool *p, size_t want, const fp_segment *xs, size_t xlo, size_t xhi)
+{
+    size_t n, got = 0;
+    idle_run *v = collect_idle(p, &n);
+    for (size_t k = 0; k < n && got < want; k++)
+        got += unmap_run(p, &v[k], want - got, xs, xlo, xhi);
+    free(v);
+    if (n)
+        p->st.num_reclaims++;
+    return got;
+}
+
+size_t fp_vmm_trim(fp_pool *p)
+{
+    if (!p->page)
+        return 0;
+    return reclaim(p, SIZE_MAX, NULL, 0, 0);
+}
+
+/* ---- backing a block ---------------------------------------------------------- */
+
+static size_t reserved_now(const fp_pool *p)
+{
+    return (size_t)p->st.reserved_bytes[FP_ALL].current;
+}
+
+static size_t count_unmapped(const fp_segment *s, size_t lo, size_t hi)
+{
+    size_t n = 0;
+    for (size_t i = next_in_state(s, lo, hi, false); i < hi;) {
+        size_t j = next_in_state(s, i, hi, true);
+        n += j - i;
+        i = next_in_state(s, j, hi, false);
+    }
+    return n;
+}
+
+/* Maps pages [i, j) of s; when the device is full, takes idle pages back
+ * (as many as the run, or all there are) and tries once more. */
+static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, size_t hi)
+{
+    size_t bytes = (j - i) * s->page;
+    int err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);
+    if (err == ENOMEM && reclaim(p, bytes, s, lo, hi) > 0)
+        err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);
+    if (err) {
+        p->last_oom.over_cap = 0;
+        p->last_oom.backend_err = err;
+        return err;
+    }
+    mark(s, i, j - i, true);
+    fp_account_held(p, s->small, (int64_t)bytes);
+    p->st.num_map_calls++;
+    return 0;
+}
+
+int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
+{
+    fp_segment *s = fp_segtab_find(&p->segs, addr);
+    if (!s || !s->vmm)
+        return 0;
+    size_t lo = (size_t)((addr - s->addr) / s->page);
+    size_t hi = (size_t)((addr - s->addr + size + s->page - 1) / s->page);
+    size_t need = count_unmapped(s, lo, hi) * s->page;
+    if (!need)
+        return 0;
+    if (need > p->cap || reserved_now(p) > p->cap - need) {
+        size_t over = reserved_now(p) + need - p->cap;
+        if (need > p->cap || reclaim(p, over, s, lo, hi) < over) {
+            p->last_oom.over_cap = 1;
+            return ENOMEM;
+        }
+    }
+    for (size_t i = next_in_state(s, lo, hi, false); i < hi;) {
+        size_t j = next_in_state(s, i, hi, true);
+        int err = map_pages(p, s, i, j, lo, hi);
+        if (err)
+            return err;
+        i = next_in_state(s, j, hi, false);
+    }
+    return 0;
+}
+
+/* ---- queries -------------------------------------------------------------------- */
+
+int fp_pool_is_vmm(const fp_pool *p)
+{
+    return p->page != 0;
+}
+
+void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud)
+{
+    pthread_mutex_lock(&p->lock);
+    for (size_t k = 0; k < p->segs.n; k++) {
+        const fp_segment *s = p->segs.v[k];
+        if (!s->vmm)
+            continue;
+        for (size_t i = 0; i < s->npages;) {
+            bool m = is_mapped(s, i);
+            size_t j = next_in_state(s, i, s->npages, !m);
+            fn(ud, s->addr + i * s->page, (j - i) * s->page, m);
+            i = j;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,453 @@
+/* simdev/sim_vmm.c: the driver's virtual memory management API
+ * (cuMemGetAllocationGranularity, cuMemAddressReserve/Free,
+ * cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess, cuMemGetAccess).
+ *
+ * Physical memory is one sparse memory file of the process: a handle is a
+ * run of its 2 MiB pages, charged against the device's capacity
+ * (CUDA_ERROR_OUT_OF_MEMORY when it is full).  A reservation is host
+ * address space mapped PROT_NONE.  cuMemMap maps the handle's file pages
+ * there, still inaccessible; cuMemSetAccess makes them readable/writable
+ * and registers the mapping with the registry (kind SIM_MEM_VMM), so that
+ * copies, memsets and pointer queries find it; cuMemUnmap puts PROT_NONE
+ * address space back and unregisters it.  Copies to address space that is
+ * reserved but not mapped with access fail with CUDA_ERROR_INVALID_VALUE,
+ * as they would fault on a GPU.
+ *
+ * Rules kept (the driver's): sizes, addresses and offsets are multiples
+ * of the granularity; a mapping lies inside one reservation and overlaps
+ * no other; an unmap covers whole mappings; a handle released while
+ * mapped lives until its last unmap; a reservation is freed whole, with
+ * nothing mapped.
+ *
+ * Lock: vmm lock, taken before the registry's mem lock (never the
+ * reverse), never with g_sim.lock held.
+ */
+#include "sim.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define VMM_GRAN ((size_t)2 << 20)             /* an H200's granularity */
+#define VMM_FILE_PAGES ((size_t)1 << 19)       /* 1 TiB of sparse file  */
+
+typedef struct vmm_handle {
+  size_t first, npages;   /* pages of the memory file */
+  int dev;
+  int maps;               /* live mappings */
+  bool released;          /* cuMemRelease was called */
+} vmm_handle;
+
+typedef struct vmm_map {
+  CUdeviceptr ptr;
+  size_t size;
+  vmm_handle *h;
+  unsigned long long access[SIM_MAX_DEVICES];
+  bool registered;        /* in the registry (access granted) */
+} vmm_map;
+
+typedef struct vmm_range {
+  CUdeviceptr ptr;
+  size_t size;
+} vmm_range;
+
+static struct {
+  pthread_mutex_t lock;
+  int fd;                 /* the memory file; -1 until first use */
+  uint64_t used[VMM_FILE_PAGES / 64];
+  vmm_map *maps;
+  size_t nmaps, capmaps;
+  vmm_range *ranges;
+  size_t nranges, capranges;
+} g_vmm = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static bool aligned(size_t v) { return v % VMM_GRAN == 0; }
+
+static CUresult grow(void **v, size_t *cap, size_t n, size_t elem)
+{
+  if (n < *cap)
+    return CUDA_SUCCESS;
+  size_t ncap = *cap ? *cap * 2 : 64;
+  void *nv = realloc(*v, ncap * elem);
+  if (nv == NULL)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *v = nv;
+  *cap = ncap;
+  return CUDA_SUCCESS;
+}
+
+/* ---- the memory file ------------------------------------------------------- */
+
+static bool file_used(size_t i) { return (g_vmm.used[i / 64] >> (i % 64)) & 1; }
+
+static void file_mark(size_t first, size_t n, bool on)
+{
+  for (size_t i = first; i < first + n; i++) {
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    g_vmm.used[i / 64] = on ? g_vmm.used[i / 64] | bit : g_vmm.used[i / 64] & ~bit;
+  }
+}
+
+/* First fit of n free file pages; false when none. */
+static bool file_take(size_t n, size_t *first)
+{
+  if (g_vmm.fd < 0) {
+    g_vmm.fd = memfd_create("fpsim-vmm", MFD_CLOEXEC);
+    if (g_vmm.fd < 0 || ftruncate(g_vmm.fd, (off_t)(VMM_FILE_PAGES * VMM_GRAN)) != 0)
+      return false;
+  }
+  size_t run = 0;
+  for (size_t i = 0; i < VMM_FILE_PAGES; i++) {
+    run = file_used(i) ? 0 : run + 1;
+    if (run == n) {
+      *first = i + 1 - n;
+      file_mark(*first, n, true);
+      return true;
+    }
+  }
+  return false;
+}
+
+static void handle_free(vmm_handle *h)
+{
+  fallocate(g_vmm.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            (off_t)(h->first * VMM_GRAN), (off_t)(h->npages * VMM_GRAN));
+  file_mark(h->first, h->npages, false);
+  sim_mem_uncharge_phys(h->dev, h->npages * VMM_GRAN);
+  free(h);
+}
+
+/* ---- lookups (vmm lock held) ---------------------------------------------- */
+
+static vmm_range *range_holding(CUdeviceptr p, size_t n)
+{
+  for (size_t i = 0; i < g_vmm.nranges; i++) {
+    vmm_range *r = &g_vmm.ranges[i];
+    if (p >= r->ptr && n <= r->size && p - r->ptr <= r->size - n)
+      return r;
+  }
+  return NULL;
+}
+
+static bool overlaps_map(CUdeviceptr p, size_t n)
+{
+  for (size_t i = 0; i < g_vmm.nmaps; i++) {
+    const vmm_map *m = &g_vmm.maps[i];
+    if (p < m->ptr + m->size && m->ptr < p + n)
+      return true;
+  }
+  return false;
+}
+
+/* True when [p, p+n) is exactly a union of whole mappings. */
+static bool whole_maps(CUdeviceptr p, size_t n)
+{
+  size_t covered = 0;
+  for (size_t i = 0; i < g_vmm.nmaps; i++) {
+    const vmm_map *m = &g_vmm.maps[i];
+    if (!(p < m->ptr + m->size && m->ptr < p + n))
+      continue;
+    if (m->ptr < p || m->ptr + m->size > p + n)
+      return false;
+    covered += m->size;
+  }
+  return covered == n;
+}
+
+static vmm_handle *handle_of(CUmemGenericAllocationHandle h)
+{
+  return (vmm_handle *)(uintptr_t)h;
+}
+
+/* Every handle cuMemCreate made that is not yet freed (vmm lock held):
+ * a value that is not one of them is refused, never dereferenced. */
+static vmm_handle **g_handles;
+static size_t g_nhandles, g_caphandles;
+
+static bool handle_known(const vmm_handle *h)
+{
+  for (size_t i = 0; i < g_nhandles; i++)
+    if (g_handles[i] == h)
+      return true;
+  return false;
+}
+
+static CUresult track(vmm_handle *h)
+{
+  CUresult rc = grow((void **)&g_handles, &g_caphandles, g_nhandles, sizeof *g_handles);
+  if (rc == CUDA_SUCCESS)
+    g_handles[g_nhandles++] = h;
+  return rc;
+}
+
+static void untrack(vmm_handle *h)
+{
+  for (size_t i = 0; i < g_nhandles; i++)
+    if (g_handles[i] == h) {
+      g_handles[i] = g_handles[--g_nhandles];
+      return;
+    }
+}
+
+/* ---- API ---------------------------------------------------------------------- */
+
+static CUresult prop_ok(const CUmemAllocationProp *prop)
+{
+  if (prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  return sim_check_dev(prop->location.id);
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (granularity == NULL || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                              option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+    return CUDA_ERROR_INVALID_VALUE;
+  rc = prop_ok(prop);
+  if (rc == CUDA_SUCCESS)
+    *granularity = VMM_GRAN;
+  return rc;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+  CUresult rc = sim_check_init();
+  (void)addr; /* a hint only */
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (ptr == NULL || size == 0 || !aligned(size) || flags != 0 ||
+      (alignment & (alignment - 1)) != 0 || size > ((size_t)1 << 46))
+    return CUDA_ERROR_INVALID_VALUE;
+  size_t align = alignment > VMM_GRAN ? alignment : VMM_GRAN;
+  void *raw = mmap(NULL, size + align, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  uintptr_t lo = (uintptr_t)raw, start = (lo + align - 1) / align * align;
+  if (start > lo)
+    munmap(raw, start - lo);
+  if (align > start - lo)
+    munmap((void *)(start + size), align - (start - lo));
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = grow((void **)&g_vmm.ranges, &g_vmm.capranges, g_vmm.nranges, sizeof(vmm_range));
+  if (rc == CUDA_SUCCESS)
+    g_vmm.ranges[g_vmm.nranges++] = (vmm_range){start, size};
+  pthread_mutex_unlock(&g_vmm.lock);
+  if (rc != CUDA_SUCCESS)
+    munmap((void *)start, size);
+  else
+    *ptr = start;
+  return rc;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < g_vmm.nranges; i++) {
+    vmm_range *r = &g_vmm.ranges[i];
+    if (r->ptr != ptr || r->size != size || overlaps_map(ptr, size))
+      continue;
+    munmap((void *)(uintptr_t)ptr, size);
+    *r = g_vmm.ranges[--g_vmm.nranges];
+    rc = CUDA_SUCCESS;
+    break;
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  return rc;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (handle == NULL || size == 0 || !aligned(size) || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((rc = prop_ok(prop)) != CUDA_SUCCESS)
+    return rc;
+  vmm_handle *h = calloc(1, sizeof *h);
+  if (h == NULL)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  h->dev = prop->location.id;
+  h->npages = size / VMM_GRAN;
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = sim_mem_charge_phys(h->dev, size);
+  if (rc == CUDA_SUCCESS && !file_take(h->npages, &h->first)) {
+    sim_mem_uncharge_phys(h->dev, size);
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (rc == CUDA_SUCCESS && (rc = track(h)) != CUDA_SUCCESS) {
+    file_mark(h->first, h->npages, false);
+    sim_mem_uncharge_phys(h->dev, size);
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  if (rc != CUDA_SUCCESS) {
+    free(h);
+    return rc;
+  }
+  *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  vmm_handle *h = handle_of(handle);
+  pthread_mutex_lock(&g_vmm.lock);
+  if (!handle_known(h) || h->released) {
+    pthread_mutex_unlock(&g_vmm.lock);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  h->released = true;
+  if (h->maps == 0) {
+    untrack(h);
+    handle_free(h);
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (size == 0 || !aligned(ptr) || !aligned(size) || !aligned(offset) || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  vmm_handle *h = handle_of(handle);
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = CUDA_ERROR_INVALID_VALUE;
+  if (handle_known(h) && !h->released &&
+      offset / VMM_GRAN + size / VMM_GRAN <= h->npages && range_holding(ptr, size) &&
+      !overlaps_map(ptr, size))
+    rc = grow((void **)&g_vmm.maps, &g_vmm.capmaps, g_vmm.nmaps, sizeof(vmm_map));
+  if (rc == CUDA_SUCCESS) {
+    off_t at = (off_t)(h->first * VMM_GRAN + offset);
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                   g_vmm.fd, at);
+    if (p == MAP_FAILED) {
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      g_vmm.maps[g_vmm.nmaps++] = (vmm_map){.ptr = ptr, .size = size, .h = h};
+      h->maps++;
+    }
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  return rc;
+}
+
+static void unmap_one(size_t i)
+{
+  vmm_map *m = &g_vmm.maps[i];
+  if (m->registered)
+    sim_mem_remove_vmm(m->ptr);
+  mmap((void *)(uintptr_t)m->ptr, m->size, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  vmm_handle *h = m->h;
+  *m = g_vmm.maps[--g_vmm.nmaps];
+  if (--h->maps == 0 && h->released) {
+    untrack(h);
+    handle_free(h);
+  }
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (size == 0 || !aligned(ptr) || !aligned(size))
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = whole_maps(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = g_vmm.nmaps; rc == CUDA_SUCCESS && i-- > 0;) {
+    const vmm_map *m = &g_vmm.maps[i];
+    if (m->ptr >= ptr && m->ptr + m->size <= ptr + size)
+      unmap_one(i);
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  return rc;
+}
+
+/* Grants d's access to mapping m; the first grant registers it. */
+static CUresult grant(vmm_map *m, const CUmemAccessDesc *d)
+{
+  m->access[d->location.id] = (unsigned long long)d->flags;
+  int prot = PROT_NONE;
+  for (int k = 0; k < SIM_MAX_DEVICES; k++)
+    prot = m->access[k] ? PROT_READ | PROT_WRITE : prot;
+  mprotect((void *)(uintptr_t)m->ptr, m->size, prot);
+  if (m->registered || prot == PROT_NONE)
+    return CUDA_SUCCESS;
+  sim_alloc req = {.base = m->ptr, .size = m->size, .dev = m->h->dev, .kind = SIM_MEM_VMM,
+                   .span = m->size};
+  CUresult rc = sim_mem_add_import(&req);
+  m->registered = rc == CUDA_SUCCESS;
+  return rc;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (size == 0 || desc == NULL || count == 0 || !aligned(ptr) || !aligned(size))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < count; k++) {
+    if (desc[k].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        (desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+         desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+         desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+      return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_check_dev(desc[k].location.id)) != CUDA_SUCCESS)
+      return rc;
+  }
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = whole_maps(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < g_vmm.nmaps; i++) {
+    vmm_map *m = &g_vmm.maps[i];
+    for (size_t k = 0; k < count && m->ptr >= ptr && m->ptr + m->size <= ptr + size; k++)
+      if ((rc = grant(m, &desc[k])) != CUDA_SUCCESS)
+        break;
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  return rc;
+}
+
+CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (flags == NULL || location == NULL || location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((rc = sim_check_dev(location->id)) != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < g_vmm.nmaps; i++) {
+    const vmm_map *m = &g_vmm.maps[i];
+    if (ptr >= m->ptr && ptr - m->ptr < m->size) {
+      *flags = m->access[location->id];
+      rc = CUDA_SUCCESS;
+    }
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  return rc;
+}
