@@ -186,7 +186,7 @@ size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
 
 /* A value assembled in a fixed buffer, then boxed by fp_tbl_kv. */
 typedef struct fp_val {
-    char buf[512];
+    char buf[1024];  /* a config problem names every key: ~600 B with 23 */
     fp_sink s;
 } fp_val;
 
