@@ -5,7 +5,8 @@
  * allocations, capacity), sim_mem.c (memory API), sim_copy.c (copies,
  * memsets), sim_stream.c (streams, workers, ordering), sim_event.c,
  * sim_capture.c (stream capture, graphs), sim_proc.c (cuGetProcAddress),
- * sim_ipc.c (IPC handles across processes), sim_error.c, sim_control.c
+ * sim_ipc.c (IPC handles across processes), sim_host.c (pinned host
+ * memory: flags, registration), sim_error.c, sim_control.c
  * (fpsim_*).
  *
  * Locks (take in this order, never the reverse):
@@ -116,7 +117,8 @@ typedef enum sim_mem_kind {
   SIM_MEM_GRAPH,    /* cuMemAllocAsync during capture */
   SIM_MEM_MANAGED,  /* cuMemAllocManaged */
   SIM_MEM_HOST,     /* cuMemAllocHost, cuMemHostAlloc */
-  SIM_MEM_IPC       /* cuIpcOpenMemHandle: another process's memory */
+  SIM_MEM_IPC,      /* cuIpcOpenMemHandle: another process's memory */
+  SIM_MEM_REGISTERED /* cuMemHostRegister: the caller's own host memory */
 } sim_mem_kind;
 
 typedef struct sim_alloc {
@@ -162,6 +164,12 @@ void sim_mem_fork_lock(bool lock);            /* pthread_atfork support */
 CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out);
 CUresult sim_mem_add_import(sim_alloc *req);
 CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out);
+/* cuMemHostRegister (sim_host.c): the caller's range [req->base,
+ * +req->size) registered, never charged, never freed by the simulator;
+ * HOST_MEMORY_ALREADY_REGISTERED when it overlaps a live entry.  Removed
+ * by base only (else HOST_MEMORY_NOT_REGISTERED). */
+CUresult sim_mem_add_registered(sim_alloc *req);
+CUresult sim_mem_remove_registered(CUdeviceptr base);
 
 /* ---- IPC backing (sim_ipc.c) -------------------------------------------- */
 /* Moves the pages [base, base+span) of allocation id into the process's
