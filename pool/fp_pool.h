@@ -46,6 +46,9 @@ typedef struct fp_pool_opts {
     double   memory_fraction;      /* cap as fraction of device_total; 0 = none   */
     size_t   max_reserved;         /* cap in bytes; 0 = none                      */
     size_t   device_total;         /* device capacity, for memory_fraction        */
+    size_t   exact_segment_round;  /* 0: PyTorch's segment sizes; else a large
+                                      request's segment is its rounded size
+                                      rounded up to this (pinned host memory) */
 } fp_pool_opts;
 
 /* PyTorch's defaults: no max_split, 20 MiB rounding slack, no rounding,

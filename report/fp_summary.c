@@ -181,7 +181,7 @@ size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
 
 /* A value assembled in a fixed buffer, then boxed by fp_tbl_kv. */
 typedef struct fp_val {
-    char buf[512];
+    char buf[1024];   /* a config problem line names every key */
     fp_sink s;
 } fp_val;
 
@@ -641,6 +641,8 @@ int fp_summary_text(const fp_run_report *r, fp_sink *out)
         fp_text_table(out, r, &r->devs[i]);
         fp_text_extras(out, &r->devs[i]);
     }
+    if (r->pinned)
+        fp_host_text(out, r->pinned);
     fp_text_run(out, r);
     return fp_sink_flush(out);
 }
@@ -801,6 +803,7 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
     for (size_t i = 0; i < r->ndevs; i++)
         fp_json_device(&j, &r->devs[i]);
     fp_json_end_arr(&j);
+    fp_host_json(&j, r->pinned);
     fp_json_end_obj(&j);
     fp_putc(out, '\n');
     return fp_sink_flush(out);
