@@ -60,6 +60,8 @@ typedef enum cudaError_enum {
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712, /* pinned host memory (issue 17) */
+  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,     /* pinned host memory (issue 17) */
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_NOT_PERMITTED = 800,
   CUDA_ERROR_NOT_SUPPORTED = 801,
@@ -187,6 +189,11 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
+/* ---- pinned host memory (issue 17): cuMemHostRegister flags ---- */
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_MEMHOSTREGISTER_IOMEMORY 0x04
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x08
 /* cuMemAllocManaged flags */
 #define CU_MEM_ATTACH_GLOBAL 0x1
 #define CU_MEM_ATTACH_HOST 0x2
@@ -473,12 +480,18 @@ typedef struct CUmemAccessDesc_st {
                                     const CUmemAllocationProp *prop,           \
                                     CUmemAllocationGranularity_flags option))
 /* ---- end of the VMM block ---------------------------------------------- */
+/* ---- pinned host memory (issue 17): the calls beyond cuMemHostAlloc ---- */
+#define FP_CUDA_FUNCS_HOST(X)                                                  \
+  X(cuMemHostGetFlags, (unsigned int *pFlags, void *p))                        \
+  X(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int Flags))      \
+  X(cuMemHostUnregister, (void *p))
 
 /* Function-pointer typedefs: fp_PFN_cuMemAlloc_v2 etc. */
 #define FP_CUDA_DECLARE_PFN(name, params) typedef CUresult(*fp_PFN_##name) params;
 FP_CUDA_FUNCS(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PFN)
+FP_CUDA_FUNCS_HOST(FP_CUDA_DECLARE_PFN)
 #undef FP_CUDA_DECLARE_PFN
 
 #ifndef FP_CUDA_NO_PROTOTYPES
@@ -491,6 +504,7 @@ FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PROTO)
+FP_CUDA_FUNCS_HOST(FP_CUDA_DECLARE_PROTO)
 #undef FP_CUDA_DECLARE_PROTO
 #endif
 

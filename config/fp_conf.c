@@ -844,6 +844,37 @@ static const fp_option fp_options[] = {
         .off_word = "device", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
+    /* ---- pinned host memory (issue 17) ---- */
+    FP_BOOL_OPTION(host_pool, "1",
+                   "1: cuMemHostAlloc/cudaHostAlloc and cuMemAllocHost/"
+                   "cudaMallocHost are served from a pool of pinned memory "
+                   "(docs/shim.md, Pinned host memory); 0: all to the driver"),
+    {
+        .name = "host_max_reserved_mb", .type = "integer MiB",
+        .deflt = "unlimited",
+        .help = "cap on the pinned memory the host pool holds; past it, "
+                "requests go to the driver uncached",
+        .offset = offsetof(fp_conf, host_max_reserved), .min = 1,
+        .max = FP_MAX_MB, .off_word = "unlimited", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
+        .name = "host_max_cached_mb", .type = "integer MiB",
+        .deflt = "unlimited",
+        .help = "pinned requests of more than this many MiB go to the "
+                "driver and are not cached (PyTorch: pinned_max_cached_size_mb)",
+        .offset = offsetof(fp_conf, host_max_cached), .min = 0,
+        .max = FP_MAX_MB, .off_word = "unlimited", .off_value = SIZE_MAX,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
+        .name = "pinned_max_cached_size_mb", .type = "integer MiB",
+        .deflt = "unlimited",
+        .help = "PyTorch's name for host_max_cached_mb: the same value",
+        .offset = offsetof(fp_conf, host_max_cached), .min = 0,
+        .max = FP_MAX_MB, .off_word = "unlimited", .off_value = SIZE_MAX,
+        .parse = parse_mib, .format = format_mib,
+    },
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
@@ -872,6 +903,8 @@ void fp_conf_default(fp_conf *c)
     memcpy(c->summary, "stderr", sizeof "stderr");
     memcpy(c->trace, "off", sizeof "off");
     memcpy(c->snapshot, "off", sizeof "off");
+    c->host_pool = 1;
+    c->host_max_cached = SIZE_MAX;
 }
 
 /* "k:v,k:v" of the keys whose bit is set in mask, in table order. */
@@ -1129,7 +1162,6 @@ static const char *const fp_pytorch_only[] = {
     "pinned_use_cuda_host_register", "pinned_num_register_threads",
     "pinned_reserve_segment_size_mb", "graph_capture_record_stream_reuse",
     "throw_on_cudamalloc_oom", "pinned_max_round_threshold_mb",
-    "pinned_max_cached_size_mb",
 };
 
 int fp_conf_pytorch_only(const char *name, size_t n)

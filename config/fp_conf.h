@@ -49,6 +49,11 @@ typedef struct fp_conf {
                             a block inside its segment                     */
     size_t own_segment;  /* allocations of this many bytes or more go to
                             the driver whole; 0 = off                      */
+    /* ---- pinned host memory (issue 17, shim/shim_host.c) ---- */
+    int host_pool;       /* 1: cuMemHostAlloc/cuMemAllocHost from a pool  */
+    size_t host_max_reserved; /* cap on pinned bytes the pool holds; 0 = none */
+    size_t host_max_cached;   /* requests above this go to the driver
+                                 uncached; SIZE_MAX = no limit             */
     uint64_t set_mask;   /* bit i: option i was given and accepted        */
 } fp_conf;
 

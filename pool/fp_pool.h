@@ -57,6 +57,9 @@ typedef struct fp_pool_opts {
     size_t   vmm_page;             /* page size; 0 = the backend's granularity    */
     size_t   vmm_reserve;          /* bytes of address space per range; 0 = the
                                       device's total (64 GiB when unknown)        */
+    size_t   exact_segment_round;  /* 0: PyTorch's segment sizes; else a large
+                                      request's segment is its rounded size
+                                      rounded up to this (pinned host memory) */
 } fp_pool_opts;
 
 /* PyTorch's defaults: no max_split, 20 MiB rounding slack, no rounding,

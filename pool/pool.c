@@ -262,13 +262,23 @@ static void collect_garbage(fp_pool *p)
     }
 }
 
+/* The segment a request of rounded bytes needs: PyTorch's sizes, or, with
+ * exact_segment_round, a large request's own size rounded up to it. */
+static size_t segment_for(const fp_pool *p, size_t rounded)
+{
+    size_t r = p->opts.exact_segment_round;
+    if (!r || fp_is_small(rounded) || rounded > SIZE_MAX - r)
+        return fp_segment_size(rounded);
+    return (rounded + r - 1) / r * r;
+}
+
 /* A new segment for the request; with retry, releasing cache and retrying
  * on ENOMEM.  The caller takes the new segment's block as it is: the
  * max_split refusals apply to cached blocks, not to a segment made for the
  * request. */
 static int grow(fp_pool *p, size_t rounded, bool small, bool retry, fp_block **out)
 {
-    size_t size = fp_segment_size(rounded);
+    size_t size = segment_for(p, rounded);
     collect_garbage(p);
     int err = new_segment(p, size, small, out);
     if (!retry)
@@ -343,7 +353,7 @@ static void note_oom(fp_pool *p, size_t size, size_t rounded)
     fp_oom_info *o = &p->last_oom;
     o->requested = size;
     o->rounded = rounded;
-    o->segment = fp_segment_size(rounded);
+    o->segment = segment_for(p, rounded);
     o->allocated = (size_t)p->st.allocated_bytes[FP_ALL].current;
     o->reserved = reserved_now(p);
     o->idle = o->reserved - o->allocated;

@@ -93,6 +93,22 @@ typedef struct fp_dev_report {
                                    live blocks are not leaks yet)            */
 } fp_dev_report;
 
+/* ---- pinned host memory (issue 17): the shim's host pool ---- */
+typedef struct fp_host_report {
+    fp_pool_stats stats;        /* the host pool's counters (zero: no pool)   */
+    uint64_t alloc_ns;          /* time in the host allocator                 */
+    uint64_t to_driver;         /* pinned requests passed to the driver       */
+    uint64_t fallbacks;         /* of which: reuse could not be ordered then  */
+    uint64_t fences;            /* context events recorded after frees        */
+    uint64_t waits;             /* reuses that waited for one still running   */
+    uint64_t syncs;             /* reuses (or sync frees) that synchronized   */
+    int pooling;                /* host_pool:1                                */
+    size_t max_reserved;        /* host_max_reserved_mb in bytes, 0: none     */
+} fp_host_report;
+
+/* From this much pinned memory on, the OOM explanation mentions it. */
+#define FP_HOST_LARGE ((size_t)1 << 30)
+
 typedef struct fp_run_report {
     int pid;                    /* process id, <= 0 unknown                   */
     int rank;                   /* -1 when none                               */
@@ -110,6 +126,7 @@ typedef struct fp_run_report {
     size_t nnotes;
     const fp_dev_report *devs;  /* one per device                             */
     size_t ndevs;
+    const fp_host_report *pinned; /* pinned host memory; NULL: none (JSON null) */
 } fp_run_report;
 
 #define FP_REPORT_TOP_LEAKS 10
@@ -141,6 +158,15 @@ size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
 /* Both flush out and return fp_sink_flush's result (0, ENOSPC, errno). */
 int fp_summary_text(const fp_run_report *r, fp_sink *out);
 int fp_summary_json(const fp_run_report *r, fp_sink *out);
+
+/* ---- pinned host memory (fp_host_summary.c) --------------------------------- */
+/* The "Pinned host memory" box of the text summary, and the JSON "pinned"
+ * object (null when h is NULL). */
+void fp_host_text(fp_sink *s, const fp_host_report *h);
+void fp_host_json(fp_json *j, const fp_host_report *h);
+/* One line "fragpool: note: ..." when h holds FP_HOST_LARGE or more
+ * pinned; nothing otherwise.  Flushes out; returns as fp_sink_flush. */
+int fp_host_oom_note(const fp_host_report *h, fp_sink *out);
 
 /* ---- OOM (fp_oom.c) -------------------------------------------------------- */
 

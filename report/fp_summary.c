@@ -665,6 +665,8 @@ int fp_summary_text(const fp_run_report *r, fp_sink *out)
         fp_text_table(out, r, &r->devs[i]);
         fp_text_extras(out, &r->devs[i]);
     }
+    if (r->pinned)
+        fp_host_text(out, r->pinned);
     fp_text_run(out, r);
     return fp_sink_flush(out);
 }
@@ -825,6 +827,7 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
     for (size_t i = 0; i < r->ndevs; i++)
         fp_json_device(&j, &r->devs[i]);
     fp_json_end_arr(&j);
+    fp_host_json(&j, r->pinned);
     fp_json_end_obj(&j);
     fp_putc(out, '\n');
     return fp_sink_flush(out);

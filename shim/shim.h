@@ -19,6 +19,7 @@
  *   shim_snaprec.c    the snapshot's recorder: recent events, frames;
  *   shim_defer.c      deferred reuse: fences, behind the opaque fp_defer;
  *   shim_pools.c      one pool per context, its backend, pointer routing;
+ *   shim_host.c       pinned host memory: its pool, fences, live blocks;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
  *   shim_snapshot.c   snapshot:PATH, PyTorch's memory snapshot;
  *   shim_life.c       the orchestrator: config before main, setup on the
@@ -26,6 +27,7 @@
  *   interposers, the exported driver entry points, over the core:
  *   shim_ipc.c        legacy IPC on pool memory (cuIpc*);
  *   shim_capture.c    cuStreamBeginCapture* / cuStreamEndCapture*;
+ *   shim_host_api.c   cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, queries;
  *   shim_mem.c        allocation, free, info, contexts (cuMem*, cuCtx*);
  *   shim_hooks.c      dlsym and cuGetProcAddress hand out the wrappers.
  *
@@ -48,6 +50,7 @@
 #include "shim_snaprec.h"
 #include "shim_defer.h"
 #include "shim_pools.h"
+#include "shim_host.h"
 #include "shim_summary.h"
 #include "shim_snapshot.h"
 #include "shim_life.h"

@@ -68,7 +68,7 @@ struct fp_defer {
 /* Context events are in drivers of CUDA 12.5 and later. */
 #define FP_CTX_EVENTS_VERSION 12050
 
-static bool driver_has_ctx_events(void)
+bool fp_defer_ctx_events(void)
 {
     int v = 0;
     return fp_real.cuCtxRecordEvent && fp_real.cuCtxWaitEvent && fp_real.cuDriverGetVersion &&
@@ -95,7 +95,7 @@ fp_defer *fp_defer_new(CUcontext ctx)
     pthread_mutex_init(&f->lock, NULL);
     f->ctx = ctx;
     atomic_init(&f->covered, 1); /* nothing is freed before clock 1 */
-    f->ctx_events = driver_has_ctx_events() &&
+    f->ctx_events = fp_defer_ctx_events() &&
                     fp_real.cuEventCreate(&f->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
     return f;
 }

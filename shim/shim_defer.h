@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 typedef struct fp_defer fp_defer;
+/* Whether the driver has context events (cuCtxRecordEvent, CUDA 12.5). */
+bool fp_defer_ctx_events(void);
 /* The deferral of a context's pool; NULL when out of memory. */
 fp_defer *fp_defer_new(CUcontext ctx);
 /* An allocation from pool whose memory no work queued before its free

@@ -2,7 +2,7 @@
  *
  * FP_HOOKED_FUNCS: the functions that fragpool replaces.  Each has a
  * wrapper of the same name and signature in one interposer file
- * (shim_mem.c, shim_capture.c, shim_ipc.c, shim_hooks.c), and shim_hooks.c
+ * (shim_mem.c, shim_capture.c, shim_ipc.c, shim_host_api.c, shim_hooks.c), and shim_hooks.c
  * hands that wrapper out where a program looks the driver's own up.
  * FP_FORWARDED_FUNCS: the functions the shim only calls.
  * FP_REAL_FUNCS: both; shim_real.c resolves every one from libcuda.so.1.
@@ -28,16 +28,21 @@
     X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)      \
     X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                        \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2)     \
-    X(cuIpcCloseMemHandle)
+    X(cuIpcCloseMemHandle)                                                  \
+    /* pinned host memory (issue 17): shim_host_api.c */                   \
+    X(cuMemFreeHost) X(cuMemHostGetFlags) X(cuMemHostGetDevicePointer_v2)   \
+    X(cuPointerGetAttribute)
 
 #define FP_FORWARDED_FUNCS(X)                                               \
     X(cuGetErrorString) X(cuCtxGetCurrent) X(cuCtxGetDevice)                \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceTotalMem_v2)     \
-    X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuMemFreeHost)             \
+    X(cuDeviceGetName) X(cuDeviceGetAttribute)                              \
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
     X(cuDevicePrimaryCtxGetState) X(cuEventCreate) X(cuDriverGetVersion)    \
-    X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)
+    X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)             \
+    /* pinned host memory (issue 17): shim_host.c */                       \
+    X(cuEventQuery) X(cuEventSynchronize)
 
 #define FP_REAL_FUNCS(X) FP_HOOKED_FUNCS(X) FP_FORWARDED_FUNCS(X)
 

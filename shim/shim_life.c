@@ -15,6 +15,7 @@
 #include "shim_life.h"
 #include "shim_clock.h"
 #include "shim_framework.h"
+#include "shim_host.h"
 #include "shim_pools.h"
 #include "shim_real.h"
 #include "shim_sanitizer.h"
@@ -85,6 +86,7 @@ static void dump_fork_child(void);
  * held by a thread it does not have. */
 static void on_fork_prepare(void)
 {
+    fp_host_fork_prepare(); /* a fence pass holds it while it enters the gate */
     fp_pools_fork_prepare();
     fp_trace_fork_prepare();
 }
@@ -93,6 +95,7 @@ static void on_fork_parent(void)
 {
     fp_trace_fork_parent();
     fp_pools_fork_after(false);
+    fp_host_fork_after(false);
 }
 
 static void on_fork_child(void)
@@ -103,6 +106,7 @@ static void on_fork_child(void)
     atomic_store(&fp_shim.used, false);
     fp_trace_fork_child();
     fp_pools_fork_after(true);
+    fp_host_fork_after(true);
     dump_fork_child();
 }
 

@@ -333,21 +333,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
                                      : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-    count(FP_PT_HOST);
-    fp_shim_init();
-    return fp_real.cuMemAllocHost_v2 ? fp_real.cuMemAllocHost_v2(pp, bytesize)
-                                     : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-    count(FP_PT_HOST);
-    fp_shim_init();
-    return fp_real.cuMemHostAlloc ? fp_real.cuMemHostAlloc(pp, bytesize, Flags)
-                                  : CUDA_ERROR_NOT_SUPPORTED;
-}
+/* cuMemAllocHost_v2, cuMemHostAlloc, cuMemFreeHost: shim_host_api.c. */
 
 /* The driver's own stream-ordered pools and the virtual-memory calls are
  * the program's business: passed through, counted for the summary. */

@@ -18,6 +18,7 @@
 #include "fp_report.h"
 #include "shim_clock.h"
 #include "shim_framework.h"
+#include "shim_host.h"
 #include "shim_path.h"
 #include "shim_real.h"
 #include "shim_snaprec.h"
@@ -250,12 +251,14 @@ static void write_summary(const char *mode, unsigned dump)
     gethostname(host, sizeof host - 1);
     size_t nconf = fp_conf_entries(&fp_shim.conf, entries, FP_CONF_MAX_OPTIONS, conf,
                                    sizeof conf);
+    static fp_host_report hr;
+    bool pinned = fp_host_report_get(&hr);
     fp_run_report r = {.pid = (int)getpid(), .rank = fp_path_rank(), .host = host,
                        .config = entries, .nconfig = nconf,
                        .config_errors = errs, .mode = mode,
                        .config_source = fp_fw_conf_source(), .notes = notes,
                        .nnotes = fp_fw_notes(notes, 4),
-                       .devs = c->devs, .ndevs = c->n};
+                       .devs = c->devs, .ndevs = c->n, .pinned = pinned ? &hr : NULL};
     r.nconfig_errors = error_lines(errs, 32, &r.config_errors_more);
     int fd = open_destination(r.rank, host, dump);
     if (fd == 2)
@@ -293,4 +296,7 @@ void fp_summary_oom(fp_ctx_pool *d)
         fr = (size_t)-1;
     fp_sink s = fp_sink_fd(2);
     fp_oom_message(&o, &st, fp_pool_get_opts(d->pool), d->dev, d->total, fr, &s);
+    fp_host_report hr;
+    if (fp_host_report_get(&hr)) /* pinned memory, when it is large */
+        fp_host_oom_note(&hr, &s);
 }

@@ -6,7 +6,8 @@
  * memsets), sim_stream.c (streams, workers, ordering), sim_event.c,
  * sim_capture.c (stream capture, graphs), sim_proc.c (cuGetProcAddress),
  * sim_ipc.c (IPC handles across processes), sim_vmm.c (virtual memory
- * management), sim_error.c, sim_control.c (fpsim_*).
+ * management), sim_host.c (pinned host memory: flags, registration),
+ * sim_error.c, sim_control.c (fpsim_*).
  *
  * Locks (take in this order, never the reverse):
  *   1. g_sim.lock  - contexts, streams, their queues, events, captures,
@@ -119,7 +120,8 @@ typedef enum sim_mem_kind {
   SIM_MEM_MANAGED,  /* cuMemAllocManaged */
   SIM_MEM_HOST,     /* cuMemAllocHost, cuMemHostAlloc */
   SIM_MEM_IPC,      /* cuIpcOpenMemHandle: another process's memory */
-  SIM_MEM_VMM       /* cuMemMap + cuMemSetAccess: a mapping (sim_vmm.c) */
+  SIM_MEM_VMM,      /* cuMemMap + cuMemSetAccess: a mapping (sim_vmm.c) */
+  SIM_MEM_REGISTERED /* cuMemHostRegister: the caller's own host memory */
 } sim_mem_kind;
 
 typedef struct sim_alloc {
@@ -171,6 +173,12 @@ CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out);
 CUresult sim_mem_charge_phys(int dev, size_t bytes);
 void sim_mem_uncharge_phys(int dev, size_t bytes);
 void sim_mem_remove_vmm(CUdeviceptr base);
+/* cuMemHostRegister (sim_host.c): the caller's range [req->base,
+ * +req->size) registered, never charged, never freed by the simulator;
+ * HOST_MEMORY_ALREADY_REGISTERED when it overlaps a live entry.  Removed
+ * by base only (else HOST_MEMORY_NOT_REGISTERED). */
+CUresult sim_mem_add_registered(sim_alloc *req);
+CUresult sim_mem_remove_registered(CUdeviceptr base);
 
 /* ---- IPC backing (sim_ipc.c) -------------------------------------------- */
 /* Moves the pages [base, base+span) of allocation id into the process's

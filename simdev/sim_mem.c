@@ -292,7 +292,8 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p,
     return rc;
   sim_alloc a;
   CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
-  if (sim_mem_find(ptr, &a) != CUDA_SUCCESS || a.kind != SIM_MEM_HOST)
+  if (sim_mem_find(ptr, &a) != CUDA_SUCCESS ||
+      (a.kind != SIM_MEM_HOST && a.kind != SIM_MEM_REGISTERED))
     return CUDA_ERROR_INVALID_VALUE;
   *pdptr = ptr;
   return CUDA_SUCCESS;
@@ -329,11 +330,12 @@ static size_t attr_size(CUpointer_attribute attr)
 static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr,
                            CUdeviceptr ptr, uint64_t *v)
 {
-  bool host_visible = a->kind == SIM_MEM_HOST || a->kind == SIM_MEM_MANAGED;
+  bool pinned = a->kind == SIM_MEM_HOST || a->kind == SIM_MEM_REGISTERED;
+  bool host_visible = pinned || a->kind == SIM_MEM_MANAGED;
   switch (attr) {
   case CU_POINTER_ATTRIBUTE_CONTEXT: *v = (uintptr_t)a->ctx; break;
   case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-    *v = a->kind == SIM_MEM_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    *v = pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
     break;
   case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *v = ptr; break;
   case CU_POINTER_ATTRIBUTE_HOST_POINTER:

@@ -119,7 +119,8 @@ static void erase(sim_alloc *a)
 
 static bool counted(sim_mem_kind kind)
 {
-  return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC && kind != SIM_MEM_VMM;
+  return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC && kind != SIM_MEM_VMM &&
+         kind != SIM_MEM_REGISTERED;
 }
 
 #define SIM_PAGE ((size_t)4096)
@@ -128,6 +129,8 @@ static bool counted(sim_mem_kind kind)
 static void release_host(const sim_alloc *a)
 {
   void *p = (void *)(uintptr_t)a->base;
+  if (a->kind == SIM_MEM_REGISTERED)
+    return; /* the caller's memory: only unregistered */
   if (a->kind == SIM_MEM_IPC) {
     munmap(p, a->span);
     return;
@@ -237,7 +240,7 @@ static bool may_free(const sim_alloc *a, sim_free_mode mode)
   case SIM_FREE_SYNC:
   case SIM_FREE_CAPTURED:
     return a->kind != SIM_MEM_HOST && a->kind != SIM_MEM_IPC &&
-           a->kind != SIM_MEM_VMM && !a->free_pending;
+           a->kind != SIM_MEM_VMM && a->kind != SIM_MEM_REGISTERED && !a->free_pending;
   case SIM_FREE_HOST:
     return a->kind == SIM_MEM_HOST;
   case SIM_FREE_ASYNC_RUN:
@@ -371,6 +374,45 @@ void sim_mem_remove_vmm(CUdeviceptr base)
   if (a != NULL && a->kind == SIM_MEM_VMM)
     erase(a);
   mem_unlock();
+}
+
+/* ---- registered host memory ------------------------------------------------ */
+
+/* True when [base, base+size) meets a live entry (mem lock held). */
+static bool overlaps_any(CUdeviceptr base, size_t size)
+{
+  if (containing(base) != NULL)
+    return true;
+  size_t i = upper_bound(base);
+  return i < g_mem.n && g_mem.v[i].base - base < size;
+}
+
+CUresult sim_mem_add_registered(sim_alloc *req)
+{
+  mem_lock();
+  req->id = ++g_mem.next_id;
+  req->charged = 0;
+  req->span = req->size;
+  req->free_pending = false;
+  req->kind = SIM_MEM_REGISTERED;
+  CUresult rc = CUDA_SUCCESS;
+  if (overlaps_any(req->base, req->size))
+    rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  else if (!insert(req))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  mem_unlock();
+  return rc;
+}
+
+CUresult sim_mem_remove_registered(CUdeviceptr base)
+{
+  mem_lock();
+  sim_alloc *a = exact(base);
+  bool ok = a != NULL && a->kind == SIM_MEM_REGISTERED;
+  if (ok)
+    erase(a);
+  mem_unlock();
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 /* ---- queries --------------------------------------------------------------- */

@@ -30,7 +30,9 @@
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
               "trace, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, " \
-              "expandable_segments, vmm_page_mb, vmm_reserve_mb"
+              "expandable_segments, vmm_page_mb, vmm_reserve_mb, " \
+              "host_pool, host_max_reserved_mb, host_max_cached_mb, " \
+              "pinned_max_cached_size_mb"
 #define MSS "must be an integer number of MiB >= 21 (up to 17592186044415), " \
             "or unlimited" KT("max_split_size_mb", "unlimited")
 #define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
@@ -117,7 +119,9 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "ipc_export:refuse,own_segment_mb:off," \
                  "snapshot:off,trace_stacks:0,tools:passthrough," \
                  "expandable_segments:0,vmm_page_mb:granularity," \
-                 "vmm_reserve_mb:device"
+                 "vmm_reserve_mb:device,host_pool:1," \
+                 "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited," \
+                 "pinned_max_cached_size_mb:unlimited"
 
 static void test_defaults(void **state)
 {
@@ -144,7 +148,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 23);
+    assert_int_equal(fp_conf_noptions(), 27);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -526,6 +530,15 @@ static const bad_case bad[] = {
     { "own_segment_mb:17592186044416", 1,
       P "'own_segment_mb:17592186044416': must be an integer number of MiB >= 1 (up to "
         "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
+    { "host_max_reserved_mb:0", 1,
+      P "'host_max_reserved_mb:0': must be an integer number of MiB >= 1 (up to "
+        "17592186044415), or unlimited" KT("host_max_reserved_mb", "unlimited") "\n" },
+    { "host_max_cached_mb:-3", 1,
+      P "'host_max_cached_mb:-3': must be an integer number of MiB >= 0 (up to "
+        "17592186044415), or unlimited" KT("host_max_cached_mb", "unlimited") "\n" },
+    { "host_pool:maybe", 1,
+      P "'host_pool:maybe': must be 0, 1, true, false, True or False"
+        KT("host_pool", "1") "\n" },
     { "free_policy:lazy", 1,
       P "'free_policy:lazy': must be deferred or sync"
         KT("free_policy", "deferred") "\n" },
@@ -938,6 +951,37 @@ static int from_env(const char *const *env, fp_conf *c, capture *cap, const char
 
 /* A label names the source in every line; FP_CONF_LENIENT drops only the
  * keys PyTorch alone knows, silently, and nothing else. */
+/* The pinned host pool's keys (issue 17), and PyTorch's name for one. */
+static void test_host_keys(void **state)
+{
+    (void)state;
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(c.host_pool, 1);
+    assert_int_equal(c.host_max_reserved, 0);
+    assert_true(c.host_max_cached == SIZE_MAX);
+    assert_int_equal(fp_conf_parse("host_pool:0,host_max_reserved_mb:256,"
+                                   "host_max_cached_mb:64", &c, NULL, NULL), 0);
+    assert_int_equal(c.host_pool, 0);
+    assert_int_equal(c.host_max_reserved, 256 * MIB);
+    assert_int_equal(c.host_max_cached, 64 * MIB);
+    assert_int_equal(fp_conf_parse("host_max_cached_mb:0", &c, NULL, NULL), 0);
+    assert_int_equal(c.host_max_cached, 0);
+    /* PyTorch's pinned_max_cached_size_mb sets the same value, also when
+     * it comes from PYTORCH_ALLOC_CONF (no longer a PyTorch-only key). */
+    fp_conf_default(&c);
+    assert_false(fp_conf_pytorch_only("pinned_max_cached_size_mb", 25));
+    assert_true(fp_conf_pytorch_only("pinned_max_round_threshold_mb", 29));
+    assert_int_equal(fp_conf_parse_as("pinned_max_cached_size_mb:1024,"
+                                      "pinned_max_round_threshold_mb:1024",
+                                      "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, NULL, NULL), 0);
+    assert_int_equal(c.host_max_cached, 1024 * MIB);
+    assert_int_equal(fp_conf_parse("host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited",
+                                   &c, NULL, NULL), 0);
+    assert_int_equal(c.host_max_reserved, 0);
+    assert_true(c.host_max_cached == SIZE_MAX);
+}
+
 static void test_label_and_lenient(void **state)
 {
     (void)state;
@@ -1077,6 +1121,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_host_keys),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_entries),
         cmocka_unit_test(test_empty_text),

@@ -1036,6 +1036,59 @@ static void ipc_counts(void **state)
     assert_int_equal(jint(&d, "devices.0.ipc.own_segments"), 1);
 }
 
+/* ---- pinned host memory (issue 17) ------------------------------------------------ */
+
+static void host_section(void **state)
+{
+    (void)state;
+    make_run(0);
+    fp_jdoc d;
+    parse(&d, json_summary());
+    jtype(&d, "pinned", FP_JNULL);           /* nothing pinned: null, no box */
+    assert_null(strstr(text_summary(), "pinned host memory"));
+    static fp_host_report h;
+    memset(&h, 0, sizeof h);
+    h.pooling = 1;
+    h.stats.reserved_bytes[FP_ALL] = (fp_stat){.current = 3 * (int64_t)FP_GIB / 2,
+                                               .peak = 2 * (int64_t)FP_GIB};
+    h.stats.allocated_bytes[FP_ALL] = (fp_stat){.current = (int64_t)FP_GIB, .peak = 2 * (int64_t)FP_GIB};
+    h.stats.requested_bytes[FP_ALL] = (fp_stat){.current = (int64_t)FP_GIB, .peak = 2 * (int64_t)FP_GIB - 2 * (int64_t)FP_MIB};
+    h.stats.num_allocs = 40;
+    h.stats.num_cache_hits = 30;
+    h.stats.num_invalid_frees = 2;
+    h.to_driver = 5;
+    h.fences = 39;
+    h.waits = 3;
+    run.pinned = &h;
+    const char *t = text_summary();
+    has(t, "| fragpool: pinned host memory (cudaHostAlloc, cudaMallocHost)");
+    has(t, "| Reserved (pinned)     | 1.50 GiB now, peak 2.00 GiB");
+    has(t, "| Held / requested      | 1.001x the peak requested bytes");
+    has(t, "| Served from cache     | 30 of 40 pinned allocations (75.0%)");
+    has(t, "| Invalid frees         | 2");
+    parse(&d, json_summary());
+    assert_int_equal(jint(&d, "pinned.reserved_bytes.peak"), 2 * (int64_t)FP_GIB);
+    assert_int_equal(jint(&d, "pinned.cache_hits"), 30);
+    assert_int_equal(jint(&d, "pinned.invalid_frees"), 2);
+    assert_int_equal(jint(&d, "pinned.to_driver"), 5);
+    assert_int_equal(jint(&d, "pinned.waits"), 3);
+    jtype(&d, "pinned.max_reserved", FP_JNULL);
+    /* The OOM note: from 1 GiB pinned on, one line; below, nothing. */
+    char buf[512];
+    fp_sink s = fp_sink_buffer(buf, sizeof buf);
+    assert_int_equal(fp_host_oom_note(&h, &s), 0);
+    has(buf, "fragpool: note: 1.50 GiB of host memory is pinned through fragpool (512.00 MiB of it idle");
+    h.stats.reserved_bytes[FP_ALL].current = (int64_t)FP_GIB - 1;
+    h.stats.allocated_bytes[FP_ALL].current = 0;
+    s = fp_sink_buffer(buf, sizeof buf);
+    assert_int_equal(fp_host_oom_note(&h, &s), 0);
+    assert_string_equal(buf, "");
+    s = fp_sink_buffer(buf, sizeof buf);
+    assert_int_equal(fp_host_oom_note(NULL, &s), 0);
+    assert_string_equal(buf, "");
+    run.pinned = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1049,6 +1102,7 @@ int main(void)
         cmocka_unit_test(text_edge_cases),
         cmocka_unit_test(text_wraps_long_values),
         cmocka_unit_test(json_every_field),
+        cmocka_unit_test(host_section),
         cmocka_unit_test(json_values),
         cmocka_unit_test(json_config_and_escaping),
         cmocka_unit_test(json_nulls),

@@ -503,6 +503,65 @@ static void test_no_merge_across_segments(void **state)
     fixture_close(&f);
 }
 
+/* exact_segment_round (the pinned host pool): a large request's segment
+ * is its own size rounded to the unit; small requests keep 2 MiB
+ * segments; a freed large block serves a smaller large request by best
+ * fit and split.  Its own backend: segments of any multiple of 4 KiB. */
+typedef struct exact_be {
+    uint64_t next;
+    size_t sizes[16];
+    int n;
+} exact_be;
+
+static int exact_reserve(void *ctx, size_t size, uint64_t *addr)
+{
+    exact_be *e = ctx;
+    if (size % 4096 || e->n == 16)
+        return EINVAL;
+    e->sizes[e->n++] = size;
+    *addr = e->next;
+    e->next += (size + 2 * MiB) & ~(uint64_t)(2 * MiB - 1);
+    return 0;
+}
+
+static int exact_release(void *ctx, uint64_t addr, size_t size)
+{
+    (void)ctx;
+    (void)addr;
+    (void)size;
+    return 0;
+}
+
+static void test_exact_segment_round(void **state)
+{
+    (void)state;
+    exact_be e = {.next = 1ull << 40};
+    fp_backend be = {.ctx = &e, .reserve = exact_reserve, .release = exact_release};
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.exact_segment_round = 4096;
+    fp_pool *p;
+    EQ(fp_pool_create(&o, &be, &p), 0);
+    uint64_t a, b, c, d;
+    EQ(fp_pool_alloc(p, 1 * MiB + 1, &a), 0);   /* 1 MiB + 512 -> + 4 KiB */
+    EQ(fp_pool_alloc(p, 10 * MiB + 1, &b), 0);  /* PyTorch: 12 MiB        */
+    EQ(fp_pool_alloc(p, 100, &c), 0);           /* small: 2 MiB as ever   */
+    EQ(e.n, 3);
+    EQ(e.sizes[0], 1 * MiB + 4096);
+    EQ(e.sizes[1], 10 * MiB + 4096);
+    EQ(e.sizes[2], 2 * MiB);
+    EQ(fp_pool_free(p, b), 0);
+    EQ(fp_pool_alloc(p, 5 * MiB, &d), 0);       /* best fit in b, split  */
+    EQ(d, b);
+    EQ(e.n, 3);
+    fp_pool_stats st;
+    fp_pool_get_stats(p, &st);
+    EQ(st.reserved_bytes[FP_ALL].current, 13 * MiB + 8192);
+    char msg[256];
+    EQ(fp_pool_check(p, msg, sizeof msg), 0);
+    fp_pool_destroy(p, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_round_plain),
         cmocka_unit_test(test_round_divisions),
         cmocka_unit_test(test_segment_size),
+        cmocka_unit_test(test_exact_segment_round),
         cmocka_unit_test(test_small_split_boundary),
         cmocka_unit_test(test_large_split_boundary),
         cmocka_unit_test(test_best_fit_small),
