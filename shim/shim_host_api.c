@@ -63,7 +63,9 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
     if (err == EINVAL || (!err && !pFlags))
         return CUDA_ERROR_INVALID_VALUE;
     if (!err) {
-        *pFlags = flags;
+        /* as the driver answers (measured on an H200): with unified
+         * addressing every pinned block is mapped, so DEVICEMAP is set */
+        *pFlags = flags | CU_MEMHOSTALLOC_DEVICEMAP;
         return CUDA_SUCCESS;
     }
     return fp_real.cuMemHostGetFlags ? fp_real.cuMemHostGetFlags(pFlags, p)

@@ -3,7 +3,9 @@
  *
  * Behaviour kept from the real driver:
  *   - cuMemHostGetFlags gives back the flags cuMemHostAlloc was given
- *     (0 for cuMemAllocHost), for any pointer inside the allocation;
+ *     (0 for cuMemAllocHost) with DEVICEMAP added, for any pointer inside
+ *     the allocation: with unified addressing all pinned memory is mapped,
+ *     and the real driver (H200, 2026-12-01) answers 0 -> 2, 1 -> 3, 4 -> 6;
  *     INVALID_VALUE for memory that is not pinned host memory;
  *   - cuMemHostRegister page-locks [p, p+bytesize) of the caller's memory:
  *     NULL or 0 bytes or unknown flags are INVALID_VALUE, a range meeting
@@ -36,7 +38,7 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
   if (sim_mem_find((CUdeviceptr)(uintptr_t)p, &a) != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_VALUE;
   if (a.kind == SIM_MEM_HOST)
-    *pFlags = a.flags;
+    *pFlags = a.flags | CU_MEMHOSTALLOC_DEVICEMAP; /* as the H200's driver: UVA maps all */
   else if (a.kind == SIM_MEM_REGISTERED)
     *pFlags = a.flags & (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
   else
