@@ -270,7 +270,7 @@ int main(int argc, char **argv)
     size_t pairs = 1000000, reps = 3, lives[MAXLIVES] = {100, 1000, 10000, 100000};
     int nl = 4;
     const char *json = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad;
         if (!strcmp(argv[i], "--pairs"))
@@ -288,7 +288,6 @@ int main(int argc, char **argv)
         }
         if (bad)
             return 2;
-        i++;
     }
     rng_state = 1;
     for (size_t i = 0; i < NSIZES; i++) {
