@@ -1,13 +1,29 @@
 /* simdev/sim.h: internal interfaces of the simulated CUDA driver.
  *
  * The simulated device is host memory plus one worker thread per stream.
- * Files: sim_core.c (setup, devices, contexts), sim_registry.c (live
- * allocations, capacity), sim_mem.c (memory API), sim_copy.c (copies,
- * memsets), sim_stream.c (streams, workers, ordering), sim_event.c,
- * sim_capture.c (stream capture, graphs), sim_proc.c (cuGetProcAddress),
- * sim_ipc.c (IPC handles across processes), sim_vmm.c (virtual memory
- * management), sim_host.c (pinned host memory: flags, registration),
- * sim_error.c, sim_control.c (fpsim_*).
+ * The files, in layers, lowest first.  A file calls (or reads a global of)
+ * only files of lower layers, never one of its own layer, so there is no
+ * circle (scripts/check_layers.py --graph simdev prints the calls):
+ *   0  sim_state.c     g_sim, its lock, sim_warn, the init/device checks
+ *      sim_error.c     cuGetErrorName, cuGetErrorString
+ *      sim_op.c        stream operations and their dependencies; the
+ *                      references among streams, operations and events
+ *   1  sim_ctx.c       contexts: lookup, the per-thread current-context
+ *                      stack, the calls that only read or set them
+ *      sim_devfile.c   the shared device file that backs IPC exports
+ *      sim_capture.c   capture state and rules (what invalidates one)
+ *   2  sim_registry.c  live allocations, capacity, memory counters
+ *   3  sim_stream.c    streams, workers, ordering; the cuStream* calls
+ *   4  sim_core.c      setup (FRAGPOOL_SIM_*), devices, and the context
+ *                      calls that end or wait for work (teardown, sync)
+ *   5  the other API files: sim_event.c (events, cross-stream and context
+ *      waits), sim_graph.c (capture calls, graphs), sim_mem.c (memory
+ *      API), sim_copy.c (copies, memsets), sim_host.c (pinned host memory:
+ *      flags, registration), sim_ipc.c (IPC handles across processes),
+ *      sim_vmm.c (virtual memory management), sim_control.c (fpsim_*)
+ *   6  sim_proc.c      cuGetProcAddress: names every entry point
+ * Work flows down as calls; what a lower file must learn from a higher
+ * one arrives as an argument (a stream, an op, a context).
  *
  * Locks (take in this order, never the reverse):
  *   1. g_sim.lock  - contexts, streams, their queues, events, captures,
@@ -53,7 +69,7 @@ typedef struct sim_capture sim_capture;
 typedef struct sim_graph sim_graph;
 typedef struct sim_dep sim_dep;
 
-/* ---- contexts (sim_core.c) ---------------------------------------------- */
+/* ---- the shared state: contexts, devices (g_sim in sim_state.c) -------- */
 /* A context never moves and is never freed: a destroyed one stays in the
  * list with destroyed set, so stale handles are recognised, not reused. */
 struct sim_ctx {
@@ -96,21 +112,30 @@ typedef struct sim_state {
 
 extern sim_state g_sim;
 
-void sim_setup(void);                       /* once: env, devices */
+/* ---- state (sim_state.c) ------------------------------------------------ */
 CUresult sim_check_init(void);
 CUresult sim_check_dev(CUdevice dev);
 void sim_lock(void);
 void sim_unlock(void);
+void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- contexts (sim_ctx.c) ----------------------------------------------- */
 /* Current context of the calling thread, usable (else INVALID_CONTEXT). */
 CUresult sim_ctx_current(sim_ctx **out);
 /* Like sim_ctx_current, with g_sim.lock held. */
 CUresult sim_ctx_current_locked(sim_ctx **out);
 /* Usable context from a handle, NULL meaning the current one (lock held). */
 CUresult sim_ctx_from_handle(CUcontext h, sim_ctx **out);
+/* A handle we issued and that was not destroyed (lock held). */
+bool sim_ctx_known(const sim_ctx *c);
+/* c was destroyed: it leaves the top of this thread's stack if there. */
+void sim_ctx_forget_current(const sim_ctx *c);
+
+/* ---- setup and devices (sim_core.c) ------------------------------------- */
+void sim_setup(void);                       /* once: env, devices */
 /* cuDriverGetVersion's answer (FRAGPOOL_SIM_DRIVER_VERSION). */
 int sim_driver_version(void);
 int sim_attr_value(CUdevice_attribute attr, int dev, int *out);
-void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- memory (sim_registry.c) ------------------------------------------ */
 typedef enum sim_mem_kind {
@@ -180,12 +205,20 @@ void sim_mem_remove_vmm(CUdeviceptr base);
 CUresult sim_mem_add_registered(sim_alloc *req);
 CUresult sim_mem_remove_registered(CUdeviceptr base);
 
-/* ---- IPC backing (sim_ipc.c) -------------------------------------------- */
+/* ---- the IPC device file (sim_devfile.c) ------------------------------- */
 /* Moves the pages [base, base+span) of allocation id into the process's
  * shared device file, contents kept: 0 or an errno. */
-int sim_ipc_share_pages(CUdeviceptr base, size_t span, unsigned long long id);
+int sim_devfile_share_pages(CUdeviceptr base, size_t span,
+                            unsigned long long id);
 /* Gives them private pages again before the allocation is freed. */
-void sim_ipc_unshare_pages(CUdeviceptr base, size_t span, unsigned long long id);
+void sim_devfile_unshare_pages(CUdeviceptr base, size_t span,
+                               unsigned long long id);
+/* This process's file, for a handle: its descriptor (-1: none), nonce. */
+void sim_devfile_identity(int *fd, uint64_t *nonce);
+/* Another process's file, opened through /proc/pid/fd/fd_there and
+ * checked (its nonce, allocation id live): a descriptor, or -1. */
+int sim_devfile_open(uint32_t pid, int fd_there, uint64_t nonce,
+                     uint64_t id);
 
 /* ---- streams (sim_stream.c) -------------------------------------------- */
 typedef enum sim_stream_kind {
@@ -246,19 +279,21 @@ struct sim_stream {
 };
 
 /* All take/need g_sim.lock held unless noted. */
-/* Stream for a handle (NULL: legacy, or the per-thread stream when
- * per_thread), and in *ctx (optional) its context or the current one. */
-CUresult sim_stream_resolve(CUstream h, bool per_thread, sim_stream **out,
-                            sim_ctx **ctx);
+/* Operations and references (sim_op.c). */
 sim_op *sim_op_new(sim_op_kind kind);
 void sim_op_free(sim_op *op);
 bool sim_op_add_dep(sim_op *op, sim_stream *s, unsigned long long ticket);
-CUresult sim_stream_submit(sim_stream *s, sim_op *op);
-void sim_stream_wait(sim_stream *s, unsigned long long ticket);
 bool sim_stream_idle(const sim_stream *s);
 bool sim_stream_blocking(const sim_stream *s);
 void sim_stream_ref(sim_stream *s);
 void sim_stream_unref(sim_stream *s);
+/* Streams (sim_stream.c). */
+/* Stream for a handle (NULL: legacy, or the per-thread stream when
+ * per_thread), and in *ctx (optional) its context or the current one. */
+CUresult sim_stream_resolve(CUstream h, bool per_thread, sim_stream **out,
+                            sim_ctx **ctx);
+CUresult sim_stream_submit(sim_stream *s, sim_op *op);
+void sim_stream_wait(sim_stream *s, unsigned long long ticket);
 sim_stream *sim_stream_new(int dev, sim_ctx *ctx, sim_stream_kind kind,
                            unsigned flags, int priority);
 void sim_stream_retire(sim_stream *s);         /* drains, joins; unlocks inside */
@@ -287,13 +322,15 @@ struct sim_event {
   sim_event *next;            /* g_sim.events */
 };
 
+/* References and the record's timestamp (sim_op.c), lock held. */
 void sim_event_unref(sim_event *e);
-/* The device barrier's dependencies for a new op on s (lock held). */
-bool sim_barrier_add_deps(sim_stream *s, sim_op *op);
+void sim_event_drop_set(sim_event *e);
+/* A worker completed op, a record of e on s: e's time, unless re-recorded. */
 void sim_event_fire(sim_event *e, const sim_op *op, const sim_stream *s);
+/* The live event of a handle (sim_event.c), lock held. */
 CUresult sim_event_lookup(CUevent h, sim_event **out);
 
-/* ---- capture (sim_capture.c) ------------------------------------------- */
+/* ---- capture (sim_capture.c; the calls in sim_graph.c) ------------------ */
 struct sim_capture {
   unsigned long long id;
   CUstreamCaptureMode mode;
@@ -313,11 +350,16 @@ struct sim_graph {
 CUresult sim_capture_unsafe_check(void);
 /* The capture with this id, unless it has ended. */
 sim_capture *sim_capture_find(unsigned long long id);
+/* dev has a capturing stream (a blocking one, if blocking_only). */
+bool sim_capture_on_dev(int dev, bool blocking_only);
 /* A capture on dev (blocking streams only if blocking_only) is invalidated
  * and err returned; CUDA_SUCCESS when there is none. */
 CUresult sim_capture_conflict(int dev, bool blocking_only, CUresult err);
 void sim_capture_invalidate(sim_capture *cap);
 void sim_capture_add_node(sim_capture *cap);
+/* Ends cap: every member leaves it, cap is freed; returns its graph,
+ * which the caller owns (sim_graph.c keeps it, or frees it). */
+sim_graph *sim_capture_end(sim_capture *cap);
 /* s is being destroyed: leave its capture, ending it if s began it. */
 void sim_capture_detach(sim_stream *s);
 

@@ -9,7 +9,9 @@
  *
  * Lifetime: refs counts the live-list entry and each queued record op, so
  * an event destroyed with a record pending is freed after it runs.  An
- * event holds a reference on the stream of its last record.
+ * event holds a reference on the stream of its last record.  The freeing
+ * and the record's timestamp, which a stream's worker reaches, are in
+ * sim_op.c; the device barrier's use by new work is in sim_stream.c.
  *
  * Recording on a capturing stream marks the event as captured (cap_id);
  * a stream that then waits on it joins the capture, as in the fork/join
@@ -25,41 +27,6 @@
 #include "sim.h"
 
 #include <stdlib.h>
-#include <time.h>
-
-static long long now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void drop_set(sim_event *e)
-{
-  for (int i = 0; i < e->nset; i++)
-    sim_stream_unref(e->set[i].stream);
-  free(e->set);
-  e->set = NULL;
-  e->nset = 0;
-}
-
-void sim_event_unref(sim_event *e)
-{
-  if (--e->refs > 0)
-    return;
-  if (e->rec_stream != NULL)
-    sim_stream_unref(e->rec_stream);
-  drop_set(e);
-  free(e);
-}
-
-void sim_event_fire(sim_event *e, const sim_op *op, const sim_stream *s)
-{
-  if (e->rec_stream != s || e->rec_ticket != op->ticket)
-    return;                              /* re-recorded since */
-  e->time_ns = now_ns();
-  e->timed = true;
-}
 
 CUresult sim_event_lookup(CUevent h, sim_event **out)
 {
@@ -87,7 +54,7 @@ static bool event_captured(const sim_event *e)
 
 static void set_record(sim_event *e, sim_stream *s, unsigned long long ticket)
 {
-  drop_set(e);
+  sim_event_drop_set(e);
   if (s != NULL)
     sim_stream_ref(s);
   if (e->rec_stream != NULL)
@@ -446,16 +413,4 @@ CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   sim_unlock();
   return rc;
-}
-
-bool sim_barrier_add_deps(sim_stream *s, sim_op *op)
-{
-  const sim_device *d = &g_sim.dev[s->dev];
-  for (int i = 0; i < d->nbarrier; i++) {
-    const sim_dep *b = &d->barrier[i];
-    if (b->stream != s && b->stream->done < b->ticket &&
-        !sim_op_add_dep(op, b->stream, b->ticket))
-      return false;
-  }
-  return true;
 }

@@ -2,16 +2,16 @@
  * and cuIpcCloseMemHandle - between processes on one machine.
  *
  * Device memory is host memory, so sharing it means sharing pages.  Each
- * process has one "device file" (a memfd, sparse, 128 TiB long) in which an
- * allocation's pages live at the file offset equal to its address.  An
- * allocation is moved there the first time it is exported (the device is
- * synchronized, the bytes copied, the file mapped over the same address),
- * so nothing changes for memory that is never exported.  The handle names
- * the exporter (pid, its file's descriptor, a nonce written in the file)
- * and the allocation (address, pages, id); the importer opens
- * /proc/PID/fd/FD and maps the same pages.  The file's first pages hold the
- * nonce and a table of live allocation ids, so a handle of a freed
- * allocation, or of another process that reused the pid, is refused.
+ * process has one "device file" (sim_devfile.c) in which an allocation's
+ * pages live at the file offset equal to its address.  An allocation is
+ * moved there the first time it is exported (the device is synchronized,
+ * the bytes copied, the file mapped over the same address), so nothing
+ * changes for memory that is never exported.  The handle names the
+ * exporter (pid, its file's descriptor, a nonce written in the file) and
+ * the allocation (address, pages, id); the importer opens /proc/PID/fd/FD
+ * and maps the same pages.  The file's first pages hold the nonce and a
+ * table of live allocation ids, so a handle of a freed allocation, or of
+ * another process that reused the pid, is refused.
  *
  * Behaviour kept from the real driver: the handle describes the whole
  * allocation that holds the pointer, and opening it gives that
@@ -28,21 +28,13 @@
  */
 #include "sim.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #define WIRE_MAGIC "fpsimIPC"
-#define FILE_SIZE ((off_t)1 << 47)         /* the user address space */
-#define LIVE_OFF ((off_t)4096)             /* the live-id table       */
-#define LIVE_SLOTS 65536u
-#define LOW_END ((CUdeviceptr)1 << 20)     /* no allocation below this */
 
 /* The handle's bytes (64). */
 typedef struct wire {
@@ -58,83 +50,6 @@ typedef struct wire {
   uint32_t pad;
 } wire;
 _Static_assert(sizeof(wire) == CU_IPC_HANDLE_SIZE, "IPC handle layout");
-
-typedef struct file_head {
-  char magic[8];
-  uint64_t nonce;
-} file_head;
-
-static struct {
-  pthread_once_t once;
-  int fd;              /* -1: no device file (exports fail)     */
-  uint64_t nonce;
-} g_file = {PTHREAD_ONCE_INIT, -1, 0};
-
-/* ---- the exporter's device file ---------------------------------------------- */
-
-static void file_open(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t nonce = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
-                   ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)&ts;
-  int fd = memfd_create("fpsim-device", MFD_CLOEXEC);
-  file_head h = {.nonce = nonce | 1};
-  memcpy(h.magic, WIRE_MAGIC, 8);
-  if (fd >= 0 && (ftruncate(fd, FILE_SIZE) != 0 ||
-                  pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)) {
-    close(fd);
-    fd = -1;
-  }
-  if (fd < 0)
-    sim_warn("IPC: no shared device file (memfd_create failed); "
-             "cuIpcGetMemHandle will fail");
-  g_file.fd = fd;
-  g_file.nonce = h.nonce;
-}
-
-static int file_fd(void)
-{
-  pthread_once(&g_file.once, file_open);
-  return g_file.fd;
-}
-
-static void set_live(unsigned long long id, uint64_t v)
-{
-  off_t off = LIVE_OFF + (off_t)(id % LIVE_SLOTS) * 8;
-  if (pwrite(g_file.fd, &v, sizeof v, off) != (ssize_t)sizeof v)
-    sim_warn("IPC: cannot update the live table");
-}
-
-int sim_ipc_share_pages(CUdeviceptr base, size_t span, unsigned long long id)
-{
-  int fd = file_fd();
-  if (fd < 0 || base < LOW_END || base % 4096 || span % 4096)
-    return EINVAL;
-  void *p = (void *)(uintptr_t)base;
-  void *t = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
-  if (t == MAP_FAILED)
-    return ENOMEM;
-  memcpy(t, p, span);
-  void *q = mmap(p, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                 (off_t)base);
-  munmap(t, span);
-  if (q == MAP_FAILED)
-    return ENOMEM;
-  set_live(id, id);
-  return 0;
-}
-
-void sim_ipc_unshare_pages(CUdeviceptr base, size_t span, unsigned long long id)
-{
-  void *p = (void *)(uintptr_t)base;
-  if (mmap(p, span, PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-    sim_warn("IPC: cannot give %p private pages back", p);
-  set_live(id, 0);
-  fallocate(g_file.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)base,
-            (off_t)span);
-}
 
 /* ---- export -------------------------------------------------------------------- */
 
@@ -157,7 +72,10 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
   sim_unlock();
   if (rc != CUDA_SUCCESS)
     return rc;
-  wire w = {.pid = (uint32_t)getpid(), .fd = g_file.fd, .nonce = g_file.nonce,
+  int fd = -1;
+  uint64_t nonce = 0;
+  sim_devfile_identity(&fd, &nonce);
+  wire w = {.pid = (uint32_t)getpid(), .fd = fd, .nonce = nonce,
             .base = a.base, .span = a.span, .size = a.size, .id = a.id,
             .dev = (uint32_t)a.dev};
   memcpy(w.magic, WIRE_MAGIC, 8);
@@ -179,28 +97,6 @@ typedef struct opened {
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static opened *g_opened;
 
-/* The exporter's device file, checked against the handle: an fd, or -1. */
-static int open_exporter(const wire *w)
-{
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%u/fd/%d", (unsigned)w->pid, (int)w->fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  file_head h;
-  uint64_t live = 0;
-  off_t off = LIVE_OFF + (off_t)(w->id % LIVE_SLOTS) * 8;
-  bool ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-            memcmp(h.magic, WIRE_MAGIC, 8) == 0 && h.nonce == w->nonce &&
-            pread(fd, &live, sizeof live, off) == (ssize_t)sizeof live &&
-            live == w->id;
-  if (!ok) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 static opened *find_opened(const wire *w)
 {
   for (opened *o = g_opened; o != NULL; o = o->next)
@@ -212,7 +108,7 @@ static opened *find_opened(const wire *w)
 /* Maps the exporter's pages and registers them (open lock held). */
 static CUresult map_new(const wire *w, sim_ctx *c, CUdeviceptr *out)
 {
-  int fd = open_exporter(w);
+  int fd = sim_devfile_open(w->pid, w->fd, w->nonce, w->id);
   if (fd < 0)
     return CUDA_ERROR_INVALID_VALUE;
   void *p = mmap(NULL, w->span, PROT_READ | PROT_WRITE, MAP_SHARED, fd,

@@ -9,7 +9,8 @@
  *     never charged, nor are SIM_MEM_VMM mappings (their handles are);
  *   - an entry with free_pending has exactly one SIM_OP_FREE queued;
  *   - a SIM_MEM_DEVICE entry spans whole pages (span bytes from base), so
- *     that sim_ipc.c can share them; shared ones go back to private pages
+ *     that sim_ipc.c can share them (sim_devfile.c moves them into the
+ *     shared device file); shared ones go back to private pages
  *     before they are freed; SIM_MEM_IPC entries are mappings of another
  *     process's memory, never charged, removed only by cuIpcCloseMemHandle
  *     or their context's end.
@@ -136,7 +137,7 @@ static void release_host(const sim_alloc *a)
     return;
   }
   if (a->shared)
-    sim_ipc_unshare_pages(a->base, a->span, a->id);
+    sim_devfile_unshare_pages(a->base, a->span, a->id);
   free(p);
 }
 
@@ -311,7 +312,7 @@ CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out)
   CUresult rc = CUDA_SUCCESS;
   if (a == NULL || a->kind != SIM_MEM_DEVICE || a->free_pending)
     rc = CUDA_ERROR_INVALID_VALUE;
-  else if (!a->shared && sim_ipc_share_pages(a->base, a->span, a->id) != 0)
+  else if (!a->shared && sim_devfile_share_pages(a->base, a->span, a->id) != 0)
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (rc == CUDA_SUCCESS) {
     a->shared = true;

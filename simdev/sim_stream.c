@@ -14,6 +14,8 @@
  *   - on a blocking stream: wait for the legacy stream up to its current
  *     ticket;
  *   - on a non-blocking stream: nothing.
+ * And on every stream: wait for the device's barrier (cuCtxWaitEvent,
+ * sim_event.c), the work of a context event it was made to wait for.
  * Dependencies point to strictly earlier submissions, so they cannot form
  * a cycle.  While a stream is being captured its work is recorded in the
  * capture (counted) and not executed, as on the real driver.
@@ -42,59 +44,6 @@ typedef struct ptds_set {
 } ptds_set;
 
 static _Thread_local ptds_set *tl_ptds;
-
-/* ---- references and operations ------------------------------------------- */
-
-void sim_stream_ref(sim_stream *s) { s->refs++; }
-
-/* Not inlined: callers that hold a reference of their own call this twice
- * in a row (sim_stream_wait's, then theirs), and gcc -O3, seeing the free
- * of the first call inline, warns about the second (-Wuse-after-free). */
-__attribute__((noinline)) void sim_stream_unref(sim_stream *s)
-{
-  if (--s->refs > 0)
-    return;
-  pthread_cond_destroy(&s->work);
-  free(s);
-}
-
-sim_op *sim_op_new(sim_op_kind kind)
-{
-  sim_op *op = calloc(1, sizeof *op);
-  if (op != NULL)
-    op->kind = kind;
-  return op;
-}
-
-void sim_op_free(sim_op *op)
-{
-  for (int i = 0; i < op->ndeps; i++)
-    sim_stream_unref(op->deps[i].stream);
-  if (op->kind == SIM_OP_EVENT && op->u.event != NULL)
-    sim_event_unref(op->u.event);
-  free(op->deps);
-  free(op);
-}
-
-bool sim_op_add_dep(sim_op *op, sim_stream *s, unsigned long long ticket)
-{
-  sim_dep *nd = realloc(op->deps, (size_t)(op->ndeps + 1) * sizeof *nd);
-  if (nd == NULL)
-    return false;
-  op->deps = nd;
-  nd[op->ndeps].stream = s;
-  nd[op->ndeps].ticket = ticket;
-  op->ndeps++;
-  sim_stream_ref(s);
-  return true;
-}
-
-bool sim_stream_idle(const sim_stream *s) { return s->done == s->enq; }
-
-bool sim_stream_blocking(const sim_stream *s)
-{
-  return s->kind != SIM_STREAM_LEGACY && !(s->flags & CU_STREAM_NON_BLOCKING);
-}
 
 /* ---- the worker ----------------------------------------------------------- */
 
@@ -240,6 +189,19 @@ static bool add_order_deps(sim_stream *s, sim_op *op)
   return true;
 }
 
+/* The device barrier's dependencies (cuCtxWaitEvent) of an op on s. */
+static bool add_barrier_deps(sim_stream *s, sim_op *op)
+{
+  const sim_device *d = &g_sim.dev[s->dev];
+  for (int i = 0; i < d->nbarrier; i++) {
+    const sim_dep *b = &d->barrier[i];
+    if (b->stream != s && b->stream->done < b->ticket &&
+        !sim_op_add_dep(op, b->stream, b->ticket))
+      return false;
+  }
+  return true;
+}
+
 /* Capture rules for new work on s: CUDA_SUCCESS to run it, *captured when
  * it was recorded into a capture instead. */
 static CUresult capture_filter(sim_stream *s, bool *captured)
@@ -263,7 +225,7 @@ CUresult sim_stream_submit(sim_stream *s, sim_op *op)
   CUresult rc = s->dead ? CUDA_ERROR_INVALID_HANDLE
                         : capture_filter(s, &captured);
   if (rc == CUDA_SUCCESS && !captured &&
-      (!add_order_deps(s, op) || !sim_barrier_add_deps(s, op)))
+      (!add_order_deps(s, op) || !add_barrier_deps(s, op)))
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (rc == CUDA_SUCCESS && !captured)
     rc = ensure_worker(s);
