@@ -117,7 +117,7 @@ void sim_capture_detach(sim_stream *s)
     s->cap = NULL;
 }
 
-/* ---- API: the calling thread's mode ----------------------------------------------- */
+/* ---- API: the calling thread's mode ------------------------------------- */
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {

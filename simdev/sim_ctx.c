@@ -130,7 +130,7 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
   return CUDA_SUCCESS;
 }
 
-/* ---- created contexts and the per-thread stack ------------------------------------ */
+/* ---- created contexts and the per-thread stack -------------------------- */
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {

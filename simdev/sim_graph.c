@@ -3,10 +3,10 @@
  *
  * The capture state and its rules (what a capture is, which calls
  * invalidate it) are in sim_capture.c; this file resolves the stream of
- * each call, and keeps the rules of ending one (end_checks).  Graphs are only counted nodes:
- * cuGraphLaunch is not simulated, cuGraphDestroy frees the handle.  A
- * graph handed out by cuStreamEndCapture is on g_sim.graphs until
- * cuGraphDestroy; an invalidated capture's graph is freed at its end.
+ * each call, and keeps the rules of ending one (end_checks).  Graphs are
+ * only counted nodes: cuGraphLaunch is not simulated, cuGraphDestroy frees
+ * the handle.  A graph handed out by cuStreamEndCapture is on g_sim.graphs
+ * until cuGraphDestroy; an invalidated capture's graph is freed at its end.
  */
 #include "sim.h"
 
