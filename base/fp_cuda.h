@@ -478,7 +478,10 @@ typedef struct CUmemAccessDesc_st {
                      CUdeviceptr ptr))                                         \
   X(cuMemGetAllocationGranularity, (size_t *granularity,                       \
                                     const CUmemAllocationProp *prop,           \
-                                    CUmemAllocationGranularity_flags option))
+                                    CUmemAllocationGranularity_flags option))  \
+  X(cuCtxEnablePeerAccess, (CUcontext peerContext, unsigned int Flags))
+/* CUresult values of peer access (the driver API reference). */
+#define FP_CUDA_PEER_ALREADY_ENABLED ((CUresult)704)
 /* ---- end of the VMM block ---------------------------------------------- */
 /* ---- pinned host memory (issue 17): the calls beyond cuMemHostAlloc ---- */
 #define FP_CUDA_FUNCS_HOST(X)                                                  \

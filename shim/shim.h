@@ -18,6 +18,7 @@
  *   shim_trace.c      the trace:PATH recorder;
  *   shim_snaprec.c    the snapshot's recorder: recent events, frames;
  *   shim_defer.c      deferred reuse: fences, behind the opaque fp_defer;
+ *   shim_vmm.c        the VMM backend: ranges, pages mapped on demand, peers;
  *   shim_pools.c      one pool per context, its backend, pointer routing;
  *   shim_host.c       pinned host memory: its pool, fences, live blocks;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
@@ -49,6 +50,7 @@
 #include "shim_trace.h"
 #include "shim_snaprec.h"
 #include "shim_defer.h"
+#include "shim_vmm.h"
 #include "shim_pools.h"
 #include "shim_host.h"
 #include "shim_summary.h"

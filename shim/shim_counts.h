@@ -35,14 +35,17 @@ enum {
  * made the context / the allocating stream wait for one; stream_reuses:
  * cuMemAllocAsync served by its stream's own cuMemFreeAsync, no call;
  * syncs: reuses that synchronized instead (no context events, or a fence
- * refused); failed: fences the driver refused. */
+ * refused); failed: fences the driver refused; unmap_waits: host waits
+ * (fence event or context) before VMM pages were unmapped. */
 #define FP_DEFER_COUNTS(X)                                                  \
     X(fences, "fences", " fence", " fences")                                \
     X(ctx_waits, "ctx_waits", " context wait", " context waits")            \
     X(stream_waits, "stream_waits", " stream wait", " stream waits")        \
     X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses") \
     X(syncs, "syncs", " synchronization", " synchronizations")              \
-    X(failed, "failed_fences", " failed fence", " failed fences")
+    X(failed, "failed_fences", " failed fence", " failed fences")            \
+    X(unmap_waits, "unmap_waits", " host wait before unmap",                \
+      " host waits before unmap")
 
 typedef struct fp_defer_counts {
 #define FP_DEFER_FIELD(field, key, one, many) uint64_t field;

@@ -34,6 +34,13 @@
  * Invariant: every block of the pool stamped before `covered` was freed
  * before a fence that the whole context waits for (or before a completed
  * synchronization).  `covered` only grows.
+ *
+ * Unmapping pages (shim_vmm.c) needs more than order: the work queued
+ * before the pages' last free must have finished.  `done` says up to
+ * which clock it has (a synchronization completed, or the fence event
+ * was waited for); fp_defer_wait_done makes it cover a stamp, waiting on
+ * the host (the fence event if it covers the stamp, else the context),
+ * and counts each wait.  Lock order: the pool's lock, then this one.
  */
 #include "shim_defer.h"
 #include "shim_clock.h"
@@ -59,6 +66,8 @@ struct fp_defer {
     CUevent ev;                 /* the fence, recorded anew each time    */
     bool ctx_events;            /* the driver has cuCtxRecordEvent       */
     atomic_ullong covered;      /* pool clock: blocks stamped before it are safe */
+    uint64_t fence_at;          /* clock of the fence last recorded; 0: none  */
+    uint64_t done;              /* blocks stamped before it: work finished    */
     fp_async_free recent[FP_RECENT];
     size_t nrecent;
     atomic_bool any_recent;     /* nrecent > 0, read without the lock    */
@@ -138,6 +147,7 @@ static void cover(fp_defer *f, uint64_t clock)
 static bool order(fp_defer *f, const fp_grant *g, CUstream s, bool async)
 {
     if (fence(f, s, async)) {
+        f->fence_at = g->now; /* the event follows every free before g */
         if (!async) /* every block freed before this allocation is covered */
             cover(f, g->now);
         return true;
@@ -147,6 +157,8 @@ static bool order(fp_defer *f, const fp_grant *g, CUstream s, bool async)
         return false;
     f->counts.syncs++;
     cover(f, g->now);
+    if (f->done < g->now)
+        f->done = g->now;
     return true;
 }
 
@@ -231,7 +243,41 @@ void fp_defer_synchronized(fp_defer *f, uint64_t clock)
 {
     pthread_mutex_lock(&f->lock);
     cover(f, clock);
+    if (f->done < clock)
+        f->done = clock;
     pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- before pages are unmapped ----------------------------------------- */
+
+/* Waits on the host until the work queued before the fence event (or all
+ * the context's work) has finished.  0, EBUSY while a graph is captured
+ * (no wait may break it), or EIO. */
+static int wait_done(fp_defer *f, uint64_t stamp)
+{
+    if (fp_streams_capturing())
+        return EBUSY;
+    fp_time_slow();
+    if (f->ctx_events && f->fence_at > stamp &&
+        fp_real.cuEventSynchronize && fp_real.cuEventSynchronize(f->ev) == CUDA_SUCCESS) {
+        f->counts.unmap_waits++;
+        f->done = f->fence_at; /* a newer recording covers at least as much */
+        return 0;
+    }
+    if (fp_real_ctx_sync(f->ctx) != CUDA_SUCCESS)
+        return EIO;
+    f->counts.unmap_waits++;
+    f->done = stamp + 1;
+    cover(f, stamp + 1);
+    return 0;
+}
+
+int fp_defer_wait_done(fp_defer *f, uint64_t stamp)
+{
+    pthread_mutex_lock(&f->lock);
+    int err = stamp < f->done ? 0 : wait_done(f, stamp);
+    pthread_mutex_unlock(&f->lock);
+    return err;
 }
 
 void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out)
@@ -247,6 +293,7 @@ void fp_defer_forget(fp_defer *f)
 {
     pthread_mutex_lock(&f->lock);
     f->ctx_events = false;
+    f->done = UINT64_MAX; /* the driver freed everything with the context */
     f->nrecent = 0;
     atomic_store_explicit(&f->any_recent, false, memory_order_relaxed);
     pthread_mutex_unlock(&f->lock);

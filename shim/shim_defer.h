@@ -28,6 +28,11 @@ void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stam
                           CUstream s);
 /* The context was synchronized; the synchronization began at pool clock. */
 void fp_defer_synchronized(fp_defer *f, uint64_t clock);
+/* Before pages whose newest free is stamped `stamp` are unmapped: returns
+ * 0 once the device has finished all work queued before that free
+ * (waiting on the host if needed, counted as unmap_waits), EBUSY while a
+ * graph is being captured and it has not, EIO when the driver failed. */
+int  fp_defer_wait_done(fp_defer *f, uint64_t stamp);
 void fp_defer_forget(fp_defer *f);   /* the context is gone */
 void fp_defer_free(fp_defer *f);     /* the pool is dropped */
 void fp_defer_fork_prepare(fp_defer *f);             /* fork: take the lock */

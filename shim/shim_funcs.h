@@ -31,7 +31,9 @@
     X(cuIpcCloseMemHandle)                                                  \
     /* pinned host memory (issue 17): shim_host_api.c */                   \
     X(cuMemFreeHost) X(cuMemHostGetFlags) X(cuMemHostGetDevicePointer_v2)   \
-    X(cuPointerGetAttribute)
+    X(cuPointerGetAttribute)                                                \
+    /* virtual-memory segments (issue 13): shim_mem.c */                   \
+    X(cuCtxEnablePeerAccess)
 
 #define FP_FORWARDED_FUNCS(X)                                               \
     X(cuGetErrorString) X(cuCtxGetCurrent) X(cuCtxGetDevice)                \
@@ -42,7 +44,10 @@
     X(cuDevicePrimaryCtxGetState) X(cuEventCreate) X(cuDriverGetVersion)    \
     X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)             \
     /* pinned host memory (issue 17): shim_host.c */                       \
-    X(cuEventQuery) X(cuEventSynchronize)
+    X(cuEventQuery) X(cuEventSynchronize)                                   \
+    /* virtual-memory segments (issue 13): shim_vmm.c, shim_mem.c */       \
+    X(cuCtxGetDevice_v2) X(cuMemGetAllocationGranularity) X(cuMemSetAccess) \
+    X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)
 
 #define FP_REAL_FUNCS(X) FP_HOOKED_FUNCS(X) FP_FORWARDED_FUNCS(X)
 

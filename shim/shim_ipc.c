@@ -267,6 +267,19 @@ static CUresult refuse(CUdeviceptr p, const where *w)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* The driver has no legacy IPC handle for VMM memory (it says
+ * CUDA_ERROR_NOT_SUPPORTED too); own_segment_mb gives classic memory. */
+static CUresult refuse_vmm(CUdeviceptr p)
+{
+    bump(&fp_ipc_tallies.refused);
+    fp_say("cuIpcGetMemHandle(0x%llx): this allocation lies in a fragpool virtual-memory "
+           "range (expandable_segments:True), which has no IPC handle; returning "
+           "CUDA_ERROR_NOT_SUPPORTED. Set own_segment_mb:N so that allocations of N MiB or "
+           "more get classic memory of their own, which can be exported",
+           (unsigned long long)p);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
 {
     CUipcMemHandle real;
@@ -304,6 +317,8 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
             bump(&fp_ipc_tallies.exports);
         return r;
     }
+    if (fp_vmm_owns(d->vmm, dptr))
+        return refuse_vmm(dptr);
     where w = {.p = dptr};
     fp_pool_walk(d->pool, find_block, &w);
     if (!w.found)  /* the segment went away meanwhile: the driver decides */

@@ -385,6 +385,40 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* ---- peer access: VMM pages grant it themselves ------------------------- */
+
+/* The device of context c; 0 or EIO. */
+static int ctx_device(CUcontext c, CUdevice *dev)
+{
+    if (fp_real.cuCtxGetDevice_v2)
+        return fp_real.cuCtxGetDevice_v2(dev, c) == CUDA_SUCCESS ? 0 : EIO;
+    if (fp_real.cuCtxPushCurrent_v2(c) != CUDA_SUCCESS)
+        return EIO;
+    CUresult r = fp_real.cuCtxGetDevice(dev);
+    CUcontext popped;
+    fp_real.cuCtxPopCurrent_v2(&popped);
+    return r == CUDA_SUCCESS ? 0 : EIO;
+}
+
+/* Memory of cuMemAlloc is visible to a peer once peer access is enabled;
+ * VMM pages are not, unless cuMemSetAccess grants it: the current
+ * context's pool grants it on every mapped page and on later maps. */
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    fp_shim_init();
+    if (!fp_real.cuCtxEnablePeerAccess)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = fp_real.cuCtxEnablePeerAccess(peerContext, Flags);
+    bool on = r == CUDA_SUCCESS || r == FP_CUDA_PEER_ALREADY_ENABLED;
+    fp_ctx_pool *d = on && fp_shim.conf.pool.expandable_segments ? serving_pool() : NULL;
+    CUdevice peer = 0;
+    if (d && ctx_device(peerContext, &peer) == 0 && fp_vmm_add_peer(d->vmm, peer))
+        fp_say("cuCtxEnablePeerAccess: granting device %d access to fragpool's mapped "
+               "pages of device %d failed (CUresult %d); that device's kernels cannot "
+               "read them", (int)peer, (int)d->dev, (int)fp_vmm_last_error());
+    return r;
+}
+
 /* ---- a program's synchronization covers every block freed before it --- */
 
 CUresult cuCtxSynchronize(void)

@@ -39,16 +39,6 @@ CUresult fp_pools_last_error(void)
 
 /* ---- backend: segments from the real driver --------------------------- */
 
-/* Said once: the shim has no virtual-memory backend yet (issue 13). */
-static void note_no_vmm(void)
-{
-    static atomic_bool said;
-    if (!atomic_exchange(&said, true))
-        fp_say("fragpool: expandable_segments:True: the shim cannot map pages on "
-               "demand yet; serving from classic segments (fragpool replay and tune "
-               "model the mode)");
-}
-
 static int be_reserve(void *ud, size_t size, uint64_t *addr)
 {
     CUdeviceptr p = 0;
@@ -90,6 +80,56 @@ int fp_pools_sync(fp_ctx_pool *d)
     return r == CUDA_SUCCESS ? 0 : EIO;
 }
 
+/* ---- backend: virtual-memory segments (expandable_segments) ---------- */
+
+static fp_vmm *vmm_of(void *ud)
+{
+    return ((fp_ctx_pool *)ud)->vmm;
+}
+
+/* The driver's code of a failed VMM call, for the interposer to return. */
+static int vmm_result(int err)
+{
+    if (err && fp_vmm_last_error() != CUDA_SUCCESS)
+        last_error = fp_vmm_last_error();
+    return err;
+}
+
+static size_t be_granularity(void *ud)
+{
+    return fp_vmm_granularity(vmm_of(ud));
+}
+
+static int be_reserve_va(void *ud, size_t size, size_t align, uint64_t *addr)
+{
+    return vmm_result(fp_vmm_reserve_va(vmm_of(ud), size, align, addr));
+}
+
+static int be_free_va(void *ud, uint64_t addr, size_t size)
+{
+    return vmm_result(fp_vmm_free_va(vmm_of(ud), addr, size));
+}
+
+static int be_map(void *ud, uint64_t addr, size_t size)
+{
+    return vmm_result(fp_vmm_map(vmm_of(ud), addr, size));
+}
+
+static int be_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
+{
+    return vmm_result(fp_vmm_unmap(vmm_of(ud), addr, size, freed_at));
+}
+
+/* Said once: the driver cannot map pages (no VMM calls). */
+static void note_no_vmm(void)
+{
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        fp_say("fragpool: expandable_segments:True: the driver has no virtual memory "
+               "management here (cuMemGetAllocationGranularity failed); serving from "
+               "classic segments");
+}
+
 /* ---- finding pools ---------------------------------------------------- */
 
 static fp_ctx_pool *find_ctx(CUcontext ctx)
@@ -114,15 +154,32 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     o.device_total = total;
     fp_backend be = {.ctx = d, .reserve = be_reserve, .release = be_release,
                      .synchronize = be_synchronize};
+    if (o.expandable_segments) {
+        be.granularity = be_granularity;
+        be.reserve_va = be_reserve_va;
+        be.free_va = be_free_va;
+        be.map = be_map;
+        be.unmap = be_unmap;
+    }
     d->ctx = ctx;
     d->dev = dev;
     d->total = total;
+    /* the deferral and the VMM state first: the pool may call them */
+    if (!(d->defer = fp_defer_new(ctx)))
+        return ENOMEM;
+    if (!(d->vmm = fp_vmm_new(ctx, dev, d->defer))) {
+        fp_defer_free(d->defer);
+        d->defer = NULL;
+        return ENOMEM;
+    }
     int err = fp_pool_create(&o, &be, &d->pool);
     if (!err && o.expandable_segments && !fp_pool_is_vmm(d->pool))
         note_no_vmm();
-    if (!err && !(d->defer = fp_defer_new(ctx))) {
-        fp_pool_destroy(d->pool, 1);
-        err = ENOMEM;
+    if (err) {
+        fp_vmm_free(d->vmm);
+        fp_defer_free(d->defer);
+        d->vmm = NULL;
+        d->defer = NULL;
     }
     if (!err)
         atomic_store_explicit(&d->retired, false, memory_order_release);
@@ -140,8 +197,10 @@ static fp_ctx_pool *reuse_retired(void)
         if (atomic_load(&d->retired)) {
             fp_pool_destroy(d->pool, 1);
             fp_defer_free(d->defer);
+            fp_vmm_free(d->vmm);
             d->pool = NULL;
             d->defer = NULL;
+            d->vmm = NULL;
             return d;
         }
     }
@@ -224,6 +283,7 @@ void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device)
         if (hit && !atomic_exchange(&d->retired, true)) {
             fp_defer_forget(d->defer);
             fp_pool_forget_segments(d->pool);
+            fp_vmm_forget(d->vmm);
         }
     }
 }
@@ -254,8 +314,9 @@ void fp_pools_fork_prepare(void)
     for (int i = 0; i < n; i++) {
         if (!pools[i].pool)
             continue;
+        fp_pool_fork_prepare(pools[i].pool); /* the pool's lock nests outside */
         fp_defer_fork_prepare(pools[i].defer);
-        fp_pool_fork_prepare(pools[i].pool);
+        fp_vmm_fork_prepare(pools[i].vmm);
     }
 }
 
@@ -265,8 +326,9 @@ void fp_pools_fork_after(bool child)
     for (int i = n - 1; i >= 0; i--) {
         if (!pools[i].pool)
             continue;
-        fp_pool_fork_after(pools[i].pool, child);
+        fp_vmm_fork_after(pools[i].vmm, child);
         fp_defer_fork_after(pools[i].defer, child);
+        fp_pool_fork_after(pools[i].pool, child);
     }
     fp_capture_gate_fork_after(child);
     if (child)

@@ -10,6 +10,7 @@
 #include "fp_cuda.h"
 #include "fp_pool.h"
 #include "shim_defer.h"
+#include "shim_vmm.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@ typedef struct fp_ctx_pool {
     CUdevice dev;
     fp_pool *pool;
     fp_defer *defer;              /* deferred reuse of its frees        */
+    fp_vmm *vmm;                  /* its VMM backend (expandable_segments) */
     size_t total;                 /* device memory, bytes               */
     char name[64];                /* device name, for the summary       */
     atomic_bool retired;          /* context destroyed: pool forgotten  */
@@ -40,7 +42,7 @@ int  fp_pools_sync(fp_ctx_pool *d);
 /* Idle cached bytes of every pool of device dev. */
 size_t fp_pools_idle(CUdevice dev);
 /* fork: every lock of the pools, taken in the order the shim nests them
- * (the capture gate, each deferral, each pool), then given back in the
+ * (the capture gate; per pool: the pool, its deferral, its VMM state), then given back in the
  * parent or made new in the child. */
 void fp_pools_fork_prepare(void);
 void fp_pools_fork_after(bool child);
