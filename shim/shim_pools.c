@@ -125,9 +125,22 @@ static void note_no_vmm(void)
 {
     static atomic_bool said;
     if (!atomic_exchange(&said, true))
-        fp_say("fragpool: expandable_segments:True: the driver has no virtual memory "
+        fp_say("expandable_segments:True: the driver has no virtual memory "
                "management here (cuMemGetAllocationGranularity failed); serving from "
                "classic segments");
+}
+
+/* Said once: vmm_page_mb was rounded up to the device's granularity. */
+static void note_page(fp_ctx_pool *d, size_t asked)
+{
+    static atomic_bool said;
+    fp_pool_stats st;
+    fp_pool_get_stats(d->pool, &st);
+    size_t g = fp_vmm_granularity(d->vmm);
+    if (asked && g && asked % g && !atomic_exchange(&said, true))
+        fp_say("vmm_page_mb:%zu is not a multiple of the device's %zu MiB "
+               "granularity; using %zu MiB pages", asked / FP_MIB, g / FP_MIB,
+               st.page_size / FP_MIB);
 }
 
 /* ---- finding pools ---------------------------------------------------- */
@@ -175,6 +188,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     int err = fp_pool_create(&o, &be, &d->pool);
     if (!err && o.expandable_segments && !fp_pool_is_vmm(d->pool))
         note_no_vmm();
+    if (!err && fp_pool_is_vmm(d->pool))
+        note_page(d, o.vmm_page);
     if (err) {
         fp_vmm_free(d->vmm);
         fp_defer_free(d->defer);

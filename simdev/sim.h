@@ -79,6 +79,7 @@ struct sim_ctx {
   int retain;              /* primary only: retain count */
   bool active;             /* usable: retained primary or live created ctx */
   bool destroyed;          /* created ctx after cuCtxDestroy */
+  unsigned peers;          /* bit d: cuCtxEnablePeerAccess to device d */
   sim_ctx *next;           /* g_sim.ctxs (created contexts) */
 };
 

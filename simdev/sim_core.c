@@ -347,3 +347,27 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 }
 
 CUresult cuCtxSynchronize(void) { return cuCtxSynchronize_v2(NULL); }
+
+/* The driver's rules: flags must be 0; the current context gains access
+ * to the memory of peerContext's device (not its own, and once). */
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  sim_ctx *c = NULL, *peer = NULL;
+  sim_lock();
+  rc = sim_ctx_current_locked(&c);
+  if (rc == CUDA_SUCCESS)
+    rc = peerContext ? sim_ctx_from_handle(peerContext, &peer) : CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == CUDA_SUCCESS && peer->dev == c->dev)
+    rc = CUDA_ERROR_INVALID_DEVICE;
+  if (rc == CUDA_SUCCESS && (c->peers >> peer->dev) & 1)
+    rc = (CUresult)704; /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+  if (rc == CUDA_SUCCESS)
+    c->peers |= 1u << peer->dev;
+  sim_unlock();
+  return rc;
+}

@@ -65,6 +65,7 @@ static const proc_entry kProcs[] = {
   E("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
   E("cuCtxGetDevice", 2000, cuCtxGetDevice),
   E("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
+  E("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
   E("cuCtxSynchronize", 2000, cuCtxSynchronize),
   E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
   E("cuCtxGetStreamPriorityRange", 5050, cuCtxGetStreamPriorityRange),
