@@ -12,6 +12,8 @@
 #   torch   PyTorch's caching allocator
 #   fp      PYTORCH_NO_CUDA_MEMORY_CACHING=1 under fragpool's default (deferred frees)
 #   fpsync  the same with free_policy:sync
+#   fpvmm   as fp, with expandable_segments:True (virtual-memory segments)
+#   fpvmm512  as fpvmm, plus max_split_size_mb:512
 # Each workload runs its variants back to back, their order rotated from one
 # workload and round to the next (A/B interleaved); round 2 (REAL_REPEAT=2)
 # starts after round 1 of every workload, if the time budget allows.  Then,
@@ -101,9 +103,11 @@ variant_env() {   # VARIANT JSON_PREFIX -> sets VENV (array)
   VENV=()
   case $1 in
     torch) ;;
-    fp | fpsync)
+    fp | fpsync | fpvmm | fpvmm512)
       conf="summary_format:json,summary:$JSON_DIR/$2-%p.json"
       [ "$1" = fpsync ] && conf="$conf,free_policy:sync"
+      [ "$1" = fpvmm ] && conf="$conf,expandable_segments:True"
+      [ "$1" = fpvmm512 ] && conf="$conf,expandable_segments:True,max_split_size_mb:512"
       [ -n "$EXTRA_CONF" ] && conf="$conf,$EXTRA_CONF"
       VENV=("LD_PRELOAD=$LIB" "PYTORCH_NO_CUDA_MEMORY_CACHING=1" "FRAGPOOL_CONF=$conf")
       ;;

@@ -26,9 +26,13 @@ Per workload and variant (over its rounds):
   reserved_B   fragpool: devices[0].reserved.peak of the JSON summary; PyTorch: MEM peak_reserved_mb
   budget_mib   smallest free memory it completed in (bisection), if run
   deferred     fragpool: the summary's "deferred" object, printed raw below the table
+  map/unmap    fragpool: the summary's map_calls and unmap_calls (virtual-memory
+               segments; 0 in the classic mode), on each RUN line
 Then one MUST line per workload for fragpool's default against the issue's
 targets (step <= 1.02x PyTorch; NVML peak <= 1.02x sync and <= PyTorch;
-loss identical; budget <= PyTorch's).  These are benchmarks: they are
+loss identical; budget <= PyTorch's), and one per virtual-memory variant
+(fpvmm, fpvmm512: NVML peak <= 1.05x / 1.10x fragpool's peak allocated,
+step <= 1.02x PyTorch, loss, budget, map/unmap calls per run).  These are benchmarks: they are
 reported, not failed.  Exit status 1 when a run did not end in
 "CHECK train_real OK" (or a fragpool run's summary shows no allocations,
 invalid frees or config errors), else 0.
@@ -41,8 +45,11 @@ import os
 import statistics
 import sys
 
-VARIANTS = ("torch", "fp", "fpsync")
-VARIANT_TXT = {"torch": "PyTorch caching", "fp": "fragpool default", "fpsync": "fragpool sync"}
+VARIANTS = ("torch", "fp", "fpsync", "fpvmm", "fpvmm512")
+VARIANT_TXT = {"torch": "PyTorch caching", "fp": "fragpool default", "fpsync": "fragpool sync",
+               "fpvmm": "fragpool VMM", "fpvmm512": "fragpool VMM max_split 512"}
+# Virtual-memory variants: their NVML peak / fragpool's peak allocated target (issue 13).
+VMM_NVML_TARGET = {"fpvmm": 1.05, "fpvmm512": 1.10}
 
 
 def num(s):
@@ -122,6 +129,8 @@ def fp_summary(out_dir, name):
         "invalid_frees": d.get("invalid_frees"), "config_errors": j.get("config_errors") or [],
         "deferred": d.get("deferred"), "alloc_ns": d.get("alloc_ns"),
         "passthrough": d.get("passthrough"),
+        "map_calls": d.get("map_calls"), "unmap_calls": d.get("unmap_calls"),
+        "reclaims": d.get("reclaims"), "page_size": d.get("page_size"),
     }
     why = []
     if not allocs:
@@ -238,6 +247,10 @@ def aggregate(runs, budgets, rtol):
                 "budget_run": bool(b),
                 "budget_stopped": b.get("stopped") if b else "",
                 "deferred": [r["fp"].get("deferred") for r in good if v != "torch"],
+                "maps": [(r["fp"].get("map_calls"), r["fp"].get("unmap_calls")) for r in good
+                         if v != "torch"],
+                "allocated_peak_B": max((r["fp"]["allocated_peak"] for r in good if v != "torch"
+                                         and r["fp"].get("allocated_peak")), default=None),
                 "failed": [f"{r['name']}: rc {r['rc']} {r.get('check_line') or ''} "
                            f"{'' if v == 'torch' or r['fp']['served'] else r['fp']['why']}".strip()
                            for r in rs if not r["ok"]],
@@ -264,6 +277,19 @@ def aggregate(runs, budgets, rtol):
             bt, bf = (t or {}).get("budget_mib"), f.get("budget_mib")
             m["budget"] = ((bf, bt), None if bf is None or bt is None else bf <= bt)
             must.append(m)
+        for v, target in VMM_NVML_TARGET.items():
+            a = agg.get(v)
+            if not a:
+                continue
+            alloc = a["allocated_peak_B"]
+            x = ratio(a["nvml_mib"], alloc / 2**20) if alloc else None
+            bt, bv = (t or {}).get("budget_mib"), a.get("budget_mib")
+            must.append({"workload": w, "variant": v,
+                         "nvml_vs_allocated": (x, None if x is None else x <= target),
+                         "step": (a["x_torch_step"], None if a["x_torch_step"] is None else a["x_torch_step"] <= 1.02),
+                         "loss": (a["loss_vs_torch"], a["loss_ok"]),
+                         "budget": ((bv, bt), None if bv is None or bt is None else bv <= bt),
+                         "maps": a["maps"]})
     return rows, must
 
 
@@ -276,6 +302,8 @@ def print_report(runs, rows, must, rtol, out_dir):
             fp = r["fp"]
             extra = (f" allocs {fp.get('allocs')} hits {fp.get('cache_hits')} reserves {fp.get('reserve_calls')}"
                      f" reserved_peak {fp.get('reserved_peak')} ooms {fp.get('oom_count')}"
+                     f" map_calls {fp.get('map_calls')} unmap_calls {fp.get('unmap_calls')}"
+                     f" reclaims {fp.get('reclaims')}"
                      + ("" if fp["served"] else f" NOT SERVED: {fp['why']}"))
         print(f"RUN {r['name']} {'OK' if r['ok'] else 'FAILED'} rc {r['rc']} {r.get('secs')}s"
               f" step {fmt(r.get('step_ms'))} nvml {fmt(r.get('nvml_mib'), '.0f')} MiB"
@@ -326,9 +354,16 @@ def print_report(runs, rows, must, rtol, out_dir):
             if key == "loss":
                 return f"loss {val} {tag}"
             return f"{key} {fmt(val, spec)} {tag}"
+        if "variant" in m:  # a virtual-memory variant
+            maps = ", ".join(f"{mc}/{uc}" for mc, uc in m["maps"]) or "-"
+            print(f"MUST {m['workload']} {m['variant']}: " + "; ".join(
+                v(k) for k in ("nvml_vs_allocated", "step", "loss", "budget"))
+                + f"; map/unmap calls per run {maps}")
+            continue
         print(f"MUST {m['workload']}: " + "; ".join(v(k) for k in ("step", "nvml_vs_sync", "nvml_vs_torch", "loss", "budget")))
     print(f"(step: median step fragpool default / PyTorch caching <= 1.02; nvml_vs_sync: NVML peak "
-          f"fragpool default / fragpool sync <= 1.02; nvml_vs_torch: / PyTorch <= 1.00; loss rtol {rtol})")
+          f"fragpool default / fragpool sync <= 1.02; nvml_vs_torch: / PyTorch <= 1.00; loss rtol {rtol}; "
+          f"nvml_vs_allocated: NVML peak / fragpool peak allocated <= 1.05 (fpvmm), 1.10 (fpvmm512))")
     print(f"results: {os.path.join(out_dir, 'results.json')}")
 
 

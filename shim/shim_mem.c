@@ -387,22 +387,21 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 /* ---- peer access: VMM pages grant it themselves ------------------------- */
 
-/* The device of context c; 0 or EIO. */
-static int ctx_device(CUcontext c, CUdevice *dev)
+/* The pool of context c (made now if it has none), or NULL. */
+static fp_ctx_pool *pool_of(CUcontext c)
 {
-    if (fp_real.cuCtxGetDevice_v2)
-        return fp_real.cuCtxGetDevice_v2(dev, c) == CUDA_SUCCESS ? 0 : EIO;
     if (fp_real.cuCtxPushCurrent_v2(c) != CUDA_SUCCESS)
-        return EIO;
-    CUresult r = fp_real.cuCtxGetDevice(dev);
+        return NULL;
+    fp_ctx_pool *d = fp_pools_current();
     CUcontext popped;
     fp_real.cuCtxPopCurrent_v2(&popped);
-    return r == CUDA_SUCCESS ? 0 : EIO;
+    return d;
 }
 
-/* Memory of cuMemAlloc is visible to a peer once peer access is enabled;
- * VMM pages are not, unless cuMemSetAccess grants it: the current
- * context's pool grants it on every mapped page and on later maps. */
+/* The current context gains access to the memory of peerContext.  Memory
+ * of cuMemAlloc is visible to it then; VMM pages are not unless
+ * cuMemSetAccess grants it: peerContext's pool grants the current
+ * context's device access on every page it has mapped and maps later. */
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
     fp_shim_init();
@@ -410,12 +409,15 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = fp_real.cuCtxEnablePeerAccess(peerContext, Flags);
     bool on = r == CUDA_SUCCESS || r == FP_CUDA_PEER_ALREADY_ENABLED;
-    fp_ctx_pool *d = on && fp_shim.conf.pool.expandable_segments ? serving_pool() : NULL;
-    CUdevice peer = 0;
-    if (d && ctx_device(peerContext, &peer) == 0 && fp_vmm_add_peer(d->vmm, peer))
+    CUdevice me = 0;
+    if (!on || !fp_shim.conf.pool.expandable_segments ||
+        atomic_load(&fp_shim.exiting) || fp_real.cuCtxGetDevice(&me) != CUDA_SUCCESS)
+        return r;
+    fp_ctx_pool *d = pool_of(peerContext);
+    if (d && fp_vmm_add_peer(d->vmm, me))
         fp_say("cuCtxEnablePeerAccess: granting device %d access to fragpool's mapped "
-               "pages of device %d failed (CUresult %d); that device's kernels cannot "
-               "read them", (int)peer, (int)d->dev, (int)fp_vmm_last_error());
+               "pages of device %d failed (CUresult %d); kernels of device %d cannot "
+               "reach them", (int)me, (int)d->dev, (int)fp_vmm_last_error(), (int)me);
     return r;
 }
 

@@ -474,6 +474,7 @@ def run(a, torch, nn, F, nvml):
           f"bf16-autocast seed {a.seed} "
           f"no_caching={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING', '')!r} "
           f"alloc_conf={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')!r} "
+          f"fragpool_conf={os.environ.get('FRAGPOOL_CONF', '')!r} "
           f"preload={'fragpool' if 'fragpool' in os.environ.get('LD_PRELOAD', '') else 'none'}",
           flush=True)
 

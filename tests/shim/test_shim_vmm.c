@@ -13,8 +13,9 @@
  *           freed block: they are unmapped and mapped again, the device
  *           never holds more than the cap, and live data stays intact.
  *   own     with own_segment_mb:2, a 4 MiB block is exportable.
- *   peers   two devices: cuCtxEnablePeerAccess grants the peer access
- *           to every page mapped before and after.
+ *   peers   two devices: after cuCtxEnablePeerAccess(ctx0) from ctx1,
+ *           device 1 may use every page of ctx0's pool, mapped before or
+ *           after.
  *   page    vmm_page_mb:3 (not a multiple of 2 MiB): still serves; ctest
  *           checks the one line that says so.
  * The summary JSON of the default and cap runs is checked by ctest too
@@ -251,33 +252,41 @@ static unsigned long long access_of(int dev, CUdeviceptr p)
     return flags;
 }
 
-/* Two devices: pages mapped before cuCtxEnablePeerAccess gain the peer's
- * access then, pages mapped after get it at once; a second enable is the
- * driver's "already enabled" and changes nothing. */
+/* Two devices: device 1 enables access to context 0's memory; pages of
+ * context 0's pool mapped before gain device 1's access then, pages mapped
+ * after get it at once; a second enable is the driver's "already enabled";
+ * context 1's own pages are not granted to device 0. */
 static void peer_access_every_range(void **state)
 {
     (void)state;
     CUdevice d1;
-    CUcontext c1;
+    CUcontext c0, c1;
     init();
+    CU(cuCtxGetCurrent(&c0));
     CU(cuDeviceGet(&d1, 1));
     CU(cuDevicePrimaryCtxRetain(&c1, d1));
-    CUdeviceptr small, large, later;
+    CUdeviceptr small, large, later, own1;
     CU(cuMemAlloc_v2(&small, 4096));
     CU(cuMemAlloc_v2(&large, 12 * MIB));
     assert_int_equal(access_of(0, large), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     assert_int_equal(access_of(1, large), 0);
     assert_int_equal(access_of(1, small), 0);
-    CU(cuCtxEnablePeerAccess(c1, 0));
+    CU(cuCtxSetCurrent(c1));
+    CU(cuMemAlloc_v2(&own1, 4 * MIB));
+    CU(cuCtxEnablePeerAccess(c0, 0));
     assert_int_equal(access_of(1, large), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     assert_int_equal(access_of(1, large + 11 * MIB), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     assert_int_equal(access_of(1, small), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    assert_int_equal(access_of(0, own1), 0);
+    assert_int_equal(cuCtxEnablePeerAccess(c0, 0), 704);
+    CU(cuCtxSetCurrent(c0));
     CU(cuMemAlloc_v2(&later, 30 * MIB));
     assert_int_equal(access_of(1, later + 29 * MIB), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    assert_int_equal(cuCtxEnablePeerAccess(c1, 0), 704);
     CU(cuMemFree_v2(small));
     CU(cuMemFree_v2(large));
     CU(cuMemFree_v2(later));
+    CU(cuCtxSetCurrent(c1));
+    CU(cuMemFree_v2(own1));
 }
 
 /* ---- reclaim under a cap --------------------------------------------------- */
