@@ -6,12 +6,14 @@
  *           most 1.05x its peak allocated (the simulated device's own peak
  *           of physical bytes), every block's ends keep what was written;
  *           many alloc/free rounds keep every live block intact; a VMM
- *           block has no IPC handle (CUDA_ERROR_NOT_SUPPORTED); the
+ *           block has no IPC handle (CUDA_ERROR_NOT_SUPPORTED); an
+ *           allocation during stream capture passes over a fresh free; the
  *           single-device peer path (enabling access to itself is refused
  *           by the driver and changes nothing).
  *   cap     under max_reserved_mb:64 a request needs idle pages of a
  *           freed block: they are unmapped and mapped again, the device
- *           never holds more than the cap, and live data stays intact.
+ *           never holds more than the cap, and live data stays intact;
+ *           the same during stream capture (no wait allowed: pages kept).
  *   own     with own_segment_mb:2, a 4 MiB block is exportable.
  *   peers   two devices: after cuCtxEnablePeerAccess(ctx0) from ctx1,
  *           device 1 may use every page of ctx0's pool, mapped before or
@@ -197,6 +199,37 @@ static void content_survives_rounds(void **state)
     }
 }
 
+/* ---- graph capture ---------------------------------------------------------- */
+
+/* While a stream is captured no fence can be made: a block freed since
+ * the last one is passed over (a fresh range is mapped: a host call, fine
+ * during capture), and the freed memory is handed out again after. */
+static void capture_passes_over_fresh_frees(void **state)
+{
+    (void)state;
+    init();
+    CUstream s;
+    CUgraph g;
+    CUdeviceptr a, b, c;
+    CU(cuStreamCreate(&s, 0));
+    CU(cuMemAlloc_v2(&a, 4 * MIB));
+    fill(a, 4 * MIB, 0xa);
+    CU(cuMemFree_v2(a));
+    CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CU(cuMemAlloc_v2(&b, 4 * MIB));
+    CU(cuStreamEndCapture(s, &g));
+    assert_true(b + 4 * MIB <= a || b >= a + 4 * MIB);
+    fill(b, 4 * MIB, 0xb);
+    CU(cuMemAlloc_v2(&c, 4 * MIB));  /* no capture: a's block, made safe */
+    assert_int_equal(c, a);
+    fill(c, 4 * MIB, 0xc);
+    check_fill(b, 4 * MIB, 0xb);
+    CU(cuGraphDestroy(g));
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(c));
+    CU(cuStreamDestroy(s));
+}
+
 /* ---- IPC and peers -------------------------------------------------------- */
 
 static void vmm_block_has_no_ipc_handle(void **state)
@@ -319,6 +352,42 @@ static void reclaim_under_cap(void **state)
     CU(cuMemFree_v2(l));
 }
 
+/* Reclaim while a stream is captured: no host wait is allowed, so the
+ * pages stay mapped (kept) until a later map reuses them or their range
+ * goes; the data of every live block stays intact throughout. */
+static void reclaim_during_capture_keeps_pages(void **state)
+{
+    (void)state;
+    init();
+    CUstream s;
+    CUgraph g;
+    CUdeviceptr a, l, b, c;
+    CU(cuStreamCreate(&s, 0));
+    CU(cuMemAlloc_v2(&a, 30 * MIB));
+    CU(cuMemAlloc_v2(&l, 10 * MIB));
+    fill(l, 10 * MIB, 0x2222);
+    CU(cuMemFree_v2(a));
+    CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CU(cuMemAlloc_v2(&b, 40 * MIB));
+    CU(cuStreamEndCapture(s, &g));
+    fpsim_counts k;
+    assert_int_equal(fpsim_stats(0, &k), 0);
+    printf("capture: device holds %.0f MiB for 50 MiB live\n", k.bytes_in_use / (double)MIB);
+    assert_true(k.bytes_in_use <= 80 * MIB); /* at most a's 30 MiB kept over the cap */
+    fill(b, 40 * MIB, 0x3333);
+    check_fill(l, 10 * MIB, 0x2222);
+    CU(cuMemAlloc_v2(&c, 12 * MIB));  /* a's hole: kept pages reused */
+    fill(c, 12 * MIB, 0x4444);
+    check_fill(b, 40 * MIB, 0x3333);
+    check_fill(l, 10 * MIB, 0x2222);
+    check_fill(c, 12 * MIB, 0x4444);
+    CU(cuGraphDestroy(g));
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(c));
+    CU(cuMemFree_v2(l));
+    CU(cuStreamDestroy(s));
+}
+
 static void odd_page_still_serves(void **state)
 {
     (void)state;
@@ -337,9 +406,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(trace_holds_near_peak_allocated),
         cmocka_unit_test(content_survives_rounds),
         cmocka_unit_test(vmm_block_has_no_ipc_handle),
+        cmocka_unit_test(capture_passes_over_fresh_frees),
         cmocka_unit_test(peer_access_single_device),
     };
-    const struct CMUnitTest cap[] = {cmocka_unit_test(reclaim_under_cap)};
+    const struct CMUnitTest cap[] = {cmocka_unit_test(reclaim_under_cap),
+                                     cmocka_unit_test(reclaim_during_capture_keeps_pages)};
     const struct CMUnitTest own[] = {cmocka_unit_test(own_segment_is_exportable)};
     const struct CMUnitTest page[] = {cmocka_unit_test(odd_page_still_serves)};
     const struct CMUnitTest peers[] = {cmocka_unit_test(peer_access_every_range)};
