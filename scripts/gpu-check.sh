@@ -29,7 +29,7 @@
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default: those
 #                        marked on in GROUP_TABLE: alloc race multi demo pitch train
-#                        cupy jax bench ipc memcheck snap); real runs scripts/gpu-real.sh
+#                        cupy jax bench ipc memcheck snap vmm); real scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
 #                        minutes on its own)
 #   GPU_CHECK_DRY        1: print the plan (groups, programs, build and check
@@ -77,6 +77,7 @@ real    off  check_real
 ipc     on   check_ipc
 memcheck on  script_group memcheck 240 tests/gpu/memcheck_check.sh
 snap    on   script_group snap 240 tests/gpu/snapshot_viz_check.sh
+vmm     on   script_group vmm 300 tests/gpu/vmm_check.sh
 example off  script_group example 30 tests/gpu/example_group.sh
 '
 group_names() {   # [on]: every group's name, or only those run by default
