@@ -29,7 +29,8 @@
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default: those
 #                        marked on in GROUP_TABLE: alloc race multi demo pitch train
-#                        cupy jax bench ipc memcheck snap vmm); real scripts/gpu-real.sh
+#                        cupy jax bench ipc memcheck snap vmm); real runs
+#                        scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
 #                        minutes on its own)
 #   GPU_CHECK_DRY        1: print the plan (groups, programs, build and check
