@@ -47,8 +47,9 @@ enum {
     FP_ROW_COUNT = 0,   /* a count: text "N<one>" or "N<many>"            */
     FP_ROW_BYTES = 1,   /* bytes: text "1.50 GiB<one>"                    */
     FP_ROW_FLAG = 2,    /* 0 or 1: text "<one>: yes" / "<one>: no"        */
-    FP_ROW_RATIO = 3    /* value/den: JSON 4 decimals (den 0: null), text
+    FP_ROW_RATIO = 3,   /* value/den: JSON 4 decimals (den 0: null), text
                            a percentage ("n/a") then <one>                */
+    FP_ROW_LIMIT = 4    /* bytes, 0: none: JSON null, text "no <one>"    */
 };
 
 typedef struct fp_row {
@@ -160,10 +161,16 @@ int fp_summary_text(const fp_run_report *r, fp_sink *out);
 int fp_summary_json(const fp_run_report *r, fp_sink *out);
 
 /* ---- pinned host memory (fp_host_summary.c) --------------------------------- */
-/* The "Pinned host memory" box of the text summary, and the JSON "pinned"
- * object (null when h is NULL). */
-void fp_host_text(fp_sink *s, const fp_host_report *h);
-void fp_host_json(fp_json *j, const fp_host_report *h);
+/* The rows of the pinned section, in groups: fp_summary.c walks them for
+ * the text box "pinned host memory" and for the JSON object "pinned". */
+#define FP_HOST_NROWS 22
+#define FP_HOST_NGROUPS 11
+typedef struct fp_host_list {
+    fp_row rows[FP_HOST_NROWS];
+    fp_group groups[FP_HOST_NGROUPS];
+    size_t nrows, ngroups;
+} fp_host_list;
+void fp_host_rows(const fp_host_report *h, fp_host_list *o);
 /* One line "fragpool: note: ..." when h holds FP_HOST_LARGE or more
  * pinned; nothing otherwise.  Flushes out; returns as fp_sink_flush. */
 int fp_host_oom_note(const fp_host_report *h, fp_sink *out);

@@ -495,6 +495,13 @@ void fp_summary_put_row(fp_sink *o, const fp_row *r)
         fp_put_percent(o, r->value, r->den);
         fp_puts(o, r->one);
         break;
+    case FP_ROW_LIMIT:
+        if (!r->value)
+            fp_puts(o, "no");
+        else
+            fp_put_size(o, (size_t)r->value);
+        fp_puts(o, r->one);
+        break;
     default:
         fp_put_count(o, r->value, r->one, r->many ? r->many : r->one);
         break;
@@ -659,6 +666,19 @@ static void fp_text_run(fp_sink *s, const fp_run_report *r)
     fp_tbl_rule(s, '=');
 }
 
+/* The pinned host memory box: a title, then the host rows' groups. */
+static void fp_text_host(fp_sink *s, const fp_host_report *h)
+{
+    static const char title[] = "fragpool: pinned host memory (cudaHostAlloc, cudaMallocHost)";
+    fp_host_list l;
+    fp_host_rows(h, &l);
+    fp_tbl_rule(s, '=');
+    fp_tbl_text(s, title, sizeof title - 1, 1);
+    fp_tbl_rule(s, '-');
+    for (size_t i = 0; i < l.ngroups; i++)
+        fp_text_group(s, &l.groups[i]);
+}
+
 int fp_summary_text(const fp_run_report *r, fp_sink *out)
 {
     for (size_t i = 0; i < r->ndevs; i++) {
@@ -666,7 +686,7 @@ int fp_summary_text(const fp_run_report *r, fp_sink *out)
         fp_text_extras(out, &r->devs[i]);
     }
     if (r->pinned)
-        fp_host_text(out, r->pinned);
+        fp_text_host(out, r->pinned);
     fp_text_run(out, r);
     return fp_sink_flush(out);
 }
@@ -712,7 +732,9 @@ static void fp_json_size(fp_json *j, const char *key, size_t v, size_t unknown)
 
 static void fp_json_row(fp_json *j, const fp_row *r)
 {
-    if (r->kind == FP_ROW_RATIO)
+    if (r->kind == FP_ROW_LIMIT && !r->value)
+        fp_json_null(j, r->key);
+    else if (r->kind == FP_ROW_RATIO)
         fp_json_fixed(j, r->key, r->value, r->den, 4);
     else
         fp_json_u64(j, r->key, r->value);
@@ -740,6 +762,22 @@ static void fp_json_pool_counts(fp_json *j, const fp_pool_stats *st)
     fp_group g = {.rows = rows};
     g.nrows = fp_summary_pool_rows(st, rows);
     fp_json_group(j, &g);
+}
+
+/* The JSON object "pinned": the same groups as the text box; null when h
+ * is NULL. */
+static void fp_json_host(fp_json *j, const fp_host_report *h)
+{
+    if (!h) {
+        fp_json_null(j, "pinned");
+        return;
+    }
+    fp_host_list l;
+    fp_host_rows(h, &l);
+    fp_json_obj(j, "pinned");
+    for (size_t i = 0; i < l.ngroups; i++)
+        fp_json_group(j, &l.groups[i]);
+    fp_json_end_obj(j);
 }
 
 static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
@@ -827,7 +865,7 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
     for (size_t i = 0; i < r->ndevs; i++)
         fp_json_device(&j, &r->devs[i]);
     fp_json_end_arr(&j);
-    fp_host_json(&j, r->pinned);
+    fp_json_host(&j, r->pinned);
     fp_json_end_obj(&j);
     fp_putc(out, '\n');
     return fp_sink_flush(out);

@@ -979,6 +979,57 @@ static void check_row(const char *text, const fp_jdoc *d, const char *group,
     has(text, want);
 }
 
+/* The pinned section's rows (fp_host_rows), each under "pinned" (in its
+ * group's object when it has a key) and in the text box, with distinct
+ * values. */
+static void check_pinned_rows(void)
+{
+    static fp_host_report h;
+    memset(&h, 0, sizeof h);
+    uint64_t *u[] = {&h.stats.num_allocs, &h.stats.num_frees, &h.stats.num_cache_hits,
+                     &h.stats.num_reserve_calls, &h.stats.num_release_calls,
+                     &h.stats.num_invalid_frees, &h.alloc_ns, &h.to_driver, &h.fallbacks,
+                     &h.fences, &h.waits, &h.syncs};
+    for (size_t k = 0; k < sizeof u / sizeof u[0]; k++)
+        *u[k] = 200 + k;
+    fp_stat *st[] = {&h.stats.reserved_bytes[FP_ALL], &h.stats.allocated_bytes[FP_ALL],
+                     &h.stats.requested_bytes[FP_ALL], &h.stats.segments[FP_ALL]};
+    for (int k = 0; k < 4; k++)
+        *st[k] = (fp_stat){.current = (int64_t)FP_MIB * (3 + 2 * k), .peak = (int64_t)FP_MIB * (4 + 2 * k)};
+    h.pooling = 1;
+    h.max_reserved = 13 * FP_MIB;
+    run.pinned = &h;
+    static char text[1 << 17];
+    snprintf(text, sizeof text, "%s", text_summary());
+    fp_jdoc d;
+    parse(&d, json_summary());
+    fp_host_list l;
+    fp_host_rows(&h, &l);
+    size_t walked = 0;
+    for (size_t g = 0; g < l.ngroups; g++) {
+        for (size_t i = 0; i < l.groups[g].nrows; i++, walked++) {
+            const fp_row *r = &l.groups[g].rows[i];
+            char path[160], want[160];
+            if (l.groups[g].key)
+                snprintf(path, sizeof path, "pinned.%s.%s", l.groups[g].key, r->key);
+            else
+                snprintf(path, sizeof path, "pinned.%s", r->key);
+            int t = fp_jdoc_path(&d, path);
+            if (t < 0)
+                fail_msg("JSON lacks %s", path);
+            assert_int_equal(d.tok[t].type, FP_JNUM);
+            assert_int_equal(jint(&d, path), (int64_t)r->value);
+            fp_sink s = fp_sink_buffer(want, sizeof want);
+            fp_summary_put_row(&s, r);
+            assert_int_equal(fp_sink_error(&s), 0);
+            has(text, want);
+        }
+    }
+    assert_int_equal(walked, l.nrows);
+    assert_int_equal(walked, FP_HOST_NROWS);
+    run.pinned = NULL;
+}
+
 static void every_row_in_both(void **state)
 {
     (void)state;
@@ -1004,6 +1055,7 @@ static void every_row_in_both(void **state)
             jtype(&d, "devices.0.trace", FP_JNULL);
     }
     assert_int_equal(walked, 5 + 7 + 7);
+    check_pinned_rows();
     has(text, "| Pool counters         | 2 OOMs ");
     has(text, "7 GC releases");
     has(text, "11 invalid frees");
@@ -1062,10 +1114,12 @@ static void host_section(void **state)
     run.pinned = &h;
     const char *t = text_summary();
     has(t, "| fragpool: pinned host memory (cudaHostAlloc, cudaMallocHost)");
-    has(t, "| Reserved (pinned)     | 1.50 GiB now, peak 2.00 GiB");
-    has(t, "| Held / requested      | 1.001x the peak requested bytes");
-    has(t, "| Served from cache     | 30 of 40 pinned allocations (75.0%)");
-    has(t, "| Invalid frees         | 2");
+    has(t, "| Pooling               | host_pool: yes ");
+    has(t, "| Reserved (pinned)     | 1.50 GiB now, 2.00 GiB at peak ");
+    has(t, "| Pinned calls          | 40 allocations ");
+    has(t, "|                       | 30 served from cache ");
+    has(t, "|                       | 2 invalid frees ");
+    has(t, "| Limit                 | no host_max_reserved_mb ");
     parse(&d, json_summary());
     assert_int_equal(jint(&d, "pinned.reserved_bytes.peak"), 2 * (int64_t)FP_GIB);
     assert_int_equal(jint(&d, "pinned.cache_hits"), 30);
