@@ -140,17 +140,11 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
         *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
                         .small = small, .stamp = FP_NEVER_FREED};
     }
-    if (!b || fp_segtab_insert(&p->segs, s)) {
-        if (b)
-            fp_block_put(p, b);
+    if (!b || fp_segment_file(p, s)) {
         free(s);
         p->be.release(p->be.ctx, addr, size);
         return ENOMEM;
     }
-    fp_seglist_link(p, s);
-    fp_index_insert(fp_index_of(p, small), b);
-    fp_account_segment(p, s, +1);
-    p->st.num_reserve_calls++;
     *out = b;
     return 0;
 }

@@ -174,6 +174,10 @@ void      fp_block_put(fp_pool *p, fp_block *b);
 void      fp_seglist_link(fp_pool *p, fp_segment *s);   /* creation order */
 void      fp_seglist_unlink(fp_pool *p, fp_segment *s);
 void      fp_segment_free(fp_segment *s);               /* with its pages */
+/* Files a new segment s whose one free block is s->first: segment table,
+ * creation list, index, accounting, num_reserve_calls.  On failure puts
+ * s->first back and returns ENOMEM; s and its range stay the caller's. */
+int       fp_segment_file(fp_pool *p, fp_segment *s);
 
 /* Segment table (pool_segs.c). */
 int         fp_segtab_insert(fp_segtab *t, fp_segment *s);

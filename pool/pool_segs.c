@@ -1,13 +1,15 @@
 /* pool_segs.c - the pool's bookkeeping storage: segments sorted by
  * address, so that any device address can be traced to the segment
  * holding it in O(log n); the list of segments in creation order; and the
- * recycled block headers.
+ * recycled block headers; and filing a new segment (fp_segment_file), the
+ * one way pool.c and pool_vmm.c both add one.
  *
  * Invariants: v[0..n) is sorted by addr and the ranges do not overlap;
  * seg_head..seg_tail links every segment once; a header is in p->spare
  * or in exactly one segment.
  */
 #include "pool_internal.h"
+#include "pool_stats.h"
 #include "fp_vec.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -70,6 +72,19 @@ void fp_seglist_link(fp_pool *p, fp_segment *s)
     else
         p->seg_head = s;
     p->seg_tail = s;
+}
+
+int fp_segment_file(fp_pool *p, fp_segment *s)
+{
+    if (fp_segtab_insert(&p->segs, s)) {
+        fp_block_put(p, s->first);
+        return ENOMEM;
+    }
+    fp_seglist_link(p, s);
+    fp_index_insert(fp_index_of(p, s->small), s->first);
+    fp_account_segment(p, s, +1);
+    p->st.num_reserve_calls++;
+    return 0;
 }
 
 void fp_seglist_unlink(fp_pool *p, fp_segment *s)

@@ -99,18 +99,12 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
         *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
                         .small = small, .stamp = FP_NEVER_FREED};
     }
-    if (!b || fp_segtab_insert(&p->segs, s)) {
-        if (b)
-            fp_block_put(p, b);
+    if (!b || fp_segment_file(p, s)) {
         free(bits);
         free(s);
         p->be.free_va(p->be.ctx, addr, size);
         return ENOMEM;
     }
-    fp_seglist_link(p, s);
-    fp_index_insert(fp_index_of(p, small), b);
-    fp_account_segment(p, s, +1);
-    p->st.num_reserve_calls++;
     *out = b;
     return 0;
 }
