@@ -146,7 +146,8 @@ def fp_summary(out_dir, name):
     return s
 
 
-def read_runs(out_dir):
+def read_runs(out_dir, plain=("torch",)):
+    """The runs of runs.tsv; variants in plain ran without fragpool."""
     runs = []
     path = os.path.join(out_dir, "runs.tsv")
     if not os.path.exists(path):
@@ -160,9 +161,9 @@ def read_runs(out_dir):
             r = {"name": name, "workload": w, "variant": v, "round": int(rnd), "rc": int(rc),
                  "secs": num(secs), "status": f_[6] if len(f_) > 6 else ""}
             r.update(parse_out(os.path.join(out_dir, name + ".out")))
-            if v != "torch":
+            if v not in plain:
                 r["fp"] = fp_summary(out_dir, name)
-            ok = r["rc"] == 0 and r["check"] == "OK" and (v == "torch" or r["fp"]["served"])
+            ok = r["rc"] == 0 and r["check"] == "OK" and (v in plain or r["fp"]["served"])
             r["ok"] = ok
             runs.append(r)
     return runs

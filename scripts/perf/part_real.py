@@ -158,23 +158,10 @@ def gpu_real(a, out, workloads, variants, budget, bisect=None):
 
 # ---- reading the runs back ---------------------------------------------------
 def read_runs(out, group):
-    runs = []
-    path = os.path.join(out, "runs.tsv")
-    if not os.path.exists(path):
-        return runs
-    with open(path) as f:
-        for ln in f:
-            c = ln.rstrip("\n").split("\t")
-            if len(c) < 6 or c[0] == "name":
-                continue
-            r = {"name": c[0], "workload": c[1], "variant": c[2], "round": int(c[3]),
-                 "rc": int(c[4]), "group": group}
-            r.update(gpu_real_judge.parse_out(os.path.join(out, c[0] + ".out")))
-            fp = c[2] not in ALT_ENV
-            if fp:
-                r["fp"] = gpu_real_judge.fp_summary(out, c[0])
-            r["ok"] = r["rc"] == 0 and r["check"] == "OK" and (not fp or r["fp"]["served"])
-            runs.append(r)
+    """gpu-real.sh's reader (the PyTorch settings here run without fragpool), tagged with group."""
+    runs = gpu_real_judge.read_runs(out, plain=tuple(ALT_ENV))
+    for r in runs:
+        r["group"] = group
     return runs
 
 
