@@ -768,6 +768,16 @@ static const fp_option fp_options[] = {
         .parse = parse_dest, .format = format_dest,
     },
     {
+        .name = "record_mb", .type = "integer MiB", .deflt = "16",
+        .help = "host memory each pool may use to record its requests (16 "
+                "bytes each), so that after an OOM a replay of the run can "
+                "prove which setting fits (docs/advice.md); off: no record, "
+                "and no proven advice",
+        .offset = POOL_FIELD(record_bytes), .min = 1, .max = 65536,
+        .off_word = "off", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
+    {
         .name = "ipc_export", .type = "word", .deflt = "refuse",
         .help = "cuIpcGetMemHandle of an allocation inside a pool segment: "
                 "refuse it (CUDA_ERROR_NOT_SUPPORTED), or give a fragpool "
@@ -905,6 +915,7 @@ void fp_conf_default(fp_conf *c)
     memcpy(c->snapshot, "off", sizeof "off");
     c->host_pool = 1;
     c->host_max_cached = SIZE_MAX;
+    c->pool.record_bytes = (size_t)16 << 20;
 }
 
 /* "k:v,k:v" of the keys whose bit is set in mask, in table order. */

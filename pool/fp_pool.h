@@ -57,6 +57,9 @@ typedef struct fp_pool_opts {
     size_t   vmm_page;             /* page size; 0 = the backend's granularity    */
     size_t   vmm_reserve;          /* bytes of address space per range; 0 = the
                                       device's total (64 GiB when unknown)        */
+    size_t   record_bytes;         /* host bytes the record of requests may
+                                      use (pool_record.c, 16 per event);
+                                      0 = no record                        */
     size_t   exact_segment_round;  /* 0: PyTorch's segment sizes; else a large
                                       request's segment is its rounded size
                                       rounded up to this (pinned host memory) */
@@ -150,6 +153,7 @@ typedef struct fp_oom_info {
     size_t cap;            /* cap in force, SIZE_MAX if none          */
     int    over_cap;       /* 1 when the cap refused, 0 the backend   */
     int    backend_err;    /* last errno from the backend             */
+    uint64_t record_at;    /* events recorded before the failure      */
 } fp_oom_info;
 
 int  fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend,
@@ -247,6 +251,25 @@ int  fp_pool_is_vmm(const fp_pool *p);
  * pages that are all mapped or all unmapped, in address order. */
 typedef void (*fp_page_fn)(void *ud, uint64_t addr, size_t size, int mapped);
 void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud);
+
+/* ---- the record of requests (pool_record.c, docs/advice.md) ------------
+ * With opts.record_bytes > 0 the pool records every allocation it serves
+ * ('a': the allocation's ordinal and requested bytes) and every free ('f':
+ * the same ordinal and bytes), keeping at least the last record_bytes / 32
+ * events of exact history; older history is replaced by the blocks live when it was
+ * dropped, replayed as allocations first. */
+typedef int (*fp_record_fn)(void *ud, char op, uint64_t id, uint64_t size);
+typedef struct fp_record_info {
+    uint64_t total;        /* events recorded so far                     */
+    uint64_t dropped;      /* events replaced by the base                */
+    size_t base_blocks;    /* live blocks that stand for them            */
+    int broken;            /* a host allocation failed: the record stopped */
+} fp_record_info;
+/* Calls fn for the record up to event upto (exclusive; an OOM's record_at),
+ * under the pool's lock, and fills info.  0, ENODATA when the pool keeps no
+ * record, ESTALE when history before upto was dropped, or fn's error. */
+int  fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud,
+                         fp_record_info *info);
 
 /* Verify every invariant; 0 when sound, else EFAULT with a description. */
 int  fp_pool_check(fp_pool *p, char *msg, size_t msglen);

@@ -353,6 +353,7 @@ static void note_oom(fp_pool *p, size_t size, size_t rounded)
     o->idle = o->reserved - o->allocated;
     o->largest_free = largest_free_locked(p);
     o->cap = p->cap;
+    o->record_at = p->rec.total;
     p->st.num_ooms++;
 }
 
@@ -431,6 +432,7 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
     fp_map_put(&p->live, b);
     b->requested = size;
     b->stamp = p->st.num_allocs + 1; /* the allocation's ordinal */
+    fp_record_alloc(p, b->stamp, size);
     fp_stat *a = &p->st.allocated_bytes[FP_ALL];
     int64_t old_peak = a->peak;
     fp_account_used(p, b, +1);
@@ -527,6 +529,7 @@ static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, uint64_t *fre
         return not_live(p, addr, foreign_ok);
     if (size)
         *size = b->size;
+    fp_record_free(p, b->stamp, b->requested);
     free_block(p, b);
     p->st.num_frees++;
     if (freed_at)
@@ -569,6 +572,7 @@ int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool 
     p->opts = *opts;
     p->be = *backend;
     p->cap = fp_pool_opts_cap(opts);
+    fp_record_init(&p->rec, opts->record_bytes / sizeof(fp_rec_event));
     fp_vmm_setup(p);
     *out = p;
     return 0;
@@ -591,6 +595,7 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
         free(c);
     }
     fp_map_fini(&p->live);
+    fp_record_fini(&p->rec);
     free(p->segs.v);
     pthread_mutex_destroy(&p->lock);
     free(p);

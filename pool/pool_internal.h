@@ -130,6 +130,35 @@ typedef struct fp_segtab {
     size_t n, cap;
 } fp_segtab;
 
+/* The record of requests (pool_record.c): two generations of events. */
+typedef struct fp_rec_event {
+    uint64_t word;          /* op << 62 | the allocation's ordinal      */
+    uint64_t size;          /* requested bytes                          */
+} fp_rec_event;
+
+typedef struct fp_rec_gen {
+    fp_rec_event *base;     /* blocks live at its start, by ordinal     */
+    size_t nbase;
+    fp_rec_event *ev;       /* its events, in order                     */
+    size_t n, cap;
+    uint64_t start;         /* events recorded before its first         */
+} fp_rec_gen;
+
+typedef struct fp_record {
+    size_t half;            /* events per generation; 0: recording off  */
+    fp_rec_gen g[2];        /* older, newer                             */
+    int started;            /* the newer generation exists              */
+    int broken;             /* a host allocation failed: stopped        */
+    uint64_t total;         /* events recorded                          */
+} fp_record;
+
+void   fp_record_init(fp_record *r, size_t cap_events);
+void   fp_record_fini(fp_record *r);
+size_t fp_record_bytes(const fp_record *r);
+/* Under p->lock, as the pool serves them. */
+void   fp_record_alloc(fp_pool *p, uint64_t ordinal, uint64_t size);
+void   fp_record_free(fp_pool *p, uint64_t ordinal, uint64_t size);
+
 /* Everything one device's pool holds. */
 struct fp_pool {
     pthread_mutex_t lock;
@@ -148,6 +177,7 @@ struct fp_pool {
     size_t reserved_mirror; /* st.reserved_bytes[FP_ALL].current, for
                                lock-free readers (atomic builtins only) */
     fp_oom_info last_oom;
+    fp_record rec;          /* what a replay needs (pool_record.c)     */
     size_t page;            /* VMM page size; 0 = classic segments     */
     size_t vmm_range;       /* VMM: address space per range            */
 };

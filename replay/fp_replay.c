@@ -202,6 +202,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                      .granularity = sim_granularity, .reserve_va = sim_reserve_va,
                      .free_va = sim_free_va, .map = sim_map, .unmap = sim_unmap};
     fp_pool_opts o = *opts;
+    o.record_bytes = 0;   /* a replay's own pool needs no record */
     if (!o.device_total)
         o.device_total = budget;
     fp_pool *p;
@@ -248,6 +249,10 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
         } else if (e->op == 'f' && held) {
             live = live == SIZE_MAX ? live : live - (size_t)held;
             fp_hmap_erase(&m, i);
+        } else if (e->op == 'o') {   /* refused in the run: needed at that moment */
+            size_t sz = fp_round_size(opts, (size_t)e->size);
+            size_t at = live > SIZE_MAX - sz ? SIZE_MAX : live + sz;
+            peak = at > peak ? at : peak;
         }
     }
     fp_hmap_fini(&m);

@@ -88,7 +88,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
 void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *g);
 
 /* The most bytes ever live at once, each request rounded by opts
- * (fp_round_size): a lower bound on reserved memory under any budget.
+ * (fp_round_size), a refused request ('o') counted at its moment: a lower
+ * bound on reserved memory under any budget.
  * 0 when out of memory. */
 size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts);
 

@@ -32,7 +32,7 @@ static const char *const roundups[] = {NULL, "2", "4", "8", "16", "[32:1,>:4]",
 static const char *const gc_thresholds[] = {"0.6", "0.8"};
 #define TUNE_NGC (sizeof gc_thresholds / sizeof *gc_thresholds)
 
-int fp_tune_setting_init(fp_tune_setting *s, const char *conf)
+int fp_tune_setting_init_over(fp_tune_setting *s, const char *conf, const fp_conf *over)
 {
     memset(s, 0, sizeof *s);
     size_t n = strlen(conf);
@@ -40,12 +40,20 @@ int fp_tune_setting_init(fp_tune_setting *s, const char *conf)
         return EINVAL;
     memcpy(s->conf, conf, n + 1);
     fp_conf c;
-    fp_conf_default(&c);
+    if (over)
+        c = *over;
+    else
+        fp_conf_default(&c);
     if (fp_conf_parse(conf, &c, NULL, NULL))
         return EINVAL;
     s->opts = c.pool;
     s->gc = c.pool.gc_threshold > 0;
     return 0;
+}
+
+int fp_tune_setting_init(fp_tune_setting *s, const char *conf)
+{
+    return fp_tune_setting_init_over(s, conf, NULL);
 }
 
 /* ---- candidate values ----------------------------------------------------- */
@@ -172,7 +180,8 @@ done:
     return 0;
 }
 
-int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, fp_tune_row *row)
+int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, int peaks_only,
+                 fp_tune_row *row)
 {
     memset(row, 0, sizeof *row);
     row->set = *s;
@@ -184,7 +193,7 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, fp_tune_
     row->replays = 1;
     row->peak_reserved = (size_t)r.stats.reserved_bytes[FP_ALL].peak;
     row->peak_allocated = (size_t)r.stats.allocated_bytes[FP_ALL].peak;
-    if (r.ooms)   /* a request no device could hold */
+    if (r.ooms || peaks_only)   /* a request no device could hold, or no search */
         return 0;
     size_t lower = fp_trace_peak_live(t, &s->opts);
     return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget,
@@ -197,6 +206,7 @@ typedef struct tune_jobs {
     const fp_trace *t;
     fp_tune_row *rows;          /* rows[i].set is the input of job i  */
     size_t n, next, g;
+    int peaks_only;
     int err;                    /* first error                        */
     pthread_mutex_t lock;
 } tune_jobs;
@@ -211,7 +221,7 @@ static void *tune_worker(void *arg)
         if (i == j->n)
             return NULL;
         fp_tune_setting s = j->rows[i].set;
-        int err = fp_tune_eval(j->t, &s, j->g, &j->rows[i]);
+        int err = fp_tune_eval(j->t, &s, j->g, j->peaks_only, &j->rows[i]);
         if (err) {
             pthread_mutex_lock(&j->lock);
             j->err = j->err ? j->err : err;
@@ -220,9 +230,10 @@ static void *tune_worker(void *arg)
     }
 }
 
-static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, size_t g, unsigned threads)
+static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, size_t g, unsigned threads,
+                    int peaks_only)
 {
-    tune_jobs j = {.t = t, .rows = rows, .n = n, .g = g};
+    tune_jobs j = {.t = t, .rows = rows, .n = n, .g = g, .peaks_only = peaks_only};
     pthread_t tid[TUNE_MAX_THREADS];
     unsigned started = 0;
     if (pthread_mutex_init(&j.lock, NULL))
@@ -239,15 +250,15 @@ static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, size_t g, un
 
 /* ---- the settings ----------------------------------------------------------------- */
 
-static int add_setting(fp_tune_row *rows, size_t *n, const char *conf)
+static int add_setting(fp_tune_row *rows, size_t *n, const char *conf, const fp_conf *over)
 {
-    int err = fp_tune_setting_init(&rows[*n].set, conf);
+    int err = fp_tune_setting_init_over(&rows[*n].set, conf, over);
     if (!err)
         rows[*n].set.order = *n, (*n)++;
     return err;
 }
 
-static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n)
+static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const fp_conf *over)
 {
     size_t mb[TUNE_MAX_SPLITS + 1];
     size_t nmb = fp_tune_split_values(t, mb + 1, TUNE_MAX_SPLITS);
@@ -263,7 +274,7 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n)
                          m ? "," : "", roundups[k]);
             else
                 conf[m] = '\0';
-            int err = add_setting(rows, n, conf);
+            int err = add_setting(rows, n, conf, over);
             if (err)
                 return err;
         }
@@ -271,7 +282,7 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n)
         char conf[FP_TUNE_CONF_MAX];
         snprintf(conf, sizeof conf, "expandable_segments:True%s%s",
                  roundups[k] ? ",roundup_power2_divisions:" : "", roundups[k] ? roundups[k] : "");
-        int err = add_setting(rows, n, conf);
+        int err = add_setting(rows, n, conf, over);
         if (err)
             return err;
     }
@@ -291,7 +302,8 @@ static int by_budget(const void *a, const void *b)
     return (x->set.order > y->set.order) - (x->set.order < y->set.order);
 }
 
-static int gc_settings(fp_tune_row *rows, size_t nbase, size_t *n, unsigned top, int full)
+static int gc_settings(fp_tune_row *rows, size_t nbase, size_t *n, unsigned top, int full,
+                       const fp_conf *over)
 {
     fp_tune_row **best = malloc(nbase * sizeof *best);
     if (!best)
@@ -309,7 +321,7 @@ static int gc_settings(fp_tune_row *rows, size_t nbase, size_t *n, unsigned top,
             int m = snprintf(conf, sizeof conf,
                              "%s%sgarbage_collection_threshold:%s,per_process_memory_fraction:1",
                              base, *base ? "," : "", gc_thresholds[k]);
-            err = m < 0 || (size_t)m >= sizeof conf ? EINVAL : add_setting(rows, n, conf);
+            err = m < 0 || (size_t)m >= sizeof conf ? EINVAL : add_setting(rows, n, conf, over);
         }
     }
     free(best);
@@ -335,14 +347,14 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     if (!rows)
         return ENOMEM;
     size_t nbase = 0, n;
-    int err = base_settings(t, rows, &nbase);
+    int err = base_settings(t, rows, &nbase, params->over);
     if (!err)
-        err = eval_all(t, rows, nbase, g, threads);
+        err = eval_all(t, rows, nbase, g, threads, params->peaks_only);
     n = nbase;
+    if (!err && !params->peaks_only)   /* GC acts only under a cap */
+        err = gc_settings(rows, nbase, &n, top, params->full, params->over);
     if (!err)
-        err = gc_settings(rows, nbase, &n, top, params->full);
-    if (!err)
-        err = eval_all(t, rows + nbase, n - nbase, g, threads);
+        err = eval_all(t, rows + nbase, n - nbase, g, threads, params->peaks_only);
     if (err) {
         free(rows);
         return err;

@@ -23,6 +23,7 @@
 #define FP_TUNE_H
 
 #include "fp_trace.h"
+#include "fp_conf.h"
 #include <stddef.h>
 
 #define FP_TUNE_CONF_MAX 192
@@ -52,11 +53,16 @@ typedef struct fp_tune_params {
     unsigned gc_top;        /* GC variants for this many best settings, and  */
                             /* the defaults; 0 = 3                           */
     int full;               /* 1: GC variants of every setting               */
+    const fp_conf *over;    /* settings are parsed over this; NULL: the
+                               defaults (the OOM advice: the run's own keys) */
+    int peaks_only;         /* 1: unlimited replays only, no budget search   */
 } fp_tune_params;
 
 /* Fill s from conf (parsed over the defaults).  0, or EINVAL when conf has
  * a problem or does not fit. */
 int fp_tune_setting_init(fp_tune_setting *s, const char *conf);
+/* The same, parsed over *over instead of the defaults (NULL: defaults). */
+int fp_tune_setting_init_over(fp_tune_setting *s, const char *conf, const fp_conf *over);
 
 /* The max_split_size_mb values worth trying for t, ascending, each > 20:
  * powers of two from 32 MiB up to the largest request, and the median and
@@ -71,8 +77,10 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap);
 int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower,
                        size_t upper, size_t g, size_t *out, size_t *replays);
 
-/* Evaluate one setting: an unlimited replay, then the budget search. */
-int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, fp_tune_row *row);
+/* Evaluate one setting: an unlimited replay, then (unless peaks_only) the
+ * budget search. */
+int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, int peaks_only,
+                 fp_tune_row *row);
 
 /* Generate the settings for t, evaluate them on params->threads threads,
  * and rank them (fp_tune_rank).  *rows is malloc'd (the caller frees).

@@ -1,16 +1,18 @@
 /* fp_oom.c - the message written when an allocation finally fails: the
  * OOM line in the shape users already search for (PyTorch's older form),
- * then the cause in numbers, then one setting that would have avoided it.
+ * then the cause in numbers.
  *
  *   fragpool: CUDA out of memory. Tried to allocate X (GPU n; ...)
  *   fragpool: cause: fragmentation — ...
- *   fragpool: fix: FRAGPOOL_CONF=max_split_size_mb:96 ...
+ *
+ * The fix that follows is not a rule of thumb here: it is what a replay of
+ * the run proves (replay/fp_advise.c, printed by the shim and by
+ * `fragpool replay`).
  *
  * Invariants:
  *  - written for every OOM, summary on or off, on the failing path itself:
  *    no allocation, no stdio, fixed stack use;
- *  - exactly three lines; the cause is decided once (fp_oom_cause) and the
- *    advice follows from it and the same numbers;
+ *  - exactly two lines; the cause is decided once (fp_oom_cause);
  *  - every size goes through fp_put_size (PyTorch's format_size).
  */
 #include "fp_report.h"
@@ -29,14 +31,6 @@ typedef struct fp_oom_ctx {
     size_t total;              /* device bytes, 0 unknown */
     size_t dfree;              /* free per driver, (size_t)-1 unknown */
 } fp_oom_ctx;
-
-size_t fp_oom_split_advice_mb(size_t requested)
-{
-    if (!requested)
-        return 0;
-    size_t mb = ((requested - 1) / FP_MIB) & ~(size_t)1;
-    return mb > 20 ? mb : 0;
-}
 
 /* The bytes a block had to hold: the rounded request. */
 static size_t fp_oom_need(const fp_oom_info *o)
@@ -236,109 +230,6 @@ static void fp_oom_cause_line(fp_sink *s, const fp_oom_ctx *c, int cause)
     fp_putc(s, '\n');
 }
 
-/* ---- line 3: the fix ------------------------------------------------------------ */
-
-static void fp_fix_tune(fp_sink *s)
-{
-    fp_puts(s, "; check it offline with `fragpool tune TRACE`");
-}
-
-/* max_split_size_mb just under the request; something else below 20 MiB. */
-static void fp_fix_frag(fp_sink *s, const fp_oom_ctx *c)
-{
-    size_t mb = fp_oom_split_advice_mb(c->o->requested);
-    int capped = c->opts && fp_pool_opts_cap(c->opts) != SIZE_MAX;
-    if (mb && c->opts && c->opts->max_split_size == mb * FP_MIB)
-        mb = 0; /* already on: never advise a setting in force */
-    if (mb) {
-        fp_puts(s, "FRAGPOOL_CONF=max_split_size_mb:");
-        fp_put_u64(s, mb);
-        fp_puts(s, " (just under the ");
-        fp_put_size(s, c->o->requested);
-        fp_puts(s, " request, so blocks that large stay whole for requests like it");
-        if (c->opts && c->opts->max_split_size != SIZE_MAX) {
-            fp_puts(s, "; now max_split_size_mb:");
-            fp_put_u64(s, c->opts->max_split_size / FP_MIB);
-        }
-        fp_putc(s, ')');
-    } else if (capped) {
-        fp_puts(s, "FRAGPOOL_CONF=garbage_collection_threshold:0.8, or release cached "
-                   "blocks between phases (torch.cuda.empty_cache()); the ");
-        fp_put_size(s, c->o->requested);
-        fp_puts(s, " request is too small for max_split_size_mb, which must be over 20");
-    } else {
-        fp_puts(s, "release cached blocks between phases (torch.cuda.empty_cache()), or "
-                   "FRAGPOOL_CONF=roundup_power2_divisions:4 so freed blocks fit later "
-                   "requests; the ");
-        fp_put_size(s, c->o->requested);
-        fp_puts(s, " request is too small for max_split_size_mb, which must be over 20");
-    }
-    fp_fix_tune(s);
-}
-
-/* Raise the binding cap to reserved + the segment it needed. */
-static void fp_fix_cap(fp_sink *s, const fp_oom_ctx *c)
-{
-    const fp_oom_info *o = c->o;
-    size_t need = o->reserved + o->segment;
-    size_t total = c->opts && c->opts->device_total ? c->opts->device_total : c->total;
-    if (c->opts && fp_cap_is_fraction(c)) {
-        uint64_t pct = ((uint64_t)need * 100 + total - 1) / total;
-        if (pct > 100) {
-            fp_puts(s, "no cap fits: reserved plus the segment exceed the device; "
-                       "reduce the working set (e.g. the batch size)");
-            return;
-        }
-        fp_puts(s, "FRAGPOOL_CONF=per_process_memory_fraction:");
-        fp_put_fixed(s, pct, 100, 2);
-    } else {
-        fp_puts(s, "FRAGPOOL_CONF=max_reserved_mb:");
-        fp_put_u64(s, (need + FP_MIB - 1) / FP_MIB);
-    }
-    fp_puts(s, " (reserved ");
-    fp_put_size(s, o->reserved);
-    fp_puts(s, " + the ");
-    fp_put_size(s, o->segment);
-    fp_puts(s, " segment it needed)");
-    size_t mb = fp_oom_split_advice_mb(o->requested);
-    if (fp_oom_fragmented(o) && mb) {
-        fp_puts(s, ", or FRAGPOOL_CONF=max_split_size_mb:");
-        fp_put_u64(s, mb);
-        fp_puts(s, " to reuse the idle bytes");
-    }
-}
-
-static void fp_fix_exhaustion(fp_sink *s, const fp_oom_ctx *c)
-{
-    const fp_oom_info *o = c->o;
-    fp_puts(s, "reduce the working set (e.g. the batch size)");
-    if (c->dfree != (size_t)-1 && c->dfree < o->segment) {
-        fp_puts(s, ": ");
-        fp_put_size(s, o->segment - c->dfree);
-        fp_puts(s, " more are needed for the ");
-        fp_put_size(s, o->segment);
-        fp_puts(s, " segment");
-    } else {
-        fp_puts(s, "; the request needed a new ");
-        fp_put_size(s, o->segment);
-        fp_puts(s, " segment");
-    }
-}
-
-static void fp_oom_fix_line(fp_sink *s, const fp_oom_ctx *c, int cause)
-{
-    fp_puts(s, "fragpool: fix: ");
-    if (cause == FP_CAUSE_CAP)
-        fp_fix_cap(s, c);
-    else if (cause == FP_CAUSE_FRAG)
-        fp_fix_frag(s, c);
-    else if (cause == FP_CAUSE_DRIVER)
-        fp_puts(s, "no allocator setting; the driver refused for another reason");
-    else
-        fp_fix_exhaustion(s, c);
-    fp_putc(s, '\n');
-}
-
 int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st,
                    const fp_pool_opts *opts, int device, size_t total_capacity,
                    size_t device_free, fp_sink *out)
@@ -349,6 +240,5 @@ int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st,
     int cause = fp_oom_cause(o);
     fp_oom_headline(out, &c, device);
     fp_oom_cause_line(out, &c, cause);
-    fp_oom_fix_line(out, &c, cause);
     return fp_sink_flush(out);
 }

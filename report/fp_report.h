@@ -177,15 +177,13 @@ int fp_host_oom_note(const fp_host_report *h, fp_sink *out);
 
 /* ---- OOM (fp_oom.c) -------------------------------------------------------- */
 
-/* Three lines, each starting "fragpool: ": the PyTorch-shaped OOM line,
- * "cause: ..." and "fix: ...".  st and opts may be NULL; total_capacity 0
+/* Two lines, each starting "fragpool: ": the PyTorch-shaped OOM line and
+ * "cause: ..." (the "fix: ..." a replay proves follows from replay/'s
+ * fp_advise).  st and opts may be NULL; total_capacity 0
  * and device_free (size_t)-1 mean unknown.  Flushes out; returns as
  * fp_sink_flush. */
 int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st,
                    const fp_pool_opts *opts, int device, size_t total_capacity,
                    size_t device_free, fp_sink *out);
-/* The max_split_size_mb the advice names for a failing request: the
- * largest even MiB count below it; 0 when that is not above 20. */
-size_t fp_oom_split_advice_mb(size_t requested);
 
 #endif

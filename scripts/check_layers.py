@@ -60,7 +60,8 @@ LAYERS = [
     ["pool"],             # the allocator core: plain C11, no CUDA
     ["config"],           # FRAGPOOL_CONF: the option table, the parser
     ["report"],           # the summary, the OOM message, merge
-    ["shim", "replay"],   # the two clients of the pool: LD_PRELOAD, offline
+    ["replay"],           # trace, replay, tune, the verdict on a run
+    ["shim"],             # LD_PRELOAD: the pool in programs, advice at an OOM
     ["cli"],              # the fragpool command
 ]
 ONLY = {"simdev": ["base"]}   # the simulated driver: the ABI, nothing else

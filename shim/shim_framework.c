@@ -78,11 +78,20 @@ static int is_c10_cuda(struct dl_phdr_info *info, size_t size, void *ud)
     return strncmp(base ? base + 1 : name, "libc10_cuda.so", 14) == 0;
 }
 
+static atomic_bool cache_in_front;   /* PyTorch's cache serves the tensors */
+
+bool fp_fw_cache_in_front(void)
+{
+    return atomic_load(&cache_in_front);
+}
+
 static void pytorch_cache(void)
 {
     if (getenv(FP_NO_CACHE_VAR) || !dl_iterate_phdr(is_c10_cuda, NULL))
         return;
     const char *mode = getenv("FRAGPOOL_PYTORCH_CACHE");
+    bool off = mode && strcmp(mode, "off") == 0;
+    atomic_store(&cache_in_front, !off);
     if (mode && strcmp(mode, "keep") == 0) {
         add_note("PyTorch's own caching allocator stayed on (--keep-framework-cache): "
                  "fragpool served its segments, not its tensors");

@@ -11,6 +11,7 @@
 #define FP_SHIM_FRAMEWORK_H
 
 #include "fp_conf.h"
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Before main: parses the configuration from the environment into c
@@ -24,6 +25,10 @@ const char *fp_fw_conf_source(void);
 /* At the first CUDA call: says where a PyTorch variable's keys were taken
  * from, and deals with PyTorch's own cache (see shim_framework.c). */
 void fp_fw_first_call(const fp_conf *c);
+
+/* 1 when PyTorch's own caching allocator sits in front of fragpool (so
+ * fragpool sees its segments, not the tensors), as found at the first call. */
+bool fp_fw_cache_in_front(void);
 
 /* The notes for the summary (one line each); returns how many, <= max. */
 size_t fp_fw_notes(const char **notes, size_t max);

@@ -13,6 +13,7 @@
  * frees that arrive after ours are still forwarded safely.
  */
 #include "shim_life.h"
+#include "shim_advice.h"
 #include "shim_clock.h"
 #include "shim_framework.h"
 #include "shim_host.h"
@@ -75,8 +76,11 @@ static void on_exit_handler(void)
         return;
     fp_trace_flush();
     fp_snapshot_write_exit();
-    if (atomic_load(&fp_shim.used))
+    if (atomic_load(&fp_shim.used)) {
+        if (strcmp(fp_shim.conf.summary, "off") != 0)
+            fp_advice_exit();
         fp_summary_write("shim");
+    }
 }
 
 static void dump_fork_child(void);

@@ -12,6 +12,7 @@
  * fp_shim_init first and the core files below it, and no core file calls
  * it.
  */
+#include "shim_advice.h"
 #include "shim_clock.h"
 #include "shim_defer.h"
 #include "shim_ipc.h"
@@ -21,7 +22,6 @@
 #include "shim_sanitizer.h"
 #include "shim_snaprec.h"
 #include "shim_state.h"
-#include "shim_summary.h"
 #include "shim_trace.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -94,7 +94,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
     if (err == ENOMEM) {
         fp_trace_event('o', 0, size, s); /* the request the run failed on */
         fp_snap_oom(d->dev, size, s);
-        fp_summary_oom(d);
+        fp_advice_oom(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return fp_pools_last_error();

@@ -60,6 +60,7 @@ typedef struct collect {
 } collect;
 
 static collect summary_data; /* static: the exit path needs no big stack */
+static const char *extra_note; /* fp_summary_note's line, for the exit summary */
 
 /* JSON key and text ("1 managed"), by kind. */
 static const char *const pt_keys[FP_PT_NKINDS][2] = {
@@ -243,7 +244,7 @@ static void write_summary(const char *mode, unsigned dump)
     static char host[256], conf[4096];
     static fp_kv entries[FP_CONF_MAX_OPTIONS];
     const char *errs[32];
-    const char *notes[4];
+    const char *notes[5];
     collect *c = &summary_data;
     c->n = 0;
     c->running = dump != 0;
@@ -260,6 +261,8 @@ static void write_summary(const char *mode, unsigned dump)
                        .nnotes = fp_fw_notes(notes, 4),
                        .devs = c->devs, .ndevs = c->n, .pinned = pinned ? &hr : NULL};
     r.nconfig_errors = error_lines(errs, 32, &r.config_errors_more);
+    if (extra_note && !dump)
+        notes[r.nnotes++] = extra_note;
     int fd = open_destination(r.rank, host, dump);
     if (fd == 2)
         emit(&r, 2);
@@ -285,7 +288,7 @@ void fp_summary_dump(unsigned n)
     pthread_mutex_unlock(&summary_lock);
 }
 
-void fp_summary_oom(fp_ctx_pool *d)
+void fp_summary_oom(fp_ctx_pool *d, size_t *device_free)
 {
     fp_oom_info o;
     fp_pool_stats st;
@@ -294,9 +297,19 @@ void fp_summary_oom(fp_ctx_pool *d)
     size_t fr = (size_t)-1, tot = 0;
     if (fp_real.cuMemGetInfo_v2 && fp_real.cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS)
         fr = (size_t)-1;
+    *device_free = fr;
     fp_sink s = fp_sink_fd(2);
     fp_oom_message(&o, &st, fp_pool_get_opts(d->pool), d->dev, d->total, fr, &s);
+}
+
+void fp_summary_oom_host(fp_sink *s)
+{
     fp_host_report hr;
     if (fp_host_report_get(&hr)) /* pinned memory, when it is large */
-        fp_host_oom_note(&hr, &s);
+        fp_host_oom_note(&hr, s);
+}
+
+void fp_summary_note(const char *line)
+{
+    extra_note = line;
 }

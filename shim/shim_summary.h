@@ -8,10 +8,17 @@
 #ifndef FP_SHIM_SUMMARY_H
 #define FP_SHIM_SUMMARY_H
 
+#include "fp_text.h"
 #include "shim_pools.h"
 
-/* The OOM report of d's last failure, on stderr. */
-void fp_summary_oom(fp_ctx_pool *d);
+/* The first two lines of the OOM report of d's last failure, on stderr;
+ * *device_free gets the device's free bytes then ((size_t)-1 unknown). */
+void fp_summary_oom(fp_ctx_pool *d, size_t *device_free);
+/* The OOM report's note on pinned host memory, when it is large. */
+void fp_summary_oom_host(fp_sink *s);
+/* One more line for the exit summary's notes (the text stays the
+ * caller's; set before fp_summary_write). */
+void fp_summary_note(const char *line);
 void fp_summary_write(const char *mode);   /* at exit: mode "shim" */
 void fp_summary_dump(unsigned n);          /* the n-th SIGUSR1 dump */
 

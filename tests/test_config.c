@@ -29,7 +29,7 @@
               "per_process_memory_fraction, max_reserved_mb, strict, " \
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
-              "trace, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, " \
+              "trace, record_mb, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, " \
               "expandable_segments, vmm_page_mb, vmm_reserve_mb, " \
               "host_pool, host_max_reserved_mb, host_max_cached_mb, " \
               "pinned_max_cached_size_mb"
@@ -115,7 +115,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "max_reserved_mb:unlimited,strict:0," \
                  "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
                  "defer_headroom_mb:0,summary:stderr," \
-                 "summary_format:text,dump_on_sigusr1:0,trace:off," \
+                 "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16," \
                  "ipc_export:refuse,own_segment_mb:off," \
                  "snapshot:off,trace_stacks:0,tools:passthrough," \
                  "expandable_segments:0,vmm_page_mb:granularity," \
@@ -148,7 +148,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 27);
+    assert_int_equal(fp_conf_noptions(), 28);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);

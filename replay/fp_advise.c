@@ -1,0 +1,409 @@
+/* fp_advise.c - the verdict (design in fp_advise.h and docs/advice.md).
+ *
+ * Invariants: a FIX names only text that was itself replayed clean at the
+ * budget; the setting in force is never a verdict; fp_advice_put_fix
+ * formats into the caller's sink without allocating.
+ */
+#include "fp_advise.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define G_STEP (2 * FP_MIB)   /* tune's budget step */
+#define MAX_VERIFY 8          /* candidates replayed at the budget at most */
+
+/* The keys a verdict chooses; the run's other keys are kept. */
+static const char *const policy_keys[] = {"max_split_size_mb", "roundup_power2_divisions",
+                                          "expandable_segments",
+                                          "garbage_collection_threshold"};
+#define NPOLICY (sizeof policy_keys / sizeof *policy_keys)
+
+static uint64_t key_bit(const char *name)
+{
+    int i = fp_conf_find(name, strlen(name));
+    return i < 0 ? 0 : (uint64_t)1 << i;
+}
+
+static uint64_t policy_mask(void)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < NPOLICY; i++)
+        m |= key_bit(policy_keys[i]);
+    return m;
+}
+
+/* The run's settings with the chosen keys at their defaults and no cap
+ * (the budget stands for the cap and the device): what candidates are
+ * parsed over. */
+static void make_over(const fp_conf *cur, fp_conf *over)
+{
+    fp_conf d;
+    fp_conf_default(&d);
+    *over = cur ? *cur : d;
+    over->pool.max_split_size = d.pool.max_split_size;
+    memcpy(over->pool.roundup_divisions, d.pool.roundup_divisions,
+           sizeof d.pool.roundup_divisions);
+    over->pool.expandable_segments = 0;
+    over->pool.gc_threshold = 0;
+    over->pool.memory_fraction = 0;
+    over->pool.max_reserved = 0;
+    over->pool.device_total = 0;
+    over->pool.record_bytes = 0;
+    over->set_mask &= ~policy_mask();
+}
+
+/* The setting in force, as tune replays it: no cap but the budget. */
+static void current_setting(const fp_conf *cur, fp_tune_setting *s)
+{
+    fp_conf c;
+    if (cur)
+        c = *cur;
+    else
+        fp_conf_default(&c);
+    memset(s, 0, sizeof *s);
+    s->opts = c.pool;
+    s->opts.max_reserved = 0;
+    s->opts.device_total = 0;
+    s->opts.record_bytes = 0;
+    s->gc = s->opts.gc_threshold > 0;
+    s->opts.memory_fraction = s->gc ? 1.0 : 0;   /* GC: the budget is the cap */
+    s->order = SIZE_MAX;
+}
+
+static int same_policy(const fp_pool_opts *a, const fp_pool_opts *b)
+{
+    return a->max_split_size == b->max_split_size && a->expandable_segments == b->expandable_segments &&
+           a->gc_threshold == b->gc_threshold &&
+           !memcmp(a->roundup_divisions, b->roundup_divisions, sizeof a->roundup_divisions);
+}
+
+/* ---- the text printed ------------------------------------------------------ */
+
+/* s without ",per_process_memory_fraction:1" (tune's GC cap), into out;
+ * 1 when it was there. */
+static int strip_gc_cap(const char *s, char *out, size_t len)
+{
+    static const char cap[] = "per_process_memory_fraction:1";
+    const char *at = strstr(s, cap);
+    size_t n = at ? (size_t)(at - s) : strlen(s);
+    if (at && n && s[n - 1] == ',')
+        n--;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return at != NULL;
+}
+
+/* FRAGPOOL_CONF: the run's other keys, then the candidate; a GC candidate
+ * names its cap as max_reserved_mb of the budget (the memory this process
+ * may reserve), as tune's table does.  The PyTorch form is the candidate
+ * alone, when every key of it is PyTorch's. */
+static int verdict_text(const fp_conf *cur, const char *cand, size_t budget, fp_advice *a)
+{
+    char core[FP_ADVICE_CONF_MAX], others[FP_ADVICE_CONF_MAX] = "";
+    int gc = strip_gc_cap(cand, core, sizeof core);
+    fp_conf c, named;
+    fp_conf_default(&named);
+    if (fp_conf_parse(cand, &named, NULL, NULL))
+        return EINVAL;
+    if (cur) {
+        c = *cur;
+        c.set_mask &= ~(policy_mask() | named.set_mask);
+        if (gc)
+            c.set_mask &= ~key_bit("max_reserved_mb");
+        if (fp_conf_format_set(&c, others, sizeof others))
+            return ENOSPC;
+    }
+    fp_sink s = fp_sink_buffer(a->conf, sizeof a->conf);
+    fp_puts(&s, others);
+    if (others[0] && core[0])
+        fp_putc(&s, ',');
+    fp_puts(&s, core);
+    if (gc) {
+        fp_puts(&s, others[0] || core[0] ? ",max_reserved_mb:" : "max_reserved_mb:");
+        fp_put_u64(&s, budget / FP_MIB);
+    }
+    if (fp_sink_error(&s))
+        return ENOSPC;
+    fp_sink t = fp_sink_buffer(a->torch, sizeof a->torch);
+    fp_puts(&t, gc ? "" : core);
+    return fp_sink_error(&t) ? ENOSPC : 0;
+}
+
+/* The printed text, replayed at budget: 1 when it runs clean. */
+static int verify(const fp_trace *t, const fp_advice *a, const fp_advice_req *req, size_t budget,
+                  size_t *replays)
+{
+    fp_conf c;
+    fp_conf_default(&c);
+    if (fp_conf_parse(a->conf, &c, NULL, NULL))
+        return 0;
+    c.pool.record_bytes = 0;
+    c.pool.device_total = req->device_total ? req->device_total : budget;
+    fp_replay_hook h = {.stop_at_oom = 1};
+    fp_replay_result r;
+    ++*replays;
+    return fp_replay_ex(t, &c.pool, budget, &h, &r, NULL) == 0 && r.ooms == 0;
+}
+
+/* The run's keys with its cap raised to need: "...,max_reserved_mb:N". */
+static int raised_cap_text(const fp_conf *cur, size_t need, fp_advice *a)
+{
+    char others[FP_ADVICE_CONF_MAX] = "";
+    if (cur) {
+        fp_conf c = *cur;
+        c.set_mask &= ~(key_bit("max_reserved_mb") | key_bit("per_process_memory_fraction"));
+        if (fp_conf_format_set(&c, others, sizeof others))
+            return ENOSPC;
+    }
+    fp_sink s = fp_sink_buffer(a->conf, sizeof a->conf);
+    fp_puts(&s, others);
+    fp_puts(&s, others[0] ? ",max_reserved_mb:" : "max_reserved_mb:");
+    fp_put_u64(&s, need / FP_MIB + (need % FP_MIB != 0));
+    a->torch[0] = '\0';
+    return fp_sink_error(&s) ? ENOSPC : 0;
+}
+
+/* Nothing fits under the cap, but the setting in force fits in the room
+ * the device had: raise the cap, proven at the room. */
+static int try_raise_cap(const fp_trace *t, const fp_tune_row *cur, const fp_advice_req *req,
+                         fp_advice *a)
+{
+    if (req->room <= req->budget || !cur->min_budget || cur->min_budget > req->room)
+        return 0;
+    if (raised_cap_text(req->current, cur->min_budget, a) ||
+        !verify(t, a, req, req->room, &a->replays))
+        return 0;
+    a->kind = FP_ADVICE_RAISE_CAP;
+    a->need = cur->min_budget;
+    return 1;
+}
+
+/* ---- choosing ------------------------------------------------------------------- */
+
+static size_t need_of(const fp_tune_row *r, int budgeted)
+{
+    if (!budgeted)
+        return r->peak_reserved;
+    return r->min_budget ? r->min_budget : SIZE_MAX;
+}
+
+static int better(const fp_tune_row *x, const fp_tune_row *y, int budgeted)
+{
+    size_t a = need_of(x, budgeted), b = need_of(y, budgeted);
+    if (a != b)
+        return a < b;
+    if (x->peak_reserved != y->peak_reserved)
+        return x->peak_reserved < y->peak_reserved;
+    return x->set.order < y->set.order;
+}
+
+/* Candidates in verdict order: a sorted array of row pointers. */
+static const fp_tune_row **ordered(const fp_tune_row *rows, size_t n, int budgeted)
+{
+    const fp_tune_row **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {   /* insertion sort: n is below 200 */
+        size_t k = i;
+        while (k > 0 && better(&rows[i], v[k - 1], budgeted)) {
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = &rows[i];
+    }
+    return v;
+}
+
+static int choose_fit(const fp_trace *t, const fp_tune_row **v, size_t n, const fp_tune_row *cur,
+                      const fp_advice_req *req, fp_advice *a)
+{
+    size_t tried = 0;
+    a->current_need = cur->min_budget;
+    a->best_need = cur->min_budget;
+    for (size_t i = 0; i < n; i++) {
+        const fp_tune_row *r = v[i];
+        if (r->min_budget && (!a->best_need || r->min_budget < a->best_need))
+            a->best_need = r->min_budget;
+        if (!r->min_budget || r->min_budget > req->budget || tried >= MAX_VERIFY)
+            continue;
+        if (same_policy(&r->set.opts, &cur->set.opts) ||
+            (cur->min_budget && r->min_budget >= cur->min_budget))
+            continue;
+        tried++;
+        if (verdict_text(req->current, r->set.conf, req->budget, a))
+            continue;
+        if (verify(t, a, req, req->budget, &a->replays)) {
+            a->kind = FP_ADVICE_FIX;
+            a->need = r->min_budget;
+            return 0;
+        }
+    }
+    a->conf[0] = a->torch[0] = '\0';
+    if (cur->min_budget && cur->min_budget <= req->budget)
+        a->kind = FP_ADVICE_CURRENT_FITS;
+    else if (!try_raise_cap(t, cur, req, a))
+        a->kind = FP_ADVICE_NONE_FITS;
+    return 0;
+}
+
+static int choose_best(const fp_tune_row **v, size_t n, const fp_tune_row *cur,
+                       const fp_advice_req *req, fp_advice *a)
+{
+    a->current_need = cur->peak_reserved;
+    a->kind = FP_ADVICE_KEEP;
+    for (size_t i = 0; i < n; i++) {
+        const fp_tune_row *r = v[i];
+        if (same_policy(&r->set.opts, &cur->set.opts) || r->set.gc)
+            continue;
+        uint64_t lhs = (uint64_t)r->peak_reserved * 100;
+        uint64_t rhs = (uint64_t)cur->peak_reserved * (100 - FP_ADVICE_SAVING_PCT);
+        if (lhs <= rhs && !verdict_text(req->current, r->set.conf, 0, a)) {
+            a->kind = FP_ADVICE_BEST;
+            a->need = r->peak_reserved;
+        }
+        break;   /* only the leanest is worth naming */
+    }
+    return 0;
+}
+
+static int decide(const fp_trace *t, const fp_tune_row *rows, size_t n, const fp_tune_row *cur,
+                  const fp_advice_req *req, fp_advice *a)
+{
+    const fp_tune_row **v = ordered(rows, n, req->budget != 0);
+    if (!v)
+        return ENOMEM;
+    a->settings = n + (cur->set.order == SIZE_MAX);
+    a->budget = req->budget;
+    a->room = req->room;
+    for (size_t i = 0; i < n; i++)
+        a->replays += rows[i].replays;
+    a->replays += cur->set.order == SIZE_MAX ? cur->replays : 0;
+    a->peak_live = fp_trace_peak_live(t, &cur->set.opts);
+    int err = req->budget ? choose_fit(t, v, n, cur, req, a) : choose_best(v, n, cur, req, a);
+    free(v);
+    return err;
+}
+
+int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
+{
+    fp_conf over;
+    make_over(req->current, &over);
+    memset(out, 0, sizeof *out);
+    fp_tune_params p = {.threads = req->threads, .over = &over, .peaks_only = !req->budget};
+    fp_tune_row *rows = NULL, cur;
+    size_t n = 0;
+    fp_tune_setting s;
+    current_setting(req->current, &s);
+    int err = fp_tune_eval(t, &s, G_STEP, !req->budget, &cur);
+    if (!err)
+        err = fp_tune_run(t, &p, &rows, &n);
+    if (!err) {
+        cur.set.order = SIZE_MAX;
+        err = decide(t, rows, n, &cur, req, out);
+    }
+    free(rows);
+    return err;
+}
+
+int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n,
+                   const fp_advice_req *req, fp_advice *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].is_default)
+            return decide(t, rows, n, &rows[i], req, out);
+    return EINVAL;
+}
+
+/* ---- the fix line ------------------------------------------------------------ */
+
+void fp_put_mib(fp_sink *s, size_t bytes)
+{
+    uint64_t mib = bytes / FP_MIB + (bytes % FP_MIB != 0), div = 1;
+    while (mib / div >= 1000)
+        div *= 1000;
+    fp_put_u64(s, mib / div);
+    for (div /= 1000; div; div /= 1000) {
+        char d[4] = {(char)('0' + mib / div % 1000 / 100), (char)('0' + mib / div % 100 / 10),
+                     (char)('0' + mib / div % 10), '\0'};
+        fp_putc(s, ',');
+        fp_puts(s, d);
+    }
+    fp_puts(s, " MiB");
+}
+
+#define DASH " \xe2\x80\x94 "   /* " — " */
+
+static void put_fix(fp_sink *s, const fp_advice *a)
+{
+    fp_puts(s, "FRAGPOOL_CONF=");
+    fp_puts(s, a->conf);
+    fp_puts(s, a->conf[0] ? DASH : " (PyTorch's defaults)" DASH);
+    fp_puts(s, "a replay of this run fits in ");
+    fp_put_mib(s, a->need);
+    fp_puts(s, "; it had ");
+    fp_put_mib(s, a->budget);
+    if (a->torch[0]) {
+        fp_puts(s, " (PyTorch: PYTORCH_CUDA_ALLOC_CONF=");
+        fp_puts(s, a->torch);
+        fp_putc(s, ')');
+    }
+}
+
+static void put_raise_cap(fp_sink *s, const fp_advice *a)
+{
+    fp_puts(s, "FRAGPOOL_CONF=");
+    fp_puts(s, a->conf);
+    fp_puts(s, DASH "the cap binds: a replay of this run under the settings in force fits "
+               "in ");
+    fp_put_mib(s, a->need);
+    fp_puts(s, ", over the cap's ");
+    fp_put_mib(s, a->budget);
+    fp_puts(s, ", and no setting fits under the cap; the device had ");
+    fp_put_mib(s, a->room);
+}
+
+static void put_none(fp_sink *s, const fp_advice *a)
+{
+    fp_puts(s, "no setting fits" DASH "the run's peak live bytes are ");
+    fp_put_mib(s, a->peak_live);
+    fp_puts(s, " (each request rounded), and ");
+    if (a->best_need) {
+        fp_puts(s, "the least any setting needs is ");
+        fp_put_mib(s, a->best_need);
+        fp_puts(s, ", ");
+        fp_put_mib(s, a->best_need > a->budget ? a->best_need - a->budget : 0);
+        fp_puts(s, " more than the ");
+    } else {
+        fp_puts(s, "no setting fits any budget tried, against the ");
+    }
+    fp_put_mib(s, a->budget);
+    fp_puts(s, " it had: exhaustion, not fragmentation; reduce the working set (batch "
+               "size, sequence length) or free the memory held outside the pool");
+}
+
+static void put_current(fp_sink *s, const fp_advice *a)
+{
+    fp_puts(s, "none proven" DASH "a replay of this run under the settings in force fits in ");
+    fp_put_mib(s, a->current_need);
+    fp_puts(s, ", within the ");
+    fp_put_mib(s, a->budget);
+    fp_puts(s, " it had, and no setting needs less: the pool's layout did not cause this; "
+               "memory outside the pool grew while the run held its blocks");
+}
+
+void fp_advice_put_fix(fp_sink *s, const fp_advice *a)
+{
+    fp_puts(s, "fragpool: fix: ");
+    if (a->kind == FP_ADVICE_FIX)
+        put_fix(s, a);
+    else if (a->kind == FP_ADVICE_RAISE_CAP)
+        put_raise_cap(s, a);
+    else if (a->kind == FP_ADVICE_CURRENT_FITS)
+        put_current(s, a);
+    else
+        put_none(s, a);
+    fp_putc(s, '\n');
+}
