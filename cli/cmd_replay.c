@@ -9,6 +9,7 @@
  * memory snapshot.
  */
 #include "cli.h"
+#include "fp_advise.h"
 #include "fp_report.h"
 #include "fp_trace.h"
 #include "fp_file.h"
@@ -118,22 +119,20 @@ static void print_first_oom(const fp_replay_result *r, const fp_conf *c, size_t 
     fp_oom_message(&r->first_oom, &r->stats, &c->pool, 0, budget, (size_t)-1, &s);
 }
 
-/* After an OOM without expandable_segments: the same trace and budget
- * replayed in that mode; one line when it fits (never advice for a
- * setting already on). */
-static void try_expandable(const fp_trace *t, const fp_conf *c, size_t budget)
+/* After an OOM: the verdict on the whole trace in the same budget
+ * (replay/fp_advise.h), the one `fragpool tune --budget` prints.  The
+ * shim, at a real OOM, can only prove the run up to the failure; offline
+ * the whole run is known. */
+static void advise(const fp_trace *t, const fp_conf *c, size_t budget)
 {
-    if (c->pool.expandable_segments)
-        return;
-    fp_pool_opts o = c->pool;
-    o.expandable_segments = 1;
-    fp_replay_result r;
-    if (fp_replay(t, &o, budget, &r, NULL) || r.ooms)
-        return;
-    fprintf(stderr, "fragpool replay: with expandable_segments:True added, this trace runs "
-            "in the same budget without an OOM (peak reserved %zu MiB); check it with "
-            "`fragpool replay TRACE --conf expandable_segments:True`\n",
-            (size_t)r.stats.reserved_bytes[FP_ALL].peak / FP_MIB);
+    fp_advice v;
+    fp_advice_req req = {.budget = budget, .current = c};
+    fp_sink s = fp_sink_fd(2);
+    if (fp_advise(t, &req, &v))
+        fp_puts(&s, "fragpool: fix: none proven \xe2\x80\x94 out of host memory for the replays\n");
+    else
+        fp_advice_put(&s, &v, "fragpool: fix: ", "this trace");
+    fp_sink_flush(&s);
 }
 
 int fp_cmd_replay(int argc, char **argv)
@@ -161,7 +160,7 @@ int fp_cmd_replay(int argc, char **argv)
     print_trace_problems(&r);
     if (r.ooms) {
         print_first_oom(&r, &c, a.budget);
-        try_expandable(&t, &c, a.budget);
+        advise(&t, &c, a.budget);
     }
     rc = fp_cli_output_done("replay", print_summary(&a, &c, p, &r));
     fp_pool_destroy(p, 1);

@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "fp_report.h"
+#include "fp_advise.h"
 #include "fp_tune.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,23 +81,21 @@ static unsigned frag_permille(const fp_tune_row *r)
     return (unsigned)(1000 - (r->peak_allocated * 1000 + r->peak_reserved / 2) / r->peak_reserved);
 }
 
-static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n)
+static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n,
+                       const fp_advice *v)
 {
     printf("fragpool tune: %s, %zu events, %zu settings, budget step 2 MiB\n\n", a->trace, t->n, n);
     printf("rank  peak reserved  peak allocated   frag  min budget%s  setting\n",
            a->budget ? "  fits" : "");
     size_t nfit = 0;
-    const fp_tune_row *best_fit = NULL;
     for (size_t i = 0; i < n; i++) {
         const fp_tune_row *r = &rows[i];
         unsigned f = frag_permille(r);
         char mb[32] = "none";
         if (r->min_budget)
             snprintf(mb, sizeof mb, "%zu MiB", r->min_budget / FP_MIB);
-        int fits = r->min_budget && r->min_budget <= a->budget;
+        int fits = r->fits == 1;
         nfit += fits;
-        if (fits && !best_fit)
-            best_fit = r;
         printf("%4zu %c %9zu MiB  %10.1f MiB  %3u.%u%%  %10s%s  %s\n", i + 1,
                r->is_default ? '*' : ' ', r->peak_reserved / FP_MIB,
                (double)r->peak_allocated / (double)FP_MIB, f / 10, f % 10, mb,
@@ -110,15 +109,41 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
     if (a->budget) {
         char b[32];
         fp_format_size(a->budget, b);
-        printf("\nbudget %s: %zu of %zu settings run without an OOM", b, nfit, n);
-        if (best_fit)
-            printf("; the lowest peak reserved among them: %s", label(best_fit));
-        printf("\n");
+        printf("\nbudget %s: %zu of %zu settings run without an OOM\n", b, nfit, n);
     }
+    /* the verdict last: one line, then the lines to paste (docs/advice.md) */
+    fflush(stdout);
+    fp_sink s = fp_sink_fd(1);
+    fp_putc(&s, '\n');
+    fp_advice_put(&s, v, "verdict: ", "this trace");
+    fp_advice_put_paste(&s, v);
+    fp_sink_flush(&s);
+}
+
+static const char *const verdict_kinds[] = {"fix", "raise_cap", "none_fits", "current_fits",
+                                            "leaner", "keep"};
+
+static void json_verdict(fp_json *j, const fp_advice *v)
+{
+    fp_json_obj(j, "verdict");
+    fp_json_str(j, "kind", verdict_kinds[v->kind]);
+    if (v->kind == FP_ADVICE_FIX || v->kind == FP_ADVICE_RAISE_CAP || v->kind == FP_ADVICE_BEST)
+        fp_json_str(j, "fragpool_conf", v->conf);
+    else
+        fp_json_null(j, "fragpool_conf");
+    if (v->torch[0])
+        fp_json_str(j, "pytorch_cuda_alloc_conf", v->torch);
+    else
+        fp_json_null(j, "pytorch_cuda_alloc_conf");
+    fp_json_u64(j, "need", v->need);
+    fp_json_u64(j, "current_need", v->current_need);
+    fp_json_u64(j, "peak_live", v->peak_live);
+    fp_json_end_obj(j);
 }
 
 /* 0, or the sink's error. */
-static int print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n)
+static int print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *rows, size_t n,
+                      const fp_advice *v)
 {
     fp_sink s = fp_sink_fd(1);
     fp_json j;
@@ -148,11 +173,12 @@ static int print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *
         else
             fp_json_null(&j, "min_budget");
         if (a->budget)
-            fp_json_u64(&j, "fits", r->min_budget && r->min_budget <= a->budget);
+            fp_json_u64(&j, "fits", r->fits == 1);
         fp_json_u64(&j, "replays", r->replays);
         fp_json_end_obj(&j);
     }
     fp_json_end_arr(&j);
+    json_verdict(&j, v);
     fp_json_end_obj(&j);
     fp_putc(&s, '\n');
     return fp_sink_flush(&s);
@@ -178,7 +204,7 @@ int fp_cmd_tune(int argc, char **argv)
         return 1;
     }
     double t0 = now_s();
-    fp_tune_params p = {.threads = a.threads, .full = a.full};
+    fp_tune_params p = {.threads = a.threads, .full = a.full, .at_budget = a.budget};
     fp_tune_row *rows;
     size_t n;
     if (fp_tune_run(&t, &p, &rows, &n)) {
@@ -190,11 +216,19 @@ int fp_cmd_tune(int argc, char **argv)
     size_t replays = 0;
     for (size_t i = 0; i < n; i++)
         replays += rows[i].replays;
+    fp_advice v;
+    fp_advice_req req = {.budget = a.budget, .threads = a.threads};
+    if (fp_advise_rows(&t, rows, n, &req, &v)) {
+        fprintf(stderr, "fragpool tune: out of host memory\n");
+        free(rows);
+        fp_trace_free(&t);
+        return 1;
+    }
     int out_err = 0;
     if (a.json)
-        out_err = print_json(&a, &t, rows, n);
+        out_err = print_json(&a, &t, rows, n, &v);
     else
-        print_text(&a, &t, rows, n);
+        print_text(&a, &t, rows, n, &v);
     rc = fp_cli_output_done("tune", out_err);
     fprintf(stderr, "fragpool tune: %zu settings, %zu replays of %zu events in %.2f s\n", n,
             replays, t.n, secs);

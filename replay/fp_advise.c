@@ -6,6 +6,7 @@
  */
 #include "fp_advise.h"
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,47 +168,37 @@ static int raised_cap_text(const fp_conf *cur, size_t need, fp_advice *a)
 
 /* Nothing fits under the cap, but the setting in force fits in the room
  * the device had: raise the cap, proven at the room. */
-static int try_raise_cap(const fp_trace *t, const fp_tune_row *cur, const fp_advice_req *req,
-                         fp_advice *a)
+static int try_raise_cap(const fp_trace *t, const fp_advice_req *req, fp_advice *a)
 {
-    if (req->room <= req->budget || !cur->min_budget || cur->min_budget > req->room)
+    if (req->room <= req->budget || !a->current_need || a->current_need > req->room)
         return 0;
-    if (raised_cap_text(req->current, cur->min_budget, a) ||
+    if (raised_cap_text(req->current, a->current_need, a) ||
         !verify(t, a, req, req->room, &a->replays))
         return 0;
     a->kind = FP_ADVICE_RAISE_CAP;
-    a->need = cur->min_budget;
+    a->need = a->current_need;
     return 1;
 }
 
 /* ---- choosing ------------------------------------------------------------------- */
 
-static size_t need_of(const fp_tune_row *r, int budgeted)
+/* Candidates in verdict order: the least unlimited peak reserved first
+ * (the most room left under the budget), then generation order. */
+static int leaner(const fp_tune_row *x, const fp_tune_row *y)
 {
-    if (!budgeted)
-        return r->peak_reserved;
-    return r->min_budget ? r->min_budget : SIZE_MAX;
-}
-
-static int better(const fp_tune_row *x, const fp_tune_row *y, int budgeted)
-{
-    size_t a = need_of(x, budgeted), b = need_of(y, budgeted);
-    if (a != b)
-        return a < b;
     if (x->peak_reserved != y->peak_reserved)
         return x->peak_reserved < y->peak_reserved;
     return x->set.order < y->set.order;
 }
 
-/* Candidates in verdict order: a sorted array of row pointers. */
-static const fp_tune_row **ordered(const fp_tune_row *rows, size_t n, int budgeted)
+static const fp_tune_row **ordered(const fp_tune_row *rows, size_t n)
 {
     const fp_tune_row **v = malloc((n ? n : 1) * sizeof *v);
     if (!v)
         return NULL;
     for (size_t i = 0; i < n; i++) {   /* insertion sort: n is below 200 */
         size_t k = i;
-        while (k > 0 && better(&rows[i], v[k - 1], budgeted)) {
+        while (k > 0 && leaner(&rows[i], v[k - 1])) {
             v[k] = v[k - 1];
             k--;
         }
@@ -216,35 +207,68 @@ static const fp_tune_row **ordered(const fp_tune_row *rows, size_t n, int budget
     return v;
 }
 
+/* r's smallest clean budget: the row's when the search ran (tune), else
+ * searched now, as tune would.  0 when none was found. */
+static size_t need_of(const fp_trace *t, const fp_tune_row *r, fp_advice *a)
+{
+    if (r->min_budget || r->fits < 0)
+        return r->min_budget;
+    size_t out = 0;
+    size_t lower = fp_trace_peak_live(t, &r->set.opts);
+    if (fp_tune_min_budget(t, &r->set, lower, r->peak_reserved, G_STEP, &out, &a->replays))
+        return 0;
+    return out;
+}
+
+/* The first candidate, in verdict order, that fits the budget, is not the
+ * setting in force, and whose printed text replays clean at the budget. */
+static const fp_tune_row *first_fit(const fp_trace *t, const fp_tune_row **v, size_t n,
+                                    const fp_tune_row *cur, const fp_advice_req *req,
+                                    fp_advice *a)
+{
+    size_t tried = 0;
+    for (size_t i = 0; i < n && tried < MAX_VERIFY; i++) {
+        const fp_tune_row *r = v[i];
+        if (r->fits != 1 || same_policy(&r->set.opts, &cur->set.opts))
+            continue;
+        tried++;
+        if (!verdict_text(req->current, r->set.conf, req->budget, a) &&
+            verify(t, a, req, req->budget, &a->replays))
+            return r;
+    }
+    a->conf[0] = a->torch[0] = '\0';
+    return NULL;
+}
+
 static int choose_fit(const fp_trace *t, const fp_tune_row **v, size_t n, const fp_tune_row *cur,
                       const fp_advice_req *req, fp_advice *a)
 {
-    size_t tried = 0;
-    a->current_need = cur->min_budget;
-    a->best_need = cur->min_budget;
-    for (size_t i = 0; i < n; i++) {
-        const fp_tune_row *r = v[i];
-        if (r->min_budget && (!a->best_need || r->min_budget < a->best_need))
-            a->best_need = r->min_budget;
-        if (!r->min_budget || r->min_budget > req->budget || tried >= MAX_VERIFY)
-            continue;
-        if (same_policy(&r->set.opts, &cur->set.opts) ||
-            (cur->min_budget && r->min_budget >= cur->min_budget))
-            continue;
-        tried++;
-        if (verdict_text(req->current, r->set.conf, req->budget, a))
-            continue;
-        if (verify(t, a, req, req->budget, &a->replays)) {
+    const fp_tune_row *fix = first_fit(t, v, n, cur, req, a);
+    if (cur->fits == 1 || !fix)
+        a->current_need = need_of(t, cur, a);
+    if (fix) {
+        size_t need = need_of(t, fix, a);
+        a->need = need && need < req->budget ? need : req->budget;
+        if (cur->fits != 1 || !a->current_need || a->need < a->current_need) {
             a->kind = FP_ADVICE_FIX;
-            a->need = r->min_budget;
             return 0;
         }
+        a->conf[0] = a->torch[0] = '\0';   /* needs no less than the setting in force */
     }
-    a->conf[0] = a->torch[0] = '\0';
-    if (cur->min_budget && cur->min_budget <= req->budget)
+    if (cur->fits == 1) {
         a->kind = FP_ADVICE_CURRENT_FITS;
-    else if (!try_raise_cap(t, cur, req, a))
-        a->kind = FP_ADVICE_NONE_FITS;
+        return 0;
+    }
+    if (try_raise_cap(t, req, a))
+        return 0;
+    a->kind = FP_ADVICE_NONE_FITS;
+    for (size_t i = 0; i < n && !a->best_need; i++)   /* the leanest setting's need */
+        if ((a->best_need = need_of(t, v[i], a)) != 0)
+            snprintf(a->leanest, sizeof a->leanest, "%s", v[i]->set.conf);
+    if (a->current_need && (!a->best_need || a->current_need < a->best_need)) {
+        a->best_need = a->current_need;
+        snprintf(a->leanest, sizeof a->leanest, "the settings in force");
+    }
     return 0;
 }
 
@@ -271,7 +295,7 @@ static int choose_best(const fp_tune_row **v, size_t n, const fp_tune_row *cur,
 static int decide(const fp_trace *t, const fp_tune_row *rows, size_t n, const fp_tune_row *cur,
                   const fp_advice_req *req, fp_advice *a)
 {
-    const fp_tune_row **v = ordered(rows, n, req->budget != 0);
+    const fp_tune_row **v = ordered(rows, n);
     if (!v)
         return ENOMEM;
     a->settings = n + (cur->set.order == SIZE_MAX);
@@ -291,12 +315,13 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
     fp_conf over;
     make_over(req->current, &over);
     memset(out, 0, sizeof *out);
-    fp_tune_params p = {.threads = req->threads, .over = &over, .peaks_only = !req->budget};
+    fp_tune_params p = {.threads = req->threads, .over = &over, .peaks_only = 1,
+                        .at_budget = req->budget};
     fp_tune_row *rows = NULL, cur;
     size_t n = 0;
     fp_tune_setting s;
     current_setting(req->current, &s);
-    int err = fp_tune_eval(t, &s, G_STEP, !req->budget, &cur);
+    int err = fp_tune_eval(t, &s, &p, &cur);
     if (!err)
         err = fp_tune_run(t, &p, &rows, &n);
     if (!err) {
@@ -307,6 +332,7 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
     return err;
 }
 
+/* The rows must carry fits for req->budget (fp_tune_params.at_budget). */
 int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n,
                    const fp_advice_req *req, fp_advice *out)
 {
@@ -336,12 +362,14 @@ void fp_put_mib(fp_sink *s, size_t bytes)
 
 #define DASH " \xe2\x80\x94 "   /* " — " */
 
-static void put_fix(fp_sink *s, const fp_advice *a)
+static void put_fix(fp_sink *s, const fp_advice *a, const char *subject)
 {
     fp_puts(s, "FRAGPOOL_CONF=");
     fp_puts(s, a->conf);
     fp_puts(s, a->conf[0] ? DASH : " (PyTorch's defaults)" DASH);
-    fp_puts(s, "a replay of this run fits in ");
+    fp_puts(s, "a replay of ");
+    fp_puts(s, subject);
+    fp_puts(s, " fits in ");
     fp_put_mib(s, a->need);
     fp_puts(s, "; it had ");
     fp_put_mib(s, a->budget);
@@ -352,12 +380,13 @@ static void put_fix(fp_sink *s, const fp_advice *a)
     }
 }
 
-static void put_raise_cap(fp_sink *s, const fp_advice *a)
+static void put_raise_cap(fp_sink *s, const fp_advice *a, const char *subject)
 {
     fp_puts(s, "FRAGPOOL_CONF=");
     fp_puts(s, a->conf);
-    fp_puts(s, DASH "the cap binds: a replay of this run under the settings in force fits "
-               "in ");
+    fp_puts(s, DASH "the cap binds: a replay of ");
+    fp_puts(s, subject);
+    fp_puts(s, " under the settings in force fits in ");
     fp_put_mib(s, a->need);
     fp_puts(s, ", over the cap's ");
     fp_put_mib(s, a->budget);
@@ -367,11 +396,13 @@ static void put_raise_cap(fp_sink *s, const fp_advice *a)
 
 static void put_none(fp_sink *s, const fp_advice *a)
 {
-    fp_puts(s, "no setting fits" DASH "the run's peak live bytes are ");
+    fp_puts(s, "no setting fits" DASH "the peak live bytes are ");
     fp_put_mib(s, a->peak_live);
     fp_puts(s, " (each request rounded), and ");
     if (a->best_need) {
-        fp_puts(s, "the least any setting needs is ");
+        fp_puts(s, "the leanest setting (");
+        fp_puts(s, a->leanest[0] ? a->leanest : "PyTorch's defaults");
+        fp_puts(s, ") needs ");
         fp_put_mib(s, a->best_need);
         fp_puts(s, ", ");
         fp_put_mib(s, a->best_need > a->budget ? a->best_need - a->budget : 0);
@@ -384,9 +415,11 @@ static void put_none(fp_sink *s, const fp_advice *a)
                "size, sequence length) or free the memory held outside the pool");
 }
 
-static void put_current(fp_sink *s, const fp_advice *a)
+static void put_current(fp_sink *s, const fp_advice *a, const char *subject)
 {
-    fp_puts(s, "none proven" DASH "a replay of this run under the settings in force fits in ");
+    fp_puts(s, "none proven" DASH "a replay of ");
+    fp_puts(s, subject);
+    fp_puts(s, " under the settings in force fits in ");
     fp_put_mib(s, a->current_need);
     fp_puts(s, ", within the ");
     fp_put_mib(s, a->budget);
@@ -394,16 +427,61 @@ static void put_current(fp_sink *s, const fp_advice *a)
                "memory outside the pool grew while the run held its blocks");
 }
 
+static void put_best(fp_sink *s, const fp_advice *a, const char *subject)
+{
+    if (a->kind == FP_ADVICE_KEEP) {
+        fp_puts(s, "keep the settings in force" DASH "no setting holds ");
+        fp_put_u64(s, FP_ADVICE_SAVING_PCT);
+        fp_puts(s, "% less than their ");
+        fp_put_mib(s, a->current_need);
+        fp_puts(s, " at peak in a replay of ");
+        fp_puts(s, subject);
+        return;
+    }
+    fp_puts(s, "FRAGPOOL_CONF=");
+    fp_puts(s, a->conf);
+    fp_puts(s, DASH "a replay of ");
+    fp_puts(s, subject);
+    fp_puts(s, " holds ");
+    fp_put_mib(s, a->need);
+    fp_puts(s, " at peak, ");
+    fp_put_u64(s, (uint64_t)(a->current_need - a->need) * 100 / a->current_need);
+    fp_puts(s, "% less than the ");
+    fp_put_mib(s, a->current_need);
+    fp_puts(s, " of the settings in force");
+}
+
+void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject)
+{
+    fp_puts(s, lead);
+    if (a->kind == FP_ADVICE_FIX)
+        put_fix(s, a, subject);
+    else if (a->kind == FP_ADVICE_RAISE_CAP)
+        put_raise_cap(s, a, subject);
+    else if (a->kind == FP_ADVICE_CURRENT_FITS)
+        put_current(s, a, subject);
+    else if (a->kind == FP_ADVICE_NONE_FITS)
+        put_none(s, a);
+    else
+        put_best(s, a, subject);
+    fp_putc(s, '\n');
+}
+
 void fp_advice_put_fix(fp_sink *s, const fp_advice *a)
 {
-    fp_puts(s, "fragpool: fix: ");
-    if (a->kind == FP_ADVICE_FIX)
-        put_fix(s, a);
-    else if (a->kind == FP_ADVICE_RAISE_CAP)
-        put_raise_cap(s, a);
-    else if (a->kind == FP_ADVICE_CURRENT_FITS)
-        put_current(s, a);
-    else
-        put_none(s, a);
+    fp_advice_put(s, a, "fragpool: fix: ", "this run up to this failure");
+}
+
+void fp_advice_put_paste(fp_sink *s, const fp_advice *a)
+{
+    if (a->kind != FP_ADVICE_FIX && a->kind != FP_ADVICE_RAISE_CAP && a->kind != FP_ADVICE_BEST)
+        return;
+    fp_puts(s, "FRAGPOOL_CONF=");
+    fp_puts(s, a->conf);
     fp_putc(s, '\n');
+    if (a->torch[0]) {
+        fp_puts(s, "PYTORCH_CUDA_ALLOC_CONF=");
+        fp_puts(s, a->torch);
+        fp_putc(s, '\n');
+    }
 }

@@ -7,10 +7,13 @@
  *
  * With a budget, the verdict is a setting whose replay fits in it:
  *  - every setting tune searches (fp_tune.h) is replayed over the run's own
- *    other keys, and its smallest clean budget found;
- *  - a candidate must fit in the budget, must not be the setting in force,
- *    and must need less than the setting in force (when that one fits in
- *    any budget found); of those, the one that needs the least;
+ *    other keys twice: without a limit (its peak reserved) and at the
+ *    budget (fp_tune_params.at_budget);
+ *  - a candidate must run clean at the budget and must not be the setting
+ *    in force; of those, the one with the least peak reserved (the most
+ *    room left), and its smallest clean budget is then searched for the
+ *    message; when the setting in force runs clean too, the candidate must
+ *    need less than it;
  *  - the exact FRAGPOOL_CONF text printed is then replayed at the budget and
  *    must run clean, or the next candidate is tried: what is printed is
  *    what was proven;
@@ -70,8 +73,10 @@ typedef struct fp_advice {
     size_t current_need;    /* the setting in force: smallest clean budget
                                (with a budget; 0 none found) or peak
                                reserved (without)                           */
-    size_t best_need;       /* NONE_FITS: the least any setting needs, 0: no
-                               setting fits any budget tried                */
+    size_t best_need;       /* NONE_FITS: what the leanest setting needs, 0:
+                               it fits no budget tried                      */
+    char leanest[FP_TUNE_CONF_MAX + 32]; /* NONE_FITS: which setting that is
+                                            ("" PyTorch's defaults)         */
     size_t peak_live;       /* the trace's peak live bytes, rounded         */
     size_t budget;
     size_t room;            /* req->room                                    */
@@ -87,9 +92,16 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out);
 int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n,
                    const fp_advice_req *req, fp_advice *out);
 
-/* The fix line of an OOM message, "fragpool: fix: ...\n", and with the
- * PyTorch form when there is one.  No allocation, no stdio. */
+/* The verdict in one line: lead, then the setting and the replay's
+ * figures for subject ("this trace"), "\n".  No allocation, no stdio. */
+void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject);
+/* The fix line of an OOM message: "fragpool: fix: ..." about "this run up
+ * to this failure". */
 void fp_advice_put_fix(fp_sink *s, const fp_advice *a);
+/* The paste-ready lines of a verdict that names a setting:
+ * "FRAGPOOL_CONF=...\n", and "PYTORCH_CUDA_ALLOC_CONF=...\n" when every
+ * key has a PyTorch name; nothing for other verdicts. */
+void fp_advice_put_paste(fp_sink *s, const fp_advice *a);
 /* "fits in 18,474 MiB": whole MiB (rounded up) with thousands commas. */
 void fp_put_mib(fp_sink *s, size_t bytes);
 

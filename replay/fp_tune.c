@@ -122,7 +122,7 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
 
 /* ---- one setting -------------------------------------------------------------- */
 
-static int runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget, int *clean)
+int fp_tune_runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget, int *clean)
 {
     fp_replay_hook h = {.stop_at_oom = 1};
     fp_replay_result r;
@@ -156,7 +156,7 @@ int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower
     if (hi >= max_steps)   /* upper is near SIZE_MAX: no budget can be tried */
         goto done;
     while (!clean) {   /* with the budget as the cap, hi must be tried */
-        if ((err = runs_clean(t, s, hi * g, &clean)))
+        if ((err = fp_tune_runs_clean(t, s, hi * g, &clean)))
             return err;
         n++;
         if (!clean) {
@@ -168,7 +168,7 @@ int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower
     }
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if ((err = runs_clean(t, s, mid * g, &clean)))
+        if ((err = fp_tune_runs_clean(t, s, mid * g, &clean)))
             return err;
         n++;
         *(clean ? &hi : &lo) = mid;
@@ -180,12 +180,14 @@ done:
     return 0;
 }
 
-int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, int peaks_only,
+int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
                  fp_tune_row *row)
 {
+    size_t g = p && p->granularity ? p->granularity : 2 * FP_MIB;
     memset(row, 0, sizeof *row);
     row->set = *s;
     row->is_default = s->conf[0] == '\0';
+    row->fits = -1;
     fp_replay_result r;
     int err = fp_replay_ex(t, &s->opts, 0, NULL, &r, NULL);
     if (err)
@@ -193,7 +195,14 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, int peak
     row->replays = 1;
     row->peak_reserved = (size_t)r.stats.reserved_bytes[FP_ALL].peak;
     row->peak_allocated = (size_t)r.stats.allocated_bytes[FP_ALL].peak;
-    if (r.ooms || peaks_only)   /* a request no device could hold, or no search */
+    if (r.ooms)   /* a request no device could hold */
+        return 0;
+    if (p && p->at_budget) {
+        if ((err = fp_tune_runs_clean(t, s, p->at_budget, &row->fits)))
+            return err;
+        row->replays++;
+    }
+    if (p && p->peaks_only)
         return 0;
     size_t lower = fp_trace_peak_live(t, &s->opts);
     return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget,
@@ -205,8 +214,8 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, int peak
 typedef struct tune_jobs {
     const fp_trace *t;
     fp_tune_row *rows;          /* rows[i].set is the input of job i  */
-    size_t n, next, g;
-    int peaks_only;
+    size_t n, next;
+    const fp_tune_params *p;
     int err;                    /* first error                        */
     pthread_mutex_t lock;
 } tune_jobs;
@@ -221,7 +230,7 @@ static void *tune_worker(void *arg)
         if (i == j->n)
             return NULL;
         fp_tune_setting s = j->rows[i].set;
-        int err = fp_tune_eval(j->t, &s, j->g, j->peaks_only, &j->rows[i]);
+        int err = fp_tune_eval(j->t, &s, j->p, &j->rows[i]);
         if (err) {
             pthread_mutex_lock(&j->lock);
             j->err = j->err ? j->err : err;
@@ -230,10 +239,10 @@ static void *tune_worker(void *arg)
     }
 }
 
-static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, size_t g, unsigned threads,
-                    int peaks_only)
+static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, const fp_tune_params *p,
+                    unsigned threads)
 {
-    tune_jobs j = {.t = t, .rows = rows, .n = n, .g = g, .peaks_only = peaks_only};
+    tune_jobs j = {.t = t, .rows = rows, .n = n, .p = p};
     pthread_t tid[TUNE_MAX_THREADS];
     unsigned started = 0;
     if (pthread_mutex_init(&j.lock, NULL))
@@ -339,7 +348,6 @@ static unsigned thread_count(unsigned want)
 
 int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **out, size_t *nout)
 {
-    size_t g = params->granularity ? params->granularity : 2 * FP_MIB;
     unsigned threads = thread_count(params->threads);
     unsigned top = params->gc_top ? params->gc_top : 3;
     size_t nbase_max = (TUNE_MAX_SPLITS + 2) * TUNE_NROUNDUPS;
@@ -349,12 +357,12 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     size_t nbase = 0, n;
     int err = base_settings(t, rows, &nbase, params->over);
     if (!err)
-        err = eval_all(t, rows, nbase, g, threads, params->peaks_only);
+        err = eval_all(t, rows, nbase, params, threads);
     n = nbase;
-    if (!err && !params->peaks_only)   /* GC acts only under a cap */
+    if (!err && (!params->peaks_only || params->at_budget))   /* GC acts only under a cap */
         err = gc_settings(rows, nbase, &n, top, params->full, params->over);
     if (!err)
-        err = eval_all(t, rows + nbase, n - nbase, g, threads, params->peaks_only);
+        err = eval_all(t, rows + nbase, n - nbase, params, threads);
     if (err) {
         free(rows);
         return err;

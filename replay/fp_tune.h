@@ -45,6 +45,8 @@ typedef struct fp_tune_row {
     size_t min_budget;      /* smallest clean budget found; 0 = none         */
     size_t replays;         /* replays this row took                         */
     int is_default;         /* 1 for the row of PyTorch's defaults           */
+    int fits;               /* params.at_budget: 1 when the replay at it ran
+                               clean, 0 when it did not; -1 not tried        */
 } fp_tune_row;
 
 typedef struct fp_tune_params {
@@ -55,7 +57,9 @@ typedef struct fp_tune_params {
     int full;               /* 1: GC variants of every setting               */
     const fp_conf *over;    /* settings are parsed over this; NULL: the
                                defaults (the OOM advice: the run's own keys) */
-    int peaks_only;         /* 1: unlimited replays only, no budget search   */
+    int peaks_only;         /* 1: no budget search (min_budget stays 0)      */
+    size_t at_budget;       /* nonzero: each setting is also replayed at this
+                               budget (fp_tune_row.fits)                     */
 } fp_tune_params;
 
 /* Fill s from conf (parsed over the defaults).  0, or EINVAL when conf has
@@ -77,10 +81,15 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap);
 int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower,
                        size_t upper, size_t g, size_t *out, size_t *replays);
 
-/* Evaluate one setting: an unlimited replay, then (unless peaks_only) the
- * budget search. */
-int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, size_t g, int peaks_only,
+/* Evaluate one setting: an unlimited replay, then (unless p->peaks_only)
+ * the budget search, and (with p->at_budget) one replay at that budget.
+ * p may be NULL: the budget search only, 2 MiB steps. */
+int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
                  fp_tune_row *row);
+
+/* 1 when s replays t at budget without an OOM (GC: the budget is the cap),
+ * in *clean; 0 or ENOMEM. */
+int fp_tune_runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget, int *clean);
 
 /* Generate the settings for t, evaluate them on params->threads threads,
  * and rank them (fp_tune_rank).  *rows is malloc'd (the caller frees).

@@ -222,15 +222,10 @@ void fp_advice_exit(void)
     fp_advice_req req = {.current = &fp_shim.conf};
     if (!info.broken && fp_advise(&t, &req, &a) == 0 && a.kind == FP_ADVICE_BEST) {
         fp_sink s = fp_sink_buffer(exit_note, sizeof exit_note);
-        fp_puts(&s, "a replay of this run holds ");
-        fp_put_mib(&s, a.need);
-        fp_puts(&s, " at peak under FRAGPOOL_CONF=");
-        fp_puts(&s, a.conf);
-        fp_puts(&s, ", ");
-        fp_put_u64(&s, (uint64_t)(a.current_need - a.need) * 100 / a.current_need);
-        fp_puts(&s, "% less than the ");
-        fp_put_mib(&s, a.current_need);
-        fp_puts(&s, " of the settings in force");
+        fp_advice_put(&s, &a, "", info.dropped ? "the run's record" : "this run");
+        size_t n = fp_sink_length(&s);
+        if (!fp_sink_error(&s) && n && exit_note[n - 1] == '\n')
+            exit_note[n - 1] = '\0';
         if (!fp_sink_error(&s))
             fp_summary_note(exit_note);
     }

@@ -74,7 +74,7 @@ static void check_min_budget(const fp_trace *t, const char *conf, fp_tune_row *r
 {
     fp_tune_setting s;
     assert_int_equal(fp_tune_setting_init(&s, conf), 0);
-    assert_int_equal(fp_tune_eval(t, &s, G, 0, row), 0);
+    assert_int_equal(fp_tune_eval(t, &s, &(fp_tune_params){.granularity = G}, row), 0);
     assert_true(row->min_budget > G);
     assert_int_equal(row->min_budget % G, 0);
     assert_int_equal(ooms_at(t, &s, row->min_budget), 0);
