@@ -185,7 +185,7 @@ def parse_fragpool(text):
             r["torch_conf"] = pt.group(1) if pt else None
             if "the cap binds" in fix:
                 r["fix_kind"] = "raise_cap"
-            elif "a replay of this run fits in" in fix:
+            elif "a replay of this run" in fix and " fits in " in fix:
                 r["fix_kind"] = "replay" if conf else "defaults"
             else:
                 r["fix_kind"] = "conf" if conf else "other"
@@ -444,7 +444,7 @@ class Runner:
             return rec
         fp = a["fragpool"]
         verbatim = "skipped"
-        if spec[0] != "nofit" and fp["conf"] is not None:   # "" (the defaults) is rerun too, verbatim
+        if fp["conf"] is not None:   # "" (the defaults) is rerun too, verbatim
             need = self.need_s(w)
             if self.left() < need:
                 rec["verbatim_skipped"] = f"deadline: {self.left():.0f}s left, needs ~{need:.0f}s"
@@ -462,6 +462,9 @@ class Runner:
               f"advice_s={na(fp['advice_s'])} verbatim={verbatim} secs={rec['secs']}", flush=True)
         print(f"ADVICE_FIX {w} {budget} kind={fp['fix_kind']} {fp['fix'] if fp['fix'] is not None else '-'}",
               flush=True)
+        vb = (rec.get("verbatim") or {}).get("fragpool") or {}
+        if vb.get("fix") is not None:   # the rerun OOMed too: what its own message said
+            print(f"ADVICE_FIX2 {w} {budget} kind={vb.get('fix_kind')} {vb['fix']}", flush=True)
         for step in ("default", "verbatim"):
             r = rec.get(step)
             if r and r.get("note"):

@@ -1,0 +1,238 @@
+/* test_advise.c - the verdict on a run (replay/fp_advise.c) on the real
+ * traces of tests/data:
+ *  - the ResNet trace at 4,600 MiB: no setting fits (the leanest,
+ *    expandable_segments:True, needs 4,602 MiB): no setting is named;
+ *  - at 4,650 MiB: expandable_segments:True, and its text replays clean at
+ *    the budget, while the defaults and roundup_power2_divisions:4 (the
+ *    old rule of thumb's) do not;
+ *  - never the setting in force: with expandable_segments:True in force at
+ *    4,650 MiB, the verdict is that the settings in force already fit;
+ *  - the run's other keys are kept (summary, trace), the chosen keys are
+ *    replaced, and a GC verdict names its cap as max_reserved_mb;
+ *  - a cap that binds: the verdict raises it to what the replay needs;
+ *  - tune's rows and the direct search give the same verdict;
+ *  - without a budget: a >= 5% leaner setting is named, or none;
+ *  - the fix line's words and the MiB format.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fp_advise.h"
+
+static fp_trace resnet, gpt;
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[256];
+    int rc = fp_trace_load(FP_TEST_DATA "/resnet50_varres.csv.gz", &resnet, err, sizeof err);
+    if (!rc)
+        rc = fp_trace_load(FP_TEST_DATA "/gpt_varlen.csv.gz", &gpt, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fp_trace_free(&resnet);
+    fp_trace_free(&gpt);
+    return 0;
+}
+
+static void advise(const fp_trace *t, size_t budget, const fp_conf *cur, fp_advice *a)
+{
+    fp_advice_req req = {.budget = budget, .current = cur, .threads = 2};
+    assert_int_equal(fp_advise(t, &req, a), 0);
+}
+
+/* conf replayed over the defaults at budget: 1 when clean. */
+static int clean_at(const fp_trace *t, const char *conf, size_t budget)
+{
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse(conf, &c, NULL, NULL), 0);
+    fp_replay_result r;
+    assert_int_equal(fp_replay(t, &c.pool, budget, &r, NULL), 0);
+    return r.ooms == 0;
+}
+
+static char line[4096];
+
+static const char *fix_line(const fp_advice *a)
+{
+    fp_sink s = fp_sink_buffer(line, sizeof line);
+    fp_advice_put_fix(&s, a);
+    return line;
+}
+
+static void nothing_fits_4600(void **state)
+{
+    (void)state;
+    fp_advice a;
+    advise(&resnet, 4600 * FP_MIB, NULL, &a);
+    assert_int_equal(a.kind, FP_ADVICE_NONE_FITS);
+    assert_int_equal(a.best_need, 4602 * FP_MIB);
+    assert_string_equal(a.leanest, "expandable_segments:True");
+    assert_string_equal(a.conf, "");
+    fix_line(&a);
+    assert_non_null(strstr(line, "fragpool: fix: no setting fits \xe2\x80\x94 the peak live bytes "
+                                 "are 4,592 MiB"));
+    assert_non_null(strstr(line, "(expandable_segments:True) needs 4,602 MiB, 2 MiB more than "
+                                 "the 4,600 MiB it had: exhaustion, not fragmentation"));
+    assert_null(strstr(line, "FRAGPOOL_CONF="));
+    assert_null(strstr(line, "empty_cache"));
+}
+
+static void expandable_fits_4650(void **state)
+{
+    (void)state;
+    fp_advice a;
+    advise(&resnet, 4650 * FP_MIB, NULL, &a);
+    assert_int_equal(a.kind, FP_ADVICE_FIX);
+    assert_string_equal(a.conf, "expandable_segments:True");
+    assert_string_equal(a.torch, "expandable_segments:True");
+    assert_int_equal(a.need, 4602 * FP_MIB);
+    assert_true(clean_at(&resnet, a.conf, 4650 * FP_MIB));   /* what is printed is proven */
+    assert_false(clean_at(&resnet, "", 4650 * FP_MIB));       /* the defaults OOM there */
+    assert_false(clean_at(&resnet, "roundup_power2_divisions:4", 4650 * FP_MIB));
+    fix_line(&a);
+    assert_string_equal(line, "fragpool: fix: FRAGPOOL_CONF=expandable_segments:True \xe2\x80\x94 "
+                              "a replay of this run up to this failure fits in 4,602 MiB; it had "
+                              "4,650 MiB (PyTorch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
+    fp_sink s = fp_sink_buffer(line, sizeof line);
+    fp_advice_put_paste(&s, &a);
+    assert_string_equal(line, "FRAGPOOL_CONF=expandable_segments:True\n"
+                              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n");
+}
+
+static void never_the_setting_in_force(void **state)
+{
+    (void)state;
+    fp_conf cur;
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse("expandable_segments:True", &cur, NULL, NULL), 0);
+    fp_advice a;
+    advise(&resnet, 4650 * FP_MIB, &cur, &a);
+    assert_int_equal(a.kind, FP_ADVICE_CURRENT_FITS);
+    assert_int_equal(a.current_need, 4602 * FP_MIB);
+    fix_line(&a);
+    assert_non_null(strstr(line, "none proven"));
+    assert_null(strstr(line, "FRAGPOOL_CONF="));
+}
+
+static void other_keys_kept(void **state)
+{
+    (void)state;
+    fp_conf cur;
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse("summary:off,max_split_size_mb:200,roundup_power2_divisions:4",
+                                   &cur, NULL, NULL), 0);
+    fp_advice a;
+    advise(&resnet, 4650 * FP_MIB, &cur, &a);
+    assert_int_equal(a.kind, FP_ADVICE_FIX);
+    /* the chosen keys replace the run's own; summary stays */
+    assert_string_equal(a.conf, "summary:off,expandable_segments:True");
+    assert_string_equal(a.torch, "expandable_segments:True");
+}
+
+static void cap_raised(void **state)
+{
+    (void)state;
+    fp_conf cur;
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse("max_reserved_mb:4000", &cur, NULL, NULL), 0);
+    fp_advice a;
+    fp_advice_req req = {.budget = 4000 * FP_MIB, .room = 80000 * FP_MIB, .current = &cur,
+                         .threads = 2};
+    assert_int_equal(fp_advise(&resnet, &req, &a), 0);
+    assert_int_equal(a.kind, FP_ADVICE_RAISE_CAP);
+    char want[64];
+    snprintf(want, sizeof want, "max_reserved_mb:%zu", a.need / FP_MIB);
+    assert_string_equal(a.conf, want);
+    assert_true(a.need > 4000 * FP_MIB && a.need < 7000 * FP_MIB);
+    assert_true(clean_at(&resnet, a.conf, 80000 * FP_MIB));
+}
+
+static void tune_rows_agree(void **state)
+{
+    (void)state;
+    const size_t budgets[] = {4600 * FP_MIB, 4650 * FP_MIB, 6000 * FP_MIB};
+    for (size_t k = 0; k < sizeof budgets / sizeof *budgets; k++) {
+        fp_tune_params p = {.threads = 2, .at_budget = budgets[k]};
+        fp_tune_row *rows;
+        size_t n;
+        assert_int_equal(fp_tune_run(&resnet, &p, &rows, &n), 0);
+        fp_advice from_rows, direct;
+        fp_advice_req req = {.budget = budgets[k], .threads = 2};
+        assert_int_equal(fp_advise_rows(&resnet, rows, n, &req, &from_rows), 0);
+        advise(&resnet, budgets[k], NULL, &direct);
+        assert_int_equal(from_rows.kind, direct.kind);
+        assert_string_equal(from_rows.conf, direct.conf);
+        assert_int_equal(from_rows.need, direct.need);
+        free(rows);
+    }
+}
+
+static void gpt_budget(void **state)
+{
+    (void)state;
+    fp_advice a;
+    advise(&gpt, 17400 * FP_MIB, NULL, &a);   /* the defaults need 17,656 MiB */
+    assert_int_equal(a.kind, FP_ADVICE_FIX);
+    assert_true(a.need <= 17400 * FP_MIB);
+    assert_true(clean_at(&gpt, a.conf, 17400 * FP_MIB));
+    assert_false(clean_at(&gpt, "", 17400 * FP_MIB));
+}
+
+static void without_budget(void **state)
+{
+    (void)state;
+    fp_advice a;
+    advise(&resnet, 0, NULL, &a);
+    assert_int_equal(a.kind, FP_ADVICE_BEST);   /* 4,606 against 6,142 MiB */
+    assert_string_equal(a.conf, "expandable_segments:True");
+    assert_true(a.need * 100 <= a.current_need * 95);
+    fp_conf cur;
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse("expandable_segments:True", &cur, NULL, NULL), 0);
+    advise(&resnet, 0, &cur, &a);
+    assert_int_equal(a.kind, FP_ADVICE_KEEP);   /* nothing is 5% leaner than it */
+}
+
+static void mib_format(void **state)
+{
+    (void)state;
+    const struct { size_t bytes; const char *want; } cases[] = {
+        {0, "0 MiB"}, {1, "1 MiB"}, {FP_MIB, "1 MiB"}, {FP_MIB + 1, "2 MiB"},
+        {999 * FP_MIB, "999 MiB"}, {1000 * FP_MIB, "1,000 MiB"}, {18474 * FP_MIB, "18,474 MiB"},
+        {(size_t)1234567 * FP_MIB, "1,234,567 MiB"}, {(size_t)1000005 * FP_MIB, "1,000,005 MiB"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fp_sink s = fp_sink_buffer(line, sizeof line);
+        fp_put_mib(&s, cases[i].bytes);
+        assert_string_equal(line, cases[i].want);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(nothing_fits_4600),
+        cmocka_unit_test(expandable_fits_4650),
+        cmocka_unit_test(never_the_setting_in_force),
+        cmocka_unit_test(other_keys_kept),
+        cmocka_unit_test(cap_raised),
+        cmocka_unit_test(tune_rows_agree),
+        cmocka_unit_test(gpt_budget),
+        cmocka_unit_test(without_budget),
+        cmocka_unit_test(mib_format),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
