@@ -274,6 +274,8 @@ int fp_pool_check(fp_pool *p, char *msg, size_t len)
         err = check_indexes(p, &t, msg, len);
     if (!err)
         err = check_stats(p, &t, msg, len);
+    if (!err)
+        err = fp_record_check(&p->rec, msg, len);
     pthread_mutex_unlock(&p->lock);
     if (!err && msg && len)
         msg[0] = '\0';

@@ -24,6 +24,7 @@
 #include "pool_internal.h"
 #include "fp_vec.h"
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,19 +91,15 @@ static int rotate(fp_pool *p, fp_record *r)
     return 0;
 }
 
+/* Called with the event already applied to the live map (the allocated
+ * block is in it, the freed one out of it), so that a base taken right
+ * after this event is the live set after it. */
 static void put(fp_pool *p, unsigned op, uint64_t ordinal, uint64_t size)
 {
     fp_record *r = &p->rec;
     if (!r->half || r->broken)
         return;
     fp_rec_gen *g = r->started ? &r->g[1] : &r->g[0];
-    if (g->n == r->half) {
-        if (rotate(p, r)) {
-            r->broken = 1;
-            return;
-        }
-        g = &r->g[1];
-    }
     if (g->n == g->cap) {
         fp_rec_event *v = fp_vec_grow(g->ev, &g->cap, g->n + 1, sizeof *v, 1024);
         if (!v) {
@@ -114,6 +111,8 @@ static void put(fp_pool *p, unsigned op, uint64_t ordinal, uint64_t size)
     }
     g->ev[g->n++] = (fp_rec_event){(uint64_t)op << REC_OP_SHIFT | (ordinal & REC_ORD_MASK), size};
     r->total++;
+    if (g->n == r->half && rotate(p, r))
+        r->broken = 1;
 }
 
 void fp_record_alloc(fp_pool *p, uint64_t ordinal, uint64_t size)
@@ -164,6 +163,30 @@ int fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud,
         err = emit_events(&r->g[1], upto, fn, ud);
     pthread_mutex_unlock(&p->lock);
     return err;
+}
+
+/* The invariants above, for fp_pool_check: 0, or EFAULT with what broke. */
+int fp_record_check(const fp_record *r, char *msg, size_t len)
+{
+    const fp_rec_gen *a = &r->g[0], *b = &r->g[1];
+    const char *why = NULL;
+    if (!r->half && (r->total || a->n || r->started))
+        why = "a record with no room holds events";
+    else if (a->n > r->half || b->n > r->half)
+        why = "a generation holds more than half the cap";
+    else if (r->started && (a->n != r->half || a->start + a->n != b->start))
+        why = "the newer generation started before the older one was full";
+    else if ((r->started ? b->start + b->n : a->start + a->n) != r->total)
+        why = "the generations do not add up to the events recorded";
+    for (size_t i = 1; !why && i < a->nbase; i++)
+        if (a->base[i - 1].word >= a->base[i].word)
+            why = "the base is not in ordinal order";
+    if (!why)
+        return 0;
+    if (msg && len)
+        snprintf(msg, len, "record: %s (half %zu, %zu + %zu events, total %llu)", why, r->half,
+                 a->n, b->n, (unsigned long long)r->total);
+    return EFAULT;
 }
 
 size_t fp_record_bytes(const fp_record *r)

@@ -231,17 +231,35 @@ static void replay_shows_trace_problems(void **state)
     assert_non_null(strstr(r.out, "\"trace\":{\"unknown_frees\":1,\"duplicate_allocs\":1}"));
 }
 
-/* An OOM in replay: expandable_segments:True is advised when its replay
- * fits the same budget, and never when it is already on. */
-static void replay_oom_advises_expandable(void **state)
+/* An OOM in replay: the fix is the verdict on the whole trace in the same
+ * budget (replay/fp_advise.c): expandable_segments:True at 4,650 MiB, no
+ * setting at 4,600 MiB (it needs 4,602), and never a setting already on;
+ * tune --budget ends with the same verdict and the lines to paste. */
+static void replay_oom_advises_proven_fix(void **state)
 {
     (void)state;
     const char *trace = FP_TEST_DATA "/resnet50_varres.csv.gz";
-    const char *line = "with expandable_segments:True added, this trace runs in the same budget";
+    const char *fix = "fragpool: fix: FRAGPOOL_CONF=expandable_segments:True \xe2\x80\x94 a replay "
+                      "of this trace fits in 4,602 MiB; it had 4,650 MiB (PyTorch: "
+                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n";
     cli_run r;
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", NULL});
     expect(&r, 0, "allocations failed");
-    assert_non_null(strstr(r.err, line));
+    assert_non_null(strstr(r.err, fix));
+    run_cli(&r, NULL, (const char *[]){"tune", trace, "--budget", "4650MiB", NULL});
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "\nverdict: FRAGPOOL_CONF=expandable_segments:True \xe2\x80\x94 "
+                                  "a replay of this trace fits in 4,602 MiB; it had 4,650 MiB"));
+    const char *tail = "\nFRAGPOOL_CONF=expandable_segments:True\n"
+                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
+    size_t n = strlen(r.out), k = strlen(tail);
+    assert_true(n >= k);
+    assert_string_equal(r.out + n - k, tail);   /* the paste-ready lines come last */
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4600MiB", NULL});
+    expect(&r, 0, "allocations failed");
+    assert_non_null(strstr(r.err, "fragpool: fix: no setting fits"));
+    assert_null(strstr(r.err, "fix: FRAGPOOL_CONF="));
+    assert_null(strstr(r.err, "empty_cache"));
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", "--conf",
                                        "expandable_segments:True", NULL});
     expect(&r, 0, NULL);
@@ -249,7 +267,7 @@ static void replay_oom_advises_expandable(void **state)
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4500MiB", "--conf",
                                        "expandable_segments:True", NULL});
     expect(&r, 0, "allocations failed");
-    assert_null(strstr(r.err, line));
+    assert_null(strstr(r.err, "fix: FRAGPOOL_CONF=expandable_segments:True"));
 }
 
 /* tune's pick with garbage collection names its cap as max_reserved_mb,
@@ -294,7 +312,7 @@ int main(void)
         cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
-        cmocka_unit_test_teardown(replay_oom_advises_expandable, fp_t_release_held),
+        cmocka_unit_test_teardown(replay_oom_advises_proven_fix, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);

@@ -171,9 +171,10 @@ static void exhaustion(void **state)
              "largest free block 0 bytes)\n");
     has(msg, "\nfragpool: cause: exhaustion");
     has(msg, "live allocations hold 96.00 MiB of 100.00 MiB; the device has 4.00 MiB free\n");
-    has(msg, "\nfragpool: fix: no setting fits \xe2\x80\x94 the run's peak live bytes are "
-             "120 MiB (each request rounded), and the least any setting needs is 120 MiB, "
-             "20 MiB more than the 100 MiB it had: exhaustion, not fragmentation");
+    has(msg, "\nfragpool: fix: no setting fits \xe2\x80\x94 the peak live bytes are "
+             "120 MiB (each request rounded), and the leanest setting (");
+    has(msg, ") needs 120 MiB, 20 MiB more than the 100 MiB it had: exhaustion, not "
+             "fragmentation");
     has(msg, "\nfragpool: advice: replayed ");
     free(msg);
 
@@ -215,7 +216,8 @@ static void fragmentation_then_recovery(void **state)
      * blocks of 8 MiB need 160 MiB of pages, where 20 MiB segments strand
      * the freed halves */
     has(msg, "\nfragpool: fix: FRAGPOOL_CONF=debug_check:1,summary:off,expandable_segments:True "
-             "\xe2\x80\x94 a replay of this run fits in 160 MiB; it had 200 MiB (PyTorch: "
+             "\xe2\x80\x94 a replay of this run up to this failure fits in 160 MiB; it had "
+             "200 MiB (PyTorch: "
              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
     free(msg);
 
@@ -259,8 +261,8 @@ static void cap_refuses(void **state)
     has(msg, "reserved 60.00 MiB plus the 20.00 MiB segment it needed would pass the cap "
              "64.00 MiB (max_reserved_mb:64)\n");
     has(msg, "\nfragpool: fix: FRAGPOOL_CONF=debug_check:1,summary:off,max_reserved_mb:80 "
-             "\xe2\x80\x94 the cap binds: a replay of this run under the settings in force "
-             "fits in 80 MiB, over the cap's 64 MiB, and no setting fits under the cap; the "
+             "\xe2\x80\x94 the cap binds: a replay of this run up to this failure under the "
+             "settings in force fits in 80 MiB, over the cap's 64 MiB, and no setting fits under the cap; the "
              "device had 16,384 MiB\n");
     free(msg);
 
