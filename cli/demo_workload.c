@@ -4,7 +4,8 @@
  * "training steps": long-lived weights, per-layer activations whose size
  * follows a sequence length drawn anew each step, gradients allocated while
  * activations are freed in reverse, and small temporaries.  That pattern
- * fragments a cache.  Every buffer is filled and read back.
+ * fragments a cache.  Every buffer is filled and read back.  Out of memory,
+ * it exits with status 3, as a training script that dies of it would.
  */
 #include "fp_cuda.h"
 #include <dlfcn.h>
@@ -70,6 +71,10 @@ static CUdeviceptr take(size_t bytes, unsigned char fill)
     double t = now();
     CUresult r = cu.alloc(&p, bytes);
     alloc_seconds += now() - t;
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {   /* as a training script dies of it */
+        fprintf(stderr, "demo: out of memory: cuMemAlloc(%zu) failed\n", bytes);
+        exit(3);
+    }
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "demo: cuMemAlloc(%zu) failed with %d\n", bytes, (int)r);
         exit(1);
@@ -122,6 +127,7 @@ int main(void)
     CUdevice dev;
     CUcontext ctx;
     char name[128] = "?";
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* in order with stderr through a pipe */
     if (load() || cu.init(0) || cu.device_get(&dev, 0) || cu.retain(&ctx, dev) ||
         cu.set_current(ctx))
         return 1;

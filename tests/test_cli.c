@@ -270,6 +270,27 @@ static void replay_oom_advises_proven_fix(void **state)
     assert_null(strstr(r.err, "fix: FRAGPOOL_CONF=expandable_segments:True"));
 }
 
+/* The demo shows the loop on the simulated device (CI has no GPU): the
+ * defaults run out of memory within its limit, the OOM message proves a
+ * fix, the fix run verbatim completes, and one line says before and after. */
+static void demo_runs_the_loop(void **state)
+{
+    (void)state;
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"demo", NULL});
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "fragpool demo: no GPU found; running on fragpool's simulated device"));
+    assert_non_null(strstr(r.out, "fragpool: CUDA out of memory."));
+    assert_non_null(strstr(r.out, "fragpool: fix: FRAGPOOL_CONF=max_reserved_mb:312,summary:off,"
+                                  "expandable_segments:True \xe2\x80\x94 a replay of this run up "
+                                  "to this failure fits in 288 MiB; it had 312 MiB"));
+    assert_non_null(strstr(r.out, "== 3. the fix, verbatim: FRAGPOOL_CONF=max_reserved_mb:312,"
+                                  "summary:off,expandable_segments:True\n"));
+    assert_non_null(strstr(r.out, "(figures from fragpool's simulated device)\nbefore: PyTorch's "
+                                  "rules ran out of memory within 312 MiB; after: "));
+    assert_non_null(strstr(r.out, " us under fragpool\n"));
+}
+
 /* tune's pick with garbage collection names its cap as max_reserved_mb,
  * and that text, replayed verbatim, runs without an OOM. */
 static void tune_gc_setting_runs_verbatim(void **state)
@@ -314,6 +335,7 @@ int main(void)
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
         cmocka_unit_test_teardown(replay_oom_advises_proven_fix, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
+        cmocka_unit_test_teardown(demo_runs_the_loop, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }
