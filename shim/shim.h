@@ -22,6 +22,7 @@
  *   shim_pools.c      one pool per context, its backend, pointer routing;
  *   shim_host.c       pinned host memory: its pool, fences, live blocks;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
+ *   shim_advice.c     the fix a replay of the run proves (replay/fp_advise);
  *   shim_snapshot.c   snapshot:PATH, PyTorch's memory snapshot;
  *   shim_life.c       the orchestrator: config before main, setup on the
  *                     first call, fork, exit (fp_shim_init);
@@ -54,6 +55,7 @@
 #include "shim_pools.h"
 #include "shim_host.h"
 #include "shim_summary.h"
+#include "shim_advice.h"
 #include "shim_snapshot.h"
 #include "shim_life.h"
 #include "shim_ipc.h"
