@@ -3,7 +3,8 @@
 # docs/advice.md) costs per allocate+free pair on the GPU host benchmark
 # (tests/gpu/bench_alloc.cu under libfragpool.so): record_mb:off against
 # the default record_mb:16, in the same call, ROUNDS rounds with the order
-# alternating, so that drift between runs falls on both sides alike.
+# alternating (each after a throwaway run), so that drift between runs falls
+# on both sides alike.
 #
 # Usage: scripts/gpu-record-cost.sh    (on a machine with a GPU and nvcc)
 # Environment: OUT (default /tmp/fragpool-record), ROUNDS (default 5),
@@ -25,6 +26,8 @@ bin=$OUT_DIR/bench_alloc
 nvcc -O2 -arch=sm_90 -o "$bin" tests/gpu/bench_alloc.cu || exit 1
 lib=$PWD/$BUILD/lib/libfragpool.so
 for ((i = 0; i < ROUNDS; i++)); do
+  # a throwaway run first: the first process after a pause runs slow
+  FRAGPOOL_CONF=summary:off LD_PRELOAD=$lib "$bin" 2000 200 1 512 >/dev/null
   if ((i % 2)); then order="record_mb:16 record_mb:off"; else order="record_mb:off record_mb:16"; fi
   for conf in $order; do
     FRAGPOOL_CONF=$conf,summary:off LD_PRELOAD=$lib "$bin" 20000 700 1 512,1048576 |
