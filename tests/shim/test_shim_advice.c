@@ -32,11 +32,15 @@
  *    bytes is not enough: the proof covers the run up to the failure, and
  *    at 3,000 MiB, say, the first failure comes early, where a setting
  *    does fit.)
- *  - the exit summary's note: each trace run whole on a large device
- *    under the defaults with the JSON summary on stderr; its note names
- *    expandable_segments:True and "% less than" the settings in force.
+ *  - the exit summary's note: ResNet run whole on a large device under
+ *    the defaults with the JSON summary on stderr (the text summary wraps
+ *    the note across lines); its note names expandable_segments:True and
+ *    "% less than" the settings in force (24% less: 4,630 MiB, not
+ *    6,142).  Only ResNet: the whole GPT trace under the defaults takes
+ *    two minutes under ASan (the simulated device's multi-GiB segments).
  * Every fix line, note and run time is printed, so the CI log shows the
- * loop.
+ * loop.  About 8 s in all; under ASan+UBSan about 2.5 minutes, most of it
+ * in the runs under the defaults.
  */
 #include "child_run.h"
 #include <stdio.h>
@@ -44,7 +48,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Per run; under TSan a whole trace takes about a minute. */
+/* Per run; under ASan the runs under the defaults take up to 1.5 minutes. */
 #define RUN_TIMEOUT_S 600
 
 #define RESNET FP_TEST_DATA "/resnet50_varres.csv.gz"
@@ -105,6 +109,9 @@ static run run_client(const char *trace, unsigned mib, const char *conf)
         fail_msg("trace_client %s %u (FRAGPOOL_CONF=%s): wait status 0x%x; stdout:\n%s\n"
                  "stderr:\n%s", base_name(trace), mib, conf, st, r.out, r.err);
     r.status = WEXITSTATUS(st);
+    if (strstr(r.err, "runtime error: ") || strstr(r.err, "Sanitizer"))
+        fail_msg("trace_client %s %u (FRAGPOOL_CONF=%s): a sanitizer report:\n%s",
+                 base_name(trace), mib, conf, r.err);
     printf("trace_client %s %u MiB, FRAGPOOL_CONF=%s: exit %d in %.2f s\n", base_name(trace),
            mib, conf, r.status, r.secs);
     return r;
@@ -279,12 +286,6 @@ static void exit_note_resnet(void **state)
     exit_note(RESNET);
 }
 
-static void exit_note_gpt(void **state)
-{
-    (void)state;
-    exit_note(GPT);
-}
-
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int check_env(void **state)
@@ -305,7 +306,6 @@ int main(void)
         cmocka_unit_test_teardown(loop_gpt, fp_t_release_held),
         cmocka_unit_test_teardown(nothing_fits, fp_t_release_held),
         cmocka_unit_test_teardown(exit_note_resnet, fp_t_release_held),
-        cmocka_unit_test_teardown(exit_note_gpt, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, check_env, fp_t_release_held);
 }
