@@ -38,18 +38,31 @@ static size_t fp_oom_need(const fp_oom_info *o)
     return o->rounded ? o->rounded : o->requested;
 }
 
-/* Enough idle bytes in the cache, but no single free block big enough. */
-static int fp_oom_fragmented(const fp_oom_info *o)
+enum { FP_FRAG_NONE, FP_FRAG_IDLE, FP_FRAG_WITH_FREE };
+
+/* No single free block big enough, though the idle bytes in the cache
+ * would cover the request (FP_FRAG_IDLE), or would together with the
+ * device's free memory cover the segment it needed (FP_FRAG_WITH_FREE:
+ * the idle bytes sit in segments that cannot be released). */
+static int fp_oom_fragmented(const fp_oom_ctx *c)
 {
+    const fp_oom_info *o = c->o;
     size_t need = fp_oom_need(o);
-    return o->idle >= need && o->largest_free < need;
+    if (o->largest_free >= need || !o->idle)
+        return FP_FRAG_NONE;
+    if (o->idle >= need)
+        return FP_FRAG_IDLE;
+    if (c->dfree != (size_t)-1 && c->dfree < o->segment && o->idle + c->dfree >= o->segment)
+        return FP_FRAG_WITH_FREE;
+    return FP_FRAG_NONE;
 }
 
-static int fp_oom_cause(const fp_oom_info *o)
+static int fp_oom_cause(const fp_oom_ctx *c)
 {
+    const fp_oom_info *o = c->o;
     if (o->over_cap)
         return FP_CAUSE_CAP;
-    if (fp_oom_fragmented(o))
+    if (fp_oom_fragmented(c))
         return FP_CAUSE_FRAG;
     if (o->backend_err && o->backend_err != ENOMEM)
         return FP_CAUSE_DRIVER;
@@ -150,9 +163,19 @@ static size_t fp_oom_cap_bytes(const fp_oom_ctx *c)
 static void fp_cause_frag_numbers(fp_sink *s, const fp_oom_ctx *c)
 {
     fp_put_size(s, c->o->idle);
-    fp_puts(s, " idle in cached blocks would cover the ");
+    if (fp_oom_fragmented(c) == FP_FRAG_WITH_FREE) {
+        fp_puts(s, " idle in cached blocks and the ");
+        fp_put_size(s, c->dfree);
+        fp_puts(s, " free on the device would cover the ");
+        fp_put_size(s, c->o->segment);
+        fp_puts(s, " segment the ");
+    } else {
+        fp_puts(s, " idle in cached blocks would cover the ");
+    }
     fp_put_size(s, c->o->requested);
-    fp_puts(s, " request, but the largest free block is ");
+    fp_puts(s, " request");
+    fp_puts(s, fp_oom_fragmented(c) == FP_FRAG_WITH_FREE ? " needed" : "");
+    fp_puts(s, ", but the largest free block is ");
     fp_put_size(s, c->o->largest_free);
 }
 
@@ -184,7 +207,7 @@ static void fp_cause_cap(fp_sink *s, const fp_oom_ctx *c)
     fp_puts(s, " (");
     fp_put_cap_setting(s, c);
     fp_putc(s, ')');
-    if (fp_oom_fragmented(o)) {
+    if (fp_oom_fragmented(c) == FP_FRAG_IDLE) {
         fp_puts(s, "; fragmentation too: ");
         fp_cause_frag_numbers(s, c);
     }
@@ -237,7 +260,7 @@ int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st,
     fp_oom_ctx c = {o, st, opts, total_capacity, device_free};
     if (!c.total && opts)
         c.total = opts->device_total;
-    int cause = fp_oom_cause(o);
+    int cause = fp_oom_cause(&c);
     fp_oom_headline(out, &c, device);
     fp_oom_cause_line(out, &c, cause);
     return fp_sink_flush(out);

@@ -692,6 +692,22 @@ static void oom_fragmentation(void **state)
              "is 50.00 MiB; 300.00 MiB of it sits in partly used segments");
 }
 
+/* Idle bytes that cannot be released, with the device's free memory,
+ * would hold the segment: fragmentation, not exhaustion. */
+static void oom_fragmentation_with_free(void **state)
+{
+    (void)state;
+    fp_oom_info o = frag_info(1250 * FP_MIB);
+    o.idle = 790 * FP_MIB;
+    o.largest_free = 72 * FP_MIB;
+    oom_run(&o, NULL, 80 * FP_GIB, 894 * FP_MIB);
+    has(oom, "\nfragpool: cause: fragmentation \xe2\x80\x94 790.00 MiB idle in cached blocks "
+             "and the 894.00 MiB free on the device would cover the 1.22 GiB segment the "
+             "1.22 GiB request needed, but the largest free block is 72.00 MiB");
+    oom_run(&o, NULL, 80 * FP_GIB, 400 * FP_MIB);   /* together still short: exhaustion */
+    has(oom, "\nfragpool: cause: exhaustion");
+}
+
 static void oom_fragmentation_small_request(void **state)
 {
     (void)state;
@@ -1134,6 +1150,7 @@ int main(void)
         cmocka_unit_test(json_reader_rejects),
         cmocka_unit_test(collect_leaks),
         cmocka_unit_test(oom_fragmentation),
+        cmocka_unit_test(oom_fragmentation_with_free),
         cmocka_unit_test(oom_fragmentation_small_request),
         cmocka_unit_test(oom_exhaustion),
         cmocka_unit_test(oom_over_cap),
