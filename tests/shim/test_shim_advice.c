@@ -241,6 +241,21 @@ static void nothing_fits(void **state)
 /* ---- the exit summary's note ---------------------------------------------------------- */
 
 /* The JSON summary's note about a replay (held), from "notes":[...]. */
+/* record_mb:off: no record, so nothing is proven, and the line says how
+ * to get a replay instead. */
+static void record_off(void **state)
+{
+    (void)state;
+    run r = run_client(RESNET, 4650, "summary:off,record_mb:off");
+    assert_int_equal(r.status, 3);
+    char *fix = need_line(&r, "fragpool: fix: ");
+    printf("  %s\n", fix);
+    assert_null(line_starting(r.err, "fragpool: advice: "));   /* nothing was replayed */
+    assert_non_null(strstr(fix, "fragpool: fix: none proven \xe2\x80\x94 the record of requests "
+                                "is off (record_mb:off)"));
+    assert_null(strstr(r.err, "fix: FRAGPOOL_CONF="));
+}
+
 static char *replay_note(const char *json)
 {
     const char *p = strstr(json, "\"notes\":[");
@@ -305,6 +320,7 @@ int main(void)
         cmocka_unit_test_teardown(loop_resnet, fp_t_release_held),
         cmocka_unit_test_teardown(loop_gpt, fp_t_release_held),
         cmocka_unit_test_teardown(nothing_fits, fp_t_release_held),
+        cmocka_unit_test_teardown(record_off, fp_t_release_held),
         cmocka_unit_test_teardown(exit_note_resnet, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, check_env, fp_t_release_held);
