@@ -316,7 +316,7 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
     make_over(req->current, &over);
     memset(out, 0, sizeof *out);
     fp_tune_params p = {.threads = req->threads, .over = &over, .peaks_only = 1,
-                        .at_budget = req->budget};
+                        .at_budget = req->budget, .lean = req->lean && !req->budget};
     fp_tune_row *rows = NULL, cur;
     size_t n = 0;
     fp_tune_setting s;

@@ -25,7 +25,8 @@
  *    the run's peak live bytes and the least any setting needs.
  * Without a budget (at exit, tune without --budget), the verdict is the
  * setting with the smallest unlimited peak reserved, named only when it
- * holds at least 5% less than the setting in force.
+ * holds at least 5% less than the setting in force; at exit (req.lean) it
+ * looks at the settings without roundup_power2_divisions only.
  *
  * Deterministic: the same trace, budget and settings give the same verdict
  * for any number of threads.
@@ -60,6 +61,8 @@ typedef struct fp_advice_req {
                                free), when a cap made budget smaller; 0:
                                no cap bound                               */
     unsigned threads;       /* replay workers; 0: one per CPU             */
+    int lean;               /* no budget: only the settings without
+                               roundup_power2_divisions (the exit summary) */
 } fp_advice_req;
 
 typedef struct fp_advice {

@@ -267,13 +267,15 @@ static int add_setting(fp_tune_row *rows, size_t *n, const char *conf, const fp_
     return err;
 }
 
-static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const fp_conf *over)
+static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const fp_conf *over,
+                         int lean)
 {
+    size_t nroundups = lean ? 1 : TUNE_NROUNDUPS;
     size_t mb[TUNE_MAX_SPLITS + 1];
     size_t nmb = fp_tune_split_values(t, mb + 1, TUNE_MAX_SPLITS);
     mb[0] = 0;   /* unset */
     for (size_t i = 0; i <= nmb; i++)
-        for (size_t k = 0; k < TUNE_NROUNDUPS; k++) {
+        for (size_t k = 0; k < nroundups; k++) {
             char conf[FP_TUNE_CONF_MAX];
             int m = 0;
             if (mb[i])
@@ -287,7 +289,7 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const 
             if (err)
                 return err;
         }
-    for (size_t k = 0; k < TUNE_NROUNDUPS; k++) {
+    for (size_t k = 0; k < nroundups; k++) {
         char conf[FP_TUNE_CONF_MAX];
         snprintf(conf, sizeof conf, "expandable_segments:True%s%s",
                  roundups[k] ? ",roundup_power2_divisions:" : "", roundups[k] ? roundups[k] : "");
@@ -355,7 +357,7 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     if (!rows)
         return ENOMEM;
     size_t nbase = 0, n;
-    int err = base_settings(t, rows, &nbase, params->over);
+    int err = base_settings(t, rows, &nbase, params->over, params->lean);
     if (!err)
         err = eval_all(t, rows, nbase, params, threads);
     n = nbase;

@@ -60,6 +60,8 @@ typedef struct fp_tune_params {
     int peaks_only;         /* 1: no budget search (min_budget stays 0)      */
     size_t at_budget;       /* nonzero: each setting is also replayed at this
                                budget (fp_tune_row.fits)                     */
+    int lean;               /* 1: no roundup_power2_divisions variants (the
+                               exit summary's quick look: 1/7 the replays)   */
 } fp_tune_params;
 
 /* Fill s from conf (parsed over the defaults).  0, or EINVAL when conf has

@@ -19,8 +19,8 @@
  *    failing call returns; without a record, or with PyTorch's cache in
  *    front (fragpool sees its segments, not the tensors), it says so and
  *    proves nothing;
- *  - at exit the search is only the unlimited replays (no budget search),
- *    and makes no CUDA call.
+ *  - at exit the search is only unlimited replays of the settings without
+ *    roundup_power2_divisions (no budget search), and makes no CUDA call.
  */
 #include "shim_advice.h"
 #include "fp_advise.h"
@@ -219,7 +219,7 @@ void fp_advice_exit(void)
     if (!b.d || record_trace(b.d, UINT64_MAX, &t, &info))
         return;
     fp_advice a;
-    fp_advice_req req = {.current = &fp_shim.conf};
+    fp_advice_req req = {.current = &fp_shim.conf, .lean = 1};
     if (!info.broken && fp_advise(&t, &req, &a) == 0 && a.kind == FP_ADVICE_BEST) {
         fp_sink s = fp_sink_buffer(exit_note, sizeof exit_note);
         fp_advice_put(&s, &a, "", info.dropped ? "the run's record" : "this run");
