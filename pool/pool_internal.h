@@ -154,7 +154,6 @@ typedef struct fp_record {
 
 void   fp_record_init(fp_record *r, size_t cap_events);
 void   fp_record_fini(fp_record *r);
-size_t fp_record_bytes(const fp_record *r);
 int    fp_record_check(const fp_record *r, char *msg, size_t len);   /* fp_pool_check */
 /* Under p->lock, as the pool serves them. */
 void   fp_record_alloc(fp_pool *p, uint64_t ordinal, uint64_t size);

@@ -188,11 +188,3 @@ int fp_record_check(const fp_record *r, char *msg, size_t len)
                  a->n, b->n, (unsigned long long)r->total);
     return EFAULT;
 }
-
-size_t fp_record_bytes(const fp_record *r)
-{
-    size_t n = 0;
-    for (int i = 0; i < 2; i++)
-        n += (r->g[i].cap + r->g[i].nbase) * sizeof(fp_rec_event);
-    return n;
-}

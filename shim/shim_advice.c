@@ -85,8 +85,8 @@ static void put_why_none(fp_sink *s, int err)
         fp_puts(s, "the record dropped the history before this failure; a larger record_mb "
                    "keeps more");
     else
-        fp_puts(s, "no host memory for the replay; record the run with trace:PATH and run "
-                   "`fragpool tune PATH --budget SIZE`");
+        fp_puts(s, "host memory ran short for the record or its replay; record the run with "
+                   "trace:PATH and run `fragpool tune PATH --budget SIZE`");
     fp_putc(s, '\n');
 }
 
@@ -190,6 +190,22 @@ void fp_advice_oom(fp_ctx_pool *d)
     pthread_mutex_unlock(&lock);
     fp_summary_oom_host(&s);
     fp_sink_flush(&s);
+}
+
+/* fork: the search holds the lock while it takes the pools' locks, so it
+ * is taken first (shim_life.c's order) and given back, or made new in the
+ * child, after. */
+void fp_advice_fork_prepare(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+void fp_advice_fork_after(bool child)
+{
+    if (child)
+        pthread_mutex_init(&lock, NULL);
+    else
+        pthread_mutex_unlock(&lock);
 }
 
 /* ---- at exit ------------------------------------------------------------------ */

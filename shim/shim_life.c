@@ -85,11 +85,12 @@ static void on_exit_handler(void)
 
 static void dump_fork_child(void);
 
-/* fork: every lock of fragpool's is taken before (pools first, then the
- * trace's, the order in which they nest) so that no child inherits one
- * held by a thread it does not have. */
+/* fork: every lock of fragpool's is taken before (the advice's, the host
+ * pool's, the pools', then the trace's: the order in which they nest), so
+ * that no child inherits one held by a thread it does not have. */
 static void on_fork_prepare(void)
 {
+    fp_advice_fork_prepare(); /* a search holds it while it reads a pool's record */
     fp_host_fork_prepare(); /* a fence pass holds it while it enters the gate */
     fp_pools_fork_prepare();
     fp_trace_fork_prepare();
@@ -100,6 +101,7 @@ static void on_fork_parent(void)
     fp_trace_fork_parent();
     fp_pools_fork_after(false);
     fp_host_fork_after(false);
+    fp_advice_fork_after(false);
 }
 
 static void on_fork_child(void)
@@ -111,6 +113,7 @@ static void on_fork_child(void)
     fp_trace_fork_child();
     fp_pools_fork_after(true);
     fp_host_fork_after(true);
+    fp_advice_fork_after(true);
     dump_fork_child();
 }
 
