@@ -13,7 +13,9 @@
  *   byte 1  the mock's capacity: 8 choices in bits 0-2; bit 3:
  *           expandable_segments with the mock's VMM ops (capacity then
  *           counts mapped pages, and every unmap must name a stamp no
- *           older than any recent free of the pages it unmaps)
+ *           older than any recent free of the pages it unmaps); bit 4:
+ *           small VMM ranges; bit 5: the record of requests, 32 events
+ *           a generation (fp_pool_check checks it after every operation)
  *   then operations, one opcode byte each (low 3 bits) with arguments:
  *     0-3  alloc; 3 bytes: exponent, then 16 bits of mantissa (1 B..256 MiB);
  *          with bit 7 of the opcode, refusing blocks freed since a recent
@@ -407,6 +409,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     NR = 0;
     last_freed = 0;
     fp_backend be = {.ctx = &M, .reserve = m_reserve, .release = m_release, .synchronize = m_sync};
+    if (data[1] & 32)
+        o.record_bytes = 64 * 16;   /* the record: 32 events a generation, so it turns over */
     if (data[1] & 8) {
         o.expandable_segments = 1;
         o.vmm_reserve = (data[1] & 16) ? 64 * MIB : 0; /* small ranges fill up */
