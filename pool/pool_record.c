@@ -53,10 +53,26 @@ void fp_record_fini(fp_record *r)
     gen_free(&r->g[1]);
 }
 
-static int by_ordinal(const void *a, const void *b)
+/* v[0..n) by ordinal (word): an LSD radix sort, 11 bits a pass, as many
+ * passes as the largest ordinal needs (3 up to 8.6 billion allocations).
+ * qsort here cost 60-100 ns per pair at 100,000 live blocks (bench_pool).
+ * tmp has room for n.  Stable, so equal keys (none occur) keep order. */
+#define RADIX_BITS 11
+static void sort_by_ordinal(fp_rec_event *v, fp_rec_event *tmp, size_t n)
 {
-    uint64_t x = ((const fp_rec_event *)a)->word, y = ((const fp_rec_event *)b)->word;
-    return (x > y) - (x < y);
+    uint64_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        top |= v[i].word;
+    for (unsigned shift = 0; shift < 64 && (top >> shift); shift += RADIX_BITS) {
+        size_t count[(1u << RADIX_BITS) + 1] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[((v[i].word >> shift) & ((1u << RADIX_BITS) - 1)) + 1]++;
+        for (size_t d = 1; d <= (1u << RADIX_BITS); d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            tmp[count[(v[i].word >> shift) & ((1u << RADIX_BITS) - 1)]++] = v[i];
+        memcpy(v, tmp, n * sizeof *v);
+    }
 }
 
 /* g->base = the blocks live now, in ordinal order. */
@@ -64,14 +80,20 @@ static int take_base(fp_pool *p, fp_rec_gen *g)
 {
     size_t n = p->live.count, k = 0;
     g->base = n ? malloc(n * sizeof *g->base) : NULL;
-    if (n && !g->base)
+    fp_rec_event *tmp = n ? malloc(n * sizeof *tmp) : NULL;
+    if (n && (!g->base || !tmp)) {
+        free(g->base);
+        free(tmp);
+        g->base = NULL;
         return ENOMEM;
+    }
     for (size_t i = 0; i <= p->live.mask && k < n; i++) {
         const fp_block *b = (const fp_block *)(uintptr_t)p->live.slots[i].val;
         if (b)
             g->base[k++] = (fp_rec_event){(uint64_t)b->stamp, b->requested};
     }
-    qsort(g->base, k, sizeof *g->base, by_ordinal);
+    sort_by_ordinal(g->base, tmp, k);
+    free(tmp);
     g->nbase = k;
     return 0;
 }
