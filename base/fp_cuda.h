@@ -218,6 +218,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuDeviceGet, (CUdevice *device, int ordinal))                              \
   X(cuDeviceGetCount, (int *count))                                            \
   X(cuDeviceGetName, (char *name, int len, CUdevice dev))                      \
+  X(cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev))              \
   X(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev))                             \
   X(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev))                          \
   X(cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev))                        \

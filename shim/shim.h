@@ -22,6 +22,7 @@
  *   shim_pools.c      one pool per context, its backend, pointer routing;
  *   shim_host.c       pinned host memory: its pool, fences, live blocks;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
+ *   shim_nvml.c       the other processes on a GPU, from NVML;
  *   shim_advice.c     the fix a replay of the run proves (replay/fp_advise);
  *   shim_snapshot.c   snapshot:PATH, PyTorch's memory snapshot;
  *   shim_life.c       the orchestrator: config before main, setup on the
@@ -55,6 +56,7 @@
 #include "shim_pools.h"
 #include "shim_host.h"
 #include "shim_summary.h"
+#include "shim_nvml.h"
 #include "shim_advice.h"
 #include "shim_snapshot.h"
 #include "shim_life.h"

@@ -26,6 +26,7 @@
 #include "fp_advise.h"
 #include "fp_report.h"
 #include "shim_framework.h"
+#include "shim_nvml.h"
 #include "shim_state.h"
 #include "shim_summary.h"
 #include <errno.h>
@@ -155,8 +156,10 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
     fp_puts(s, fix_line);
     if (!err) {
         put_method(s, &a, &t, &info, seconds_since(&t0));
-        if (a.kind != FP_ADVICE_FIX)
+        if (a.kind != FP_ADVICE_FIX && a.kind != FP_ADVICE_RAISE_CAP) {
             put_outside(s, o, device_free, d->total);
+            fp_nvml_put_processes(d->dev, s);
+        }
     }
     fp_trace_free(&t);
 }

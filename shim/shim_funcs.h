@@ -38,7 +38,7 @@
 #define FP_FORWARDED_FUNCS(X)                                               \
     X(cuGetErrorString) X(cuCtxGetCurrent) X(cuCtxGetDevice)                \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceTotalMem_v2)     \
-    X(cuDeviceGetName) X(cuDeviceGetAttribute)                              \
+    X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)       \
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
     X(cuDevicePrimaryCtxGetState) X(cuEventCreate) X(cuDriverGetVersion)    \
