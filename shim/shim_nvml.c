@@ -13,6 +13,7 @@
  * processes are named, the rest counted.
  */
 #include "shim_nvml.h"
+#include "fp_advise.h"
 #include "fp_nvml.h"
 #include "shim_real.h"
 #include <dlfcn.h>
@@ -66,8 +67,7 @@ static void put_one(fp_sink *s, const fp_nvmlProcessInfo *p, int first)
     if (p->usedGpuMemory == FP_NVML_VALUE_NOT_AVAILABLE) {
         fp_puts(s, "unknown");
     } else {
-        fp_put_u64(s, p->usedGpuMemory >> 20);
-        fp_puts(s, " MiB");
+        fp_put_mib(s, (size_t)p->usedGpuMemory);
     }
 }
 
