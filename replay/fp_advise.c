@@ -73,8 +73,8 @@ static void current_setting(const fp_conf *cur, fp_tune_setting *s)
 
 static int same_policy(const fp_pool_opts *a, const fp_pool_opts *b)
 {
-    return a->max_split_size == b->max_split_size && a->expandable_segments == b->expandable_segments &&
-           a->gc_threshold == b->gc_threshold &&
+    return a->max_split_size == b->max_split_size &&
+           a->expandable_segments == b->expandable_segments && a->gc_threshold == b->gc_threshold &&
            !memcmp(a->roundup_divisions, b->roundup_divisions, sizeof a->roundup_divisions);
 }
 

@@ -3,11 +3,11 @@
  * the memory it had; at exit, a setting that would have held at least 5%
  * less (docs/advice.md).
  *
- * The pool records its requests (pool_record.c, record_mb).  At the first
- * OOM the failing thread, once the pool's lock is given back and the
+ * The pool records its requests (pool_record.c, record_mb).  At a pool's
+ * first OOM the failing thread, once the pool's lock is given back and the
  * message's first two lines are out, copies the record up to the failure,
- * adds the refused request, and runs replay/'s verdict (fp_advise) on a
- * few threads before it returns the driver's CUDA_ERROR_OUT_OF_MEMORY.
+ * adds the refused request, and runs replay/'s verdict (fp_advise) on all
+ * CPUs before it returns the driver's CUDA_ERROR_OUT_OF_MEMORY.
  * The failing path itself (the pool, the first two lines) keeps its rule:
  * no allocation, no stdio.
  *
@@ -15,10 +15,11 @@
  *  - the search runs once per pool (a device's context), at its first OOM:
  *    later OOMs repeat that fix line, so a program that catches OOMs and
  *    carries on (batch-size search) pays for one search;
- *  - nothing here calls the driver, changes the pool, or changes what the
- *    failing call returns; without a record, or with PyTorch's cache in
- *    front (fragpool sees its segments, not the tensors), it says so and
- *    proves nothing;
+ *  - nothing here changes the pool or what the failing call returns, and
+ *    the only driver call is the device's PCI bus id, for NVML, when no
+ *    setting fits (shim_nvml.c); without a record, or with PyTorch's cache
+ *    in front (fragpool sees its segments, not the tensors), it says so
+ *    and proves nothing;
  *  - at exit the search is only unlimited replays of the settings without
  *    roundup_power2_divisions (no budget search), and makes no CUDA call.
  */

@@ -1,8 +1,8 @@
 /* shim_advice.h - proven advice (shim_advice.c): the fix after the first
  * OOM, and the exit summary's line on a leaner setting.
  *
- * Invariant: neither calls the driver; the OOM's search runs once per
- * process.
+ * Invariant: the exit path makes no driver call; the OOM's search runs
+ * once per pool.
  */
 #ifndef FP_SHIM_ADVICE_H
 #define FP_SHIM_ADVICE_H

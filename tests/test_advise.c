@@ -106,7 +106,8 @@ static void expandable_fits_4650(void **state)
     fix_line(&a);
     assert_string_equal(line, "fragpool: fix: FRAGPOOL_CONF=expandable_segments:True \xe2\x80\x94 "
                               "a replay of this run up to this failure fits in 4,602 MiB; it had "
-                              "4,650 MiB (PyTorch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
+                              "4,650 MiB (PyTorch: "
+                              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
     fp_sink s = fp_sink_buffer(line, sizeof line);
     fp_advice_put_paste(&s, &a);
     assert_string_equal(line, "FRAGPOOL_CONF=expandable_segments:True\n"

@@ -308,7 +308,8 @@ static int check_env(void **state)
     (void)state;
     const char *pre = getenv("LD_PRELOAD");
     if (!pre || !strstr(pre, "libfragpool")) {
-        fprintf(stderr, "test_shim_advice: LD_PRELOAD must name libfragpool.so (run it by ctest)\n");
+        fprintf(stderr,
+                "test_shim_advice: LD_PRELOAD must name libfragpool.so (run it by ctest)\n");
         return -1;
     }
     return 0;
