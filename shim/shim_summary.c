@@ -60,7 +60,8 @@ typedef struct collect {
 } collect;
 
 static collect summary_data; /* static: the exit path needs no big stack */
-static const char *extra_note; /* fp_summary_note's line, for the exit summary */
+static const char *extra_note; /* fp_summary_note's line, for the exit summary;
+                                  under summary_lock */
 
 /* JSON key and text ("1 managed"), by kind. */
 static const char *const pt_keys[FP_PT_NKINDS][2] = {
@@ -309,7 +310,10 @@ void fp_summary_oom_host(fp_sink *s)
         fp_host_oom_note(&hr, s);
 }
 
+/* Under summary_lock: a SIGUSR1 dump may be reading the notes. */
 void fp_summary_note(const char *line)
 {
+    pthread_mutex_lock(&summary_lock);
     extra_note = line;
+    pthread_mutex_unlock(&summary_lock);
 }
