@@ -168,9 +168,8 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
 void fp_advice_oom(fp_ctx_pool *d)
 {
     size_t device_free = (size_t)-1;
-    fp_oom_info o;
-    fp_summary_oom(d, &device_free);
-    fp_pool_last_oom(d->pool, &o);
+    fp_oom_info o;   /* the failure the message reports, proven against */
+    fp_summary_oom(d, &o, &device_free);
     fp_sink s = fp_sink_fd(2);
     pthread_mutex_lock(&lock);
     size_t i = 0;

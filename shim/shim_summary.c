@@ -289,18 +289,17 @@ void fp_summary_dump(unsigned n)
     pthread_mutex_unlock(&summary_lock);
 }
 
-void fp_summary_oom(fp_ctx_pool *d, size_t *device_free)
+void fp_summary_oom(fp_ctx_pool *d, fp_oom_info *o, size_t *device_free)
 {
-    fp_oom_info o;
     fp_pool_stats st;
-    fp_pool_last_oom(d->pool, &o);
+    fp_pool_last_oom(d->pool, o);
     fp_pool_get_stats(d->pool, &st);
     size_t fr = (size_t)-1, tot = 0;
     if (fp_real.cuMemGetInfo_v2 && fp_real.cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS)
         fr = (size_t)-1;
     *device_free = fr;
     fp_sink s = fp_sink_fd(2);
-    fp_oom_message(&o, &st, fp_pool_get_opts(d->pool), d->dev, d->total, fr, &s);
+    fp_oom_message(o, &st, fp_pool_get_opts(d->pool), d->dev, d->total, fr, &s);
 }
 
 void fp_summary_oom_host(fp_sink *s)

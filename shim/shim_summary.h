@@ -12,8 +12,9 @@
 #include "shim_pools.h"
 
 /* The first two lines of the OOM report of d's last failure, on stderr;
- * *device_free gets the device's free bytes then ((size_t)-1 unknown). */
-void fp_summary_oom(fp_ctx_pool *d, size_t *device_free);
+ * *o gets the failure they report, *device_free the device's free bytes
+ * then ((size_t)-1 unknown). */
+void fp_summary_oom(fp_ctx_pool *d, fp_oom_info *o, size_t *device_free);
 /* The OOM report's note on pinned host memory, when it is large. */
 void fp_summary_oom_host(fp_sink *s);
 /* One more line for the exit summary's notes (the text stays the
