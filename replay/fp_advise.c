@@ -362,13 +362,20 @@ void fp_put_mib(fp_sink *s, size_t bytes)
 
 #define DASH " \xe2\x80\x94 "   /* " — " */
 
-static void put_fix(fp_sink *s, const fp_advice *a, const char *subject)
+/* "FRAGPOOL_CONF=X — a replay of SUBJECT": how every named verdict starts. */
+static void put_named(fp_sink *s, const fp_advice *a, const char *between, const char *subject)
 {
     fp_puts(s, "FRAGPOOL_CONF=");
     fp_puts(s, a->conf);
     fp_puts(s, a->conf[0] ? DASH : " (PyTorch's defaults)" DASH);
+    fp_puts(s, between);
     fp_puts(s, "a replay of ");
     fp_puts(s, subject);
+}
+
+static void put_fix(fp_sink *s, const fp_advice *a, const char *subject)
+{
+    put_named(s, a, "", subject);
     fp_puts(s, " fits in ");
     fp_put_mib(s, a->need);
     fp_puts(s, "; it had ");
@@ -382,10 +389,7 @@ static void put_fix(fp_sink *s, const fp_advice *a, const char *subject)
 
 static void put_raise_cap(fp_sink *s, const fp_advice *a, const char *subject)
 {
-    fp_puts(s, "FRAGPOOL_CONF=");
-    fp_puts(s, a->conf);
-    fp_puts(s, DASH "the cap binds: a replay of ");
-    fp_puts(s, subject);
+    put_named(s, a, "the cap binds: ", subject);
     fp_puts(s, " under the settings in force fits in ");
     fp_put_mib(s, a->need);
     fp_puts(s, ", over the cap's ");
@@ -438,10 +442,7 @@ static void put_best(fp_sink *s, const fp_advice *a, const char *subject)
         fp_puts(s, subject);
         return;
     }
-    fp_puts(s, "FRAGPOOL_CONF=");
-    fp_puts(s, a->conf);
-    fp_puts(s, DASH "a replay of ");
-    fp_puts(s, subject);
+    put_named(s, a, "", subject);
     fp_puts(s, " holds ");
     fp_put_mib(s, a->need);
     fp_puts(s, " at peak, ");
