@@ -68,7 +68,7 @@ sys.path.insert(0, HERE)
 # The NVML sampler and the OOM test are train_real.py's, so that both
 # workloads report memory the same way (train_real imports only the standard
 # library at module level; torch is imported in its main()).
-from train_real import NvmlSampler, is_oom  # noqa: E402
+from train_real import NvmlSampler, allocator_env, is_oom  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -216,12 +216,7 @@ def run(a, torch, transformers, nvml):
           f"weights_mib {weights_mib:.0f} kv_peak_mib {kv_peak_mib:.0f} build_s {build_s:.1f} "
           f"init_device {a.init_device} calls {a.calls} batch {a.min_batch}..{a.max_batch} "
           f"prompt {a.min_prompt}..{a.max_prompt} new {a.min_new}..{a.max_new} peak_call {a.peak_call} "
-          f"greedy use_cache seed {a.seed} "
-          f"no_caching={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING', '')!r} "
-          f"alloc_conf={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')!r} "
-          f"fragpool_conf={os.environ.get('FRAGPOOL_CONF', '')!r} "
-          f"preload={'fragpool' if 'fragpool' in os.environ.get('LD_PRELOAD', '') else 'none'}",
-          flush=True)
+          f"greedy use_cache seed {a.seed} {allocator_env()}", flush=True)
 
     # Prompts: random token ids (not the special ids 0..2), made on the host
     # from a seeded generator and copied to the GPU, as a tokenizer's output would be.

@@ -264,6 +264,15 @@ OOM_TEXT = ("out of memory", "cuda_error_out_of_memory", "cudaerrormemoryallocat
             "failed to allocate memory")
 
 
+def allocator_env():
+    """The allocator settings of this run, for a workload's first line."""
+    env = os.environ.get
+    return (f"no_caching={env('PYTORCH_NO_CUDA_MEMORY_CACHING', '')!r} "
+            f"alloc_conf={env('PYTORCH_CUDA_ALLOC_CONF', '')!r} "
+            f"fragpool_conf={env('FRAGPOOL_CONF', '')!r} "
+            f"preload={'fragpool' if 'fragpool' in env('LD_PRELOAD', '') else 'none'}")
+
+
 def is_oom(e, torch=None):
     seen = set()
     while e is not None and id(e) not in seen:
@@ -471,12 +480,7 @@ def run(a, torch, nn, F, nvml):
           f"\"{torch.cuda.get_device_name(0)}\" model {what} params {nparams / 1e6:.1f}M "
           f"{shape_txt} batch {a.batch} opt {a.opt} lr {a.lr} steps {a.warmup}+{a.steps} "
           f"peak_step {a.peak_step} side_stream {int(a.side_stream)} compile {int(a.compile)} "
-          f"bf16-autocast seed {a.seed} "
-          f"no_caching={os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING', '')!r} "
-          f"alloc_conf={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')!r} "
-          f"fragpool_conf={os.environ.get('FRAGPOOL_CONF', '')!r} "
-          f"preload={'fragpool' if 'fragpool' in os.environ.get('LD_PRELOAD', '') else 'none'}",
-          flush=True)
+          f"bf16-autocast seed {a.seed} {allocator_env()}", flush=True)
 
     # ---- data: batch i is a pure function of (seed, i) and the draw order ----
     cpu_gen = torch.Generator().manual_seed(a.seed)
