@@ -319,6 +319,10 @@ static void test_good_shim_keys(void **state)
     assert_int_equal(fp_conf_parse("trace_stacks:32,snapshot:/tmp/s.%p", &c, NULL, NULL), 0);
     assert_int_equal(c.trace_stacks, 32);
     assert_string_equal(c.snapshot, "/tmp/s.%p");
+    assert_int_equal(fp_conf_parse("record_mb:64", &c, NULL, NULL), 0);
+    assert_int_equal(c.pool.record_bytes, 64 * FP_MIB);
+    assert_int_equal(fp_conf_parse("record_mb:off", &c, NULL, NULL), 0);
+    assert_int_equal(c.pool.record_bytes, 0);
     assert_int_equal(fp_conf_parse("own_segment_mb:2", &c, NULL, NULL), 0);
     assert_int_equal(c.own_segment, 2 * MIB);
     assert_int_equal(fp_conf_parse("own_segment_mb:off", &c, NULL, NULL), 0);
@@ -521,6 +525,15 @@ static const bad_case bad[] = {
       P "'trace_stacks:-1': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
     { "trace_stacks:4x", 1,
       P "'trace_stacks:4x': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
+    { "record_mb:0", 1,
+      P "'record_mb:0': must be an integer number of MiB >= 1 (up to 65536), or off"
+        KT("record_mb", "16") "\n" },
+    { "record_mb:65537", 1,
+      P "'record_mb:65537': must be an integer number of MiB >= 1 (up to 65536), or off"
+        KT("record_mb", "16") "\n" },
+    { "record_mb:abc", 1,
+      P "'record_mb:abc': must be an integer number of MiB >= 1 (up to 65536), or off"
+        KT("record_mb", "16") "\n" },
     { "own_segment_mb:0", 1,
       P "'own_segment_mb:0': must be an integer number of MiB >= 1 (up to "
         "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
