@@ -4,8 +4,10 @@
  *
  * Invariants:
  *  - nothing here allocates, locks, or calls stdio or locale code: only
- *    memcpy/memset/strlen and write(2), safe at exit and from a thread that
- *    a signal handler handed the work to;
+ *    memcpy/memset/strlen and write(2) (with getrlimit, fstat and lseek
+ *    under a file size limit), safe at exit and from a thread that a
+ *    signal handler handed the work to;
+ *  - no write here raises SIGXFSZ: past RLIMIT_FSIZE it fails with EFBIG;
  *  - a buffer sink never writes past its len bytes and keeps the buffer
  *    NUL-terminated (len > 0); a dropped byte sets ENOSPC, never silently;
  *  - the first error sticks: later output is counted in total, not written;
@@ -15,7 +17,10 @@
 #include "fp_text.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- sinks ------------------------------------------------------------------- */
@@ -39,6 +44,28 @@ fp_sink fp_sink_fd(int fd)
     return s;
 }
 
+/* The kernel checks pos >= limit before a write to a regular file (and
+ * sends SIGXFSZ), else shortens the write to the limit: so we stop first. */
+ssize_t fp_write_capped(int fd, const void *p, size_t n)
+{
+    struct rlimit rl;
+    struct stat st;
+    if (n == 0 || getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return write(fd, p, n);
+    int fl = fcntl(fd, F_GETFL);
+    off_t pos = fl >= 0 && (fl & O_APPEND) ? st.st_size : lseek(fd, 0, SEEK_CUR);
+    if (pos < 0)
+        return write(fd, p, n);
+    if ((uint64_t)pos >= (uint64_t)rl.rlim_cur) {
+        errno = EFBIG;
+        return -1;
+    }
+    if ((uint64_t)n > (uint64_t)rl.rlim_cur - (uint64_t)pos)
+        n = (size_t)((uint64_t)rl.rlim_cur - (uint64_t)pos);
+    return write(fd, p, n);
+}
+
 /* write(2) everything the chunk holds; retries EINTR and short writes.
  * The caller's errno is left as it was. */
 static void fp_sink_drain(fp_sink *s)
@@ -46,7 +73,7 @@ static void fp_sink_drain(fp_sink *s)
     int saved = errno;
     size_t off = 0;
     while (off < s->len && !s->err) {
-        ssize_t w = write(s->fd, s->chunk + off, s->len - off);
+        ssize_t w = fp_write_capped(s->fd, s->chunk + off, s->len - off);
         if (w > 0)
             off += (size_t)w;
         else if (w < 0 && errno == EINTR)

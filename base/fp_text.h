@@ -9,13 +9,16 @@
  *  - nothing here allocates, locks, or calls stdio or locale code, so all
  *    of it is safe at exit and in a signal-handed thread;
  *  - a buffer sink keeps its buffer NUL-terminated and records the first
- *    byte it had to drop as ENOSPC; an fd sink records write(2)'s errno.
+ *    byte it had to drop as ENOSPC; an fd sink records write(2)'s errno;
+ *  - an fd sink never raises SIGXFSZ (fp_write_capped): past
+ *    RLIMIT_FSIZE its error is EFBIG and the program runs on.
  */
 #ifndef FP_TEXT_H
 #define FP_TEXT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- sink: where output goes ------------------------------------------------ */
 
@@ -42,6 +45,12 @@ int fp_sink_flush(fp_sink *s);
 int fp_sink_error(const fp_sink *s);
 size_t fp_sink_total(const fp_sink *s);   /* bytes asked for, kept or not */
 size_t fp_sink_length(const fp_sink *s);  /* buffer mode: bytes kept      */
+
+/* write(2) that never raises SIGXFSZ: to a regular file under a finite
+ * RLIMIT_FSIZE, at most the bytes the limit leaves (a short write), and
+ * -1 with EFBIG once the file is at the limit, where the kernel would
+ * have sent the signal (fatal by default, or the program's handler). */
+ssize_t fp_write_capped(int fd, const void *p, size_t n);
 
 /* ---- numbers and text ------------------------------------------------------ */
 void fp_put(fp_sink *s, const char *p, size_t n);

@@ -39,7 +39,11 @@ typedef struct fp_replay_report {
 void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
                           size_t budget, fp_replay_report *out);
 
-/* "8GiB", "512M", "1.5g", "4096" -> bytes.  0, or EINVAL. */
+/* "8GiB", "512M", "1.5g", "4096" -> bytes, for every command's --budget:
+ * a number by config/'s rules (digits, an optional fraction of at most 15
+ * decimals; no sign, space, hex or exponent), then K, M, G or T (powers
+ * of 1024, any case, optionally followed by "iB" or "B"); fractions of a
+ * byte are dropped.  0, or EINVAL (also past 2^64 - 1). */
 int fp_parse_size(const char *s, size_t *out);
 /* Unsigned decimal digits only (no sign, space or 0x), at most max: 0 and
  * *out, or EINVAL. */

@@ -9,7 +9,6 @@
 #include "cli.h"
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,28 +16,53 @@
 #include <ctype.h>
 #include <unistd.h>
 
+/* The number rules of config/ (FRAGPOOL_CONF's reals): digits, a point
+ * and digits, either side of the point may be empty but not both; at
+ * most 15 decimals, trailing zeros not counted; no sign, space, hex,
+ * exponent or locale.  The value m / 10^k, exactly. */
+static int parse_decimal(const char *s, size_t n, uint64_t *m, unsigned *k)
+{
+    const char *dot = memchr(s, '.', n);
+    size_t end = n;
+    if (dot)
+        while (end > (size_t)(dot - s) + 1 && s[end - 1] == '0')
+            end--;   /* trailing zeros add nothing */
+    *m = 0;
+    *k = 0;
+    for (size_t i = 0; i < end; i++) {
+        if (s + i == dot)
+            continue;
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9 || *m > (UINT64_MAX - d) / 10)
+            return EINVAL;
+        *m = *m * 10 + d;
+        *k += dot && s + i > dot;
+    }
+    return n - (dot != NULL) == 0 || *k > 15 ? EINVAL : 0;
+}
+
 int fp_parse_size(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0) || isinf(v))
+    size_t n = strspn(s, "0123456789.");
+    uint64_t m;
+    unsigned k, shift = 0;
+    if (parse_decimal(s, n, &m, &k))
         return EINVAL;
-    double mult = 1;
-    if (*end) {
-        static const char *const units[] = {"k", "m", "g", "t"};
-        int i = 0;
-        while (i < 4 && tolower((unsigned char)*end) != units[i][0])
-            i++;
-        if (i == 4)
+    const char *unit = s + n;
+    if (*unit) {
+        static const char units[] = "kmgt";
+        const char *u = strchr(units, tolower((unsigned char)*unit));
+        if (!u || !*u)
             return EINVAL;
-        mult = pow(1024.0, i + 1);
-        end++;
-        if (strcasecmp(end, "ib") != 0 && strcasecmp(end, "b") != 0 && *end)
+        shift = 10 * (unsigned)(u - units + 1);
+        unit++;
+        if (*unit && strcasecmp(unit, "ib") != 0 && strcasecmp(unit, "b") != 0)
             return EINVAL;
     }
-    double bytes = v * mult;
-    if (bytes >= 18446744073709551615.0)
+    unsigned __int128 bytes = (unsigned __int128)m << shift;
+    for (unsigned i = 0; i < k; i++)
+        bytes /= 10;   /* m / 10^k, rounded down: whole bytes */
+    if (bytes > SIZE_MAX)
         return EINVAL;
     *out = (size_t)bytes;
     return 0;

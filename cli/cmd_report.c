@@ -16,6 +16,7 @@
 #include "fp_vec.h"
 #include "fp_report.h"
 #include "fp_jread.h"
+#include "fp_merge.h"
 #include "fp_trace.h"
 #include "report_html.h"
 #include "fp_file.h"
@@ -283,8 +284,11 @@ static int pick_event(const char *at, const timeline *tl, size_t n, size_t *ev,
     return 0;
 }
 
-static void histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
+/* Requests by power of two.  A bin's bytes saturate at 2^64 - 1 (two
+ * requests of 2^63 bytes): its lowest bin is returned, else -1. */
+static int histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
 {
+    int over = -1;
     memset(count, 0, FP_HIST_BINS * sizeof *count);
     memset(bytes, 0, FP_HIST_BINS * sizeof *bytes);
     for (size_t i = 0; i < t->n; i++) {
@@ -293,8 +297,11 @@ static void histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
         uint64_t s = t->ev[i].size;
         unsigned k = s ? 63u - (unsigned)__builtin_clzll(s) : 0;
         count[k]++;
-        bytes[k] = bytes[k] > UINT64_MAX - s ? UINT64_MAX : bytes[k] + s;   /* saturates */
+        if (bytes[k] > UINT64_MAX - s && (over < 0 || (int)k < over))
+            over = (int)k;
+        bytes[k] = bytes[k] > UINT64_MAX - s ? UINT64_MAX : bytes[k] + s;
     }
+    return over;
 }
 
 /* ---- the two kinds of input ---------------------------------------------------- */
@@ -342,7 +349,11 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
     }
     if (!err)
         err = snapshot(t, c, a->budget, ev, &rp->map);
-    histogram(t, rp->count, rp->bytes);
+    int over = histogram(t, rp->count, rp->bytes);
+    if (over >= 0)
+        fprintf(stderr, "fragpool report: the requests of 2^%d to 2^%d - 1 bytes add up past "
+                "2^64 - 1 bytes; the size histogram shows 2^64 - 1 bytes for them\n", over,
+                over + 1);
     char budget[32] = "unlimited";
     if (a->budget)
         fp_format_size(a->budget, budget);
@@ -404,10 +415,12 @@ static int report_trace(const report_args *a)
     return rc ? 1 : 0;
 }
 
-/* A JSON summary: checked to be one (docs/summary.md), then embedded. */
+/* A JSON summary: checked to be one by the checks `fragpool merge` makes
+ * (fp_merge_check: the same files are taken or refused by both), then
+ * embedded. */
 static int report_summary(const report_args *a)
 {
-    char *text, why[256];
+    char *text, why[512];
     size_t len, errpos = 0;
     int err = slurp(a->input, &text, &len, why, sizeof why);
     if (err) {
@@ -418,13 +431,12 @@ static int report_summary(const report_args *a)
     fp_jtok *tok = malloc(cap * sizeof *tok);
     fp_jdoc d;
     err = tok ? fp_jdoc_parse(&d, text, len, tok, cap, &errpos) : ENOMEM;
-    if (!err && (d.tok[0].type != FP_JOBJ || fp_jdoc_path(&d, "devices.0.reserved.peak") < 0))
-        err = EPROTO;
     if (err == EINVAL)
         fprintf(stderr, "fragpool report: %s: invalid JSON at byte %zu\n", a->input, errpos);
     else if (err)
-        fprintf(stderr, "fragpool report: %s: %s\n", a->input,
-                err == EPROTO ? "not a fragpool JSON summary" : "out of memory");
+        fprintf(stderr, "fragpool report: %s: out of memory\n", a->input);
+    else if ((err = fp_merge_check(&d, a->input, why, sizeof why)) != 0)
+        fprintf(stderr, "fragpool report: %s\n", why);
     int rc = err ? 1 : 0;
     if (!err) {
         fp_html_page pg = {.title = base_name(a->input),

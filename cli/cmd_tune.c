@@ -121,7 +121,7 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
 }
 
 static const char *const verdict_kinds[] = {"fix", "raise_cap", "none_fits", "current_fits",
-                                            "leaner", "keep"};
+                                            "leaner", "keep", "all_oom"};
 
 static void json_verdict(fp_json *j, const fp_advice *v)
 {
@@ -138,6 +138,13 @@ static void json_verdict(fp_json *j, const fp_advice *v)
     fp_json_u64(j, "need", v->need);
     fp_json_u64(j, "current_need", v->current_need);
     fp_json_u64(j, "peak_live", v->peak_live);
+    if (v->too_large) {
+        fp_json_u64(j, "too_large_request", v->too_large);
+        fp_json_u64(j, "too_large_event", v->too_large_at);
+    } else {
+        fp_json_null(j, "too_large_request");
+        fp_json_null(j, "too_large_event");
+    }
     fp_json_end_obj(j);
 }
 

@@ -731,9 +731,9 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "defer_headroom_mb", .type = "integer MiB", .deflt = "0",
-        .help = "with free_policy:deferred, the pool may grow by reserving "
-                "while up to this many MiB of freed blocks still wait for the "
-                "GPU; past that it waits for them first (0: always wait)",
+        .help = "no effect, kept so that existing settings still parse: "
+                "deferred reuse never waits for the GPU on the host; a "
+                "non-zero value is said once on stderr and ignored",
         .offset = offsetof(fp_conf, defer_headroom), .min = 0, .max = FP_MAX_MB,
         .parse = parse_mib, .format = format_mib,
     },

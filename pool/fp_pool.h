@@ -133,10 +133,16 @@ typedef struct fp_pool_stats {
     uint64_t num_map_calls;              /* backend map calls (VMM)            */
     uint64_t num_unmap_calls;            /* backend unmap calls (VMM)          */
     uint64_t num_reclaims;               /* times idle pages were taken back   */
+    /* (the FP_POOL_NCOUNTS counters num_allocs .. num_reclaims are one run) */
     size_t page_size;                    /* VMM page; 0 in the classic mode    */
     size_t largest_free;                 /* largest free block now             */
     size_t largest_free_at_peak;         /* largest free block at peak allocated*/
 } fp_pool_stats;
+
+#define FP_POOL_NCOUNTS 12 /* num_allocs .. num_reclaims */
+_Static_assert(offsetof(fp_pool_stats, num_reclaims) - offsetof(fp_pool_stats, num_allocs) ==
+                   (FP_POOL_NCOUNTS - 1) * sizeof(uint64_t),
+               "the counters num_allocs .. num_reclaims are one run of uint64_t");
 
 /* ---- the pool ------------------------------------------------------------ */
 typedef struct fp_pool fp_pool;
@@ -212,9 +218,21 @@ int  fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq);
 void fp_pool_forget_segments(fp_pool *p);
 /* Release every wholly free segment (torch.cuda.empty_cache). */
 int  fp_pool_empty_cache(fp_pool *p);
+/* Release wholly free segments, the one freed longest ago first, until
+ * reserved bytes are at most keep or none is left; no synchronize (the
+ * caller makes sure the device is done with them).  Virtual-memory
+ * segments are left alone.  Returns the bytes released. */
+size_t fp_pool_trim(fp_pool *p, size_t keep);
 
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);
+/* st less base, an earlier read of the same pool: every counter and every
+ * stat's allocated and freed count what happened since; current and peak
+ * stay (a forked child's summary). */
+void fp_pool_stats_since(fp_pool_stats *st, const fp_pool_stats *base);
 void fp_pool_last_oom(fp_pool *p, fp_oom_info *out);
+/* A caller gives up on a refused grant (fp_pool_alloc_grant's EAGAIN)
+ * and reports an OOM: the pool notes it as its last OOM and counts it. */
+void fp_pool_note_oom(fp_pool *p, size_t size);
 const fp_pool_opts *fp_pool_get_opts(const fp_pool *p);
 /* Bytes reserved now, read without the lock (may be a moment stale). */
 size_t fp_pool_reserved_bytes(const fp_pool *p);
@@ -244,6 +262,11 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud);
  * parent or make it new in the child (the only thread there). */
 void fp_pool_fork_prepare(fp_pool *p);
 void fp_pool_fork_after(fp_pool *p, int child);
+/* 1 when p's lock is free this moment (taken and given back at once), so
+ * the calling thread does not hold it: the shim's exit handler asks before
+ * it reads a pool, since exit() may run in a signal handler that
+ * interrupted this very pool. */
+int  fp_pool_lock_free(fp_pool *p);
 
 /* 1 when the pool serves from virtual-memory segments. */
 int  fp_pool_is_vmm(const fp_pool *p);

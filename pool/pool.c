@@ -7,7 +7,8 @@
  * when the backend or the cap refuses, it releases cached memory in
  * PyTorch's order and retries once before it reports ENOMEM.  A free
  * merges the block with free neighbours of the same segment.  Segments go
- * back to the backend only on release-and-retry, GC or empty_cache.
+ * back to the backend only on release-and-retry, GC, empty_cache or a
+ * caller's trim (least recently freed first).
  *
  * Invariants: see pool_internal.h.  Every public entry takes p->lock.
  */
@@ -418,6 +419,8 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
 {
     size_t size = rq->size, rounded = fp_round_size(&p->opts, size);
     if (size > FP_MAX_REQUEST) {
+        p->last_oom.over_cap = 0; /* neither the cap nor the backend refused it */
+        p->last_oom.backend_err = 0;
         note_oom(p, size, rounded);
         return ENOMEM;
     }
@@ -661,11 +664,64 @@ int fp_pool_empty_cache(fp_pool *p)
     return 0;
 }
 
+/* The wholly free segment freed longest ago, or NULL. */
+static fp_segment *oldest_free_segment(fp_pool *p)
+{
+    fp_segment *best = NULL;
+    for (fp_segment *s = p->seg_head; s; s = s->next)
+        if (!s->vmm && segment_is_free(s) && (!best || s->first->stamp < best->first->stamp))
+            best = s;
+    return best;
+}
+
+size_t fp_pool_trim(fp_pool *p, size_t keep)
+{
+    size_t bytes = 0;
+    pthread_mutex_lock(&p->lock);
+    fp_segment *s;
+    while (reserved_now(p) > keep && (s = oldest_free_segment(p))) {
+        bytes += s->size;
+        release_segment(p, s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return bytes;
+}
+
+static void stat_since(fp_stat *s, const fp_stat *base, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        s[i].allocated -= base[i].allocated;
+        s[i].freed -= base[i].freed;
+    }
+}
+
+void fp_pool_stats_since(fp_pool_stats *st, const fp_pool_stats *base)
+{
+#define FP_SINCE(f) stat_since(st->f, base->f, FP_NKINDS);
+    FP_SINCE(requested_bytes) FP_SINCE(allocated_bytes) FP_SINCE(active_bytes)
+    FP_SINCE(reserved_bytes) FP_SINCE(inactive_split_bytes) FP_SINCE(allocations)
+    FP_SINCE(active) FP_SINCE(segments) FP_SINCE(inactive_split)
+#undef FP_SINCE
+    stat_since(&st->oversize_allocations, &base->oversize_allocations, 1);
+    stat_since(&st->oversize_segments, &base->oversize_segments, 1);
+    uint64_t *c = &st->num_allocs;
+    const uint64_t *b = &base->num_allocs;
+    for (size_t i = 0; i < FP_POOL_NCOUNTS; i++)
+        c[i] -= b[i];
+}
+
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out)
 {
     pthread_mutex_lock(&p->lock);
     *out = p->st;
     out->largest_free = largest_free_locked(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void fp_pool_note_oom(fp_pool *p, size_t size)
+{
+    pthread_mutex_lock(&p->lock);
+    note_oom(p, size, fp_round_size(&p->opts, size));
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -702,6 +758,14 @@ size_t fp_pool_idle_bytes(fp_pool *p)
 void fp_pool_fork_prepare(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);
+}
+
+int fp_pool_lock_free(fp_pool *p)
+{
+    if (pthread_mutex_trylock(&p->lock) != 0)
+        return 0;
+    pthread_mutex_unlock(&p->lock);
+    return 1;
 }
 
 void fp_pool_fork_after(fp_pool *p, int child)

@@ -292,8 +292,33 @@ static int choose_best(const fp_tune_row **v, size_t n, const fp_tune_row *cur,
     return 0;
 }
 
+/* The largest request no pool serves (0: none) and its first event. */
+static uint64_t too_large(const fp_trace *t, size_t *at)
+{
+    uint64_t most = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const fp_trace_event *e = &t->ev[i];
+        if (e->op != 'f' && e->size > FP_TUNE_MAX_REQUEST && e->size > most) {
+            most = e->size;
+            *at = i;
+        }
+    }
+    return most;
+}
+
+/* searched: the rows carry tune's budget search (min_budget 0 is none). */
+static int every_row_ooms(const fp_tune_row *rows, size_t n, int searched)
+{
+    if (!searched || !n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].min_budget)
+            return 0;
+    return 1;
+}
+
 static int decide(const fp_trace *t, const fp_tune_row *rows, size_t n, const fp_tune_row *cur,
-                  const fp_advice_req *req, fp_advice *a)
+                  const fp_advice_req *req, int searched, fp_advice *a)
 {
     const fp_tune_row **v = ordered(rows, n);
     if (!v)
@@ -305,6 +330,12 @@ static int decide(const fp_trace *t, const fp_tune_row *rows, size_t n, const fp
         a->replays += rows[i].replays;
     a->replays += cur->set.order == SIZE_MAX ? cur->replays : 0;
     a->peak_live = fp_trace_peak_live(t, &cur->set.opts);
+    a->too_large = too_large(t, &a->too_large_at);
+    if (a->too_large || every_row_ooms(rows, n, searched)) {
+        a->kind = FP_ADVICE_ALL_OOM;
+        free(v);
+        return 0;
+    }
     int err = req->budget ? choose_fit(t, v, n, cur, req, a) : choose_best(v, n, cur, req, a);
     free(v);
     return err;
@@ -326,7 +357,7 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
         err = fp_tune_run(t, &p, &rows, &n);
     if (!err) {
         cur.set.order = SIZE_MAX;
-        err = decide(t, rows, n, &cur, req, out);
+        err = decide(t, rows, n, &cur, req, 0, out);
     }
     free(rows);
     return err;
@@ -339,7 +370,7 @@ int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n,
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < n; i++)
         if (rows[i].is_default)
-            return decide(t, rows, n, &rows[i], req, out);
+            return decide(t, rows, n, &rows[i], req, 1, out);
     return EINVAL;
 }
 
@@ -401,7 +432,10 @@ static void put_raise_cap(fp_sink *s, const fp_advice *a, const char *subject)
 static void put_none(fp_sink *s, const fp_advice *a)
 {
     fp_puts(s, "no setting fits" DASH "the peak live bytes are ");
-    fp_put_mib(s, a->peak_live);
+    if (a->peak_live == SIZE_MAX)
+        fp_puts(s, "more than 2^64 (the count stops there)");
+    else
+        fp_put_mib(s, a->peak_live);
     fp_puts(s, " (each request rounded), and ");
     if (a->best_need) {
         fp_puts(s, "the leanest setting (");
@@ -417,6 +451,23 @@ static void put_none(fp_sink *s, const fp_advice *a)
     fp_put_mib(s, a->budget);
     fp_puts(s, " it had: exhaustion, not fragmentation; reduce the working set (batch "
                "size, sequence length) or free the memory held outside the pool");
+}
+
+static void put_all_oom(fp_sink *s, const fp_advice *a)
+{
+    fp_puts(s, "every setting runs out of memory, whatever the budget" DASH);
+    if (!a->too_large) {
+        fp_puts(s, "no setting replays without an OOM even on an unlimited device: at some "
+                   "moment the live requests need more than the 64-bit address space");
+        return;
+    }
+    fp_puts(s, "event ");
+    fp_put_u64(s, a->too_large_at);
+    fp_puts(s, " asks for ");
+    fp_put_u64(s, a->too_large);
+    fp_puts(s, " bytes, more than the 281474976710655 (2^48 - 1) that fragpool serves in "
+               "one request, so it is refused as out of memory under every setting; check "
+               "the size the program computes");
 }
 
 static void put_current(fp_sink *s, const fp_advice *a, const char *subject)
@@ -463,6 +514,8 @@ void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char 
         put_current(s, a, subject);
     else if (a->kind == FP_ADVICE_NONE_FITS)
         put_none(s, a);
+    else if (a->kind == FP_ADVICE_ALL_OOM)
+        put_all_oom(s, a);
     else
         put_best(s, a, subject);
     fp_putc(s, '\n');

@@ -48,7 +48,11 @@ static int read_any(fp_reader *r, fp_trace *t)
         t->format = "fragpool CSV";
         rc = fp_trace_read_csv(r, t);
     }
-    if (!rc && !t->n) {
+    if (!rc && !t->n && !r->lineno) {
+        snprintf(r->err, r->errlen, "%s: no events: the file is empty",
+                 r->path);
+        rc = EINVAL;
+    } else if (!rc && !t->n) {
         snprintf(r->err, r->errlen, "%s: no events in %zu line%s (an empty trace)", r->path,
                  r->lineno, r->lineno == 1 ? "" : "s");
         rc = EINVAL;

@@ -89,7 +89,8 @@ void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *
 
 /* The most bytes ever live at once, each request rounded by opts
  * (fp_round_size), a refused request ('o') counted at its moment: a lower
- * bound on reserved memory under any budget.
+ * bound on reserved memory under any budget.  Requests no pool serves
+ * (over 2^48 - 1 bytes) are left out; the sum saturates at SIZE_MAX.
  * 0 when out of memory. */
 size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts);
 

@@ -11,7 +11,9 @@
  * the marks and the memo only ever hold node indices that exist; a memo
  * index past the input's length is refused (a real pickle numbers its
  * memo from 0), so the memo is never larger than the input; nesting is
- * bounded by FP_PK_DEPTH; on any failure everything is freed.
+ * bounded by FP_PK_DEPTH; on any failure everything is freed.  Building
+ * is linear in the input; the keys are indexed after (fp_pkeys.c), which
+ * is where duplicate keys are settled and lookups are served.
  */
 #include "fp_unpickle.h"
 #include <errno.h>
@@ -400,6 +402,7 @@ void fp_pdoc_free(fp_pdoc *d)
         if (d->node[i].type >= FP_PV_LIST)
             free(d->node[i].v.items);
     free(d->node);
+    fp_pdoc_index_free(d);
     *d = (fp_pdoc){0};
 }
 
@@ -409,6 +412,8 @@ int fp_unpickle(const unsigned char *data, size_t len, const char *name, fp_pdoc
     *d = (fp_pdoc){.data = data, .len = len};
     parser k = {.d = d, .p = data, .len = len, .name = name, .err = err, .errlen = errlen};
     int rc = run(&k);
+    if (!rc && fp_pdoc_index(d))
+        rc = nomem(&k);
     free(k.stack.v);
     free(k.marks.v);
     free(k.memo.v);
@@ -426,17 +431,6 @@ bool fp_pdoc_str_is(const fp_pdoc *d, const fp_pv *v, const char *s)
 {
     size_t n = strlen(s);
     return v && v->type == FP_PV_STR && v->v.s.len == n && !memcmp(d->data + v->v.s.off, s, n);
-}
-
-const fp_pv *fp_pdoc_get(const fp_pdoc *d, const fp_pv *v, const char *key)
-{
-    if (!v || v->type != FP_PV_DICT)
-        return NULL;
-    const fp_pv *found = NULL;
-    for (uint32_t i = 0; i + 1 < v->n; i += 2)   /* the last one set wins, as in Python */
-        if (fp_pdoc_str_is(d, &d->node[v->v.items[i]], key))
-            found = &d->node[v->v.items[i + 1]];
-    return found;
 }
 
 const fp_pv *fp_pdoc_item(const fp_pdoc *d, const fp_pv *v, size_t i)

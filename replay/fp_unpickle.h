@@ -7,6 +7,13 @@
  * builds anything else - a class, a function call, bytes, a set - is
  * refused with one line naming it and its byte: nothing is ever executed.
  * Memo references (BINGET) share a node, so the tree may be a DAG.
+ *
+ * Dicts are read as Python builds them: a key set twice keeps the value
+ * set last.  Once parsed, every string gets the id of the first string of
+ * the same bytes, and every dict holds each string key once, sorted by
+ * that id (fp_pkeys.c), so a lookup is a hash and a binary search: many
+ * duplicate keys, or one big dict shared by many entries, cost n log n in
+ * all, never n^2.
  */
 #ifndef FP_UNPICKLE_H
 #define FP_UNPICKLE_H
@@ -22,6 +29,10 @@ typedef struct fp_pv {
     uint8_t type;
     uint8_t neg;          /* INT: negative (u is the magnitude)          */
     uint32_t n, cap;      /* containers: items (a dict: key, value, ...) */
+    uint32_t key;         /* STR: its id, the first string node of the
+                             same bytes; DICT: its leading pairs whose key
+                             is a string, one per key, sorted by key id
+                             (pairs with other keys follow, as read)     */
     union {
         uint64_t u;       /* INT magnitude; BOOL 0/1                     */
         double f;
@@ -36,6 +47,8 @@ typedef struct fp_pdoc {
     fp_pv *node;
     size_t n, cap;
     uint32_t root;
+    struct fp_pstr *strs; /* the strings' ids by their bytes' hash       */
+    size_t nstrs;         /* slots of strs: a power of two, or 0         */
 } fp_pdoc;
 
 /* Parses data[0..len) (kept: strings point into it).  0, or EINVAL /
@@ -46,6 +59,10 @@ int  fp_unpickle(const unsigned char *data, size_t len, const char *name, fp_pdo
 void fp_pdoc_free(fp_pdoc *d);
 
 const fp_pv *fp_pdoc_node(const fp_pdoc *d, uint32_t i);
+/* After parsing (fp_unpickle calls it): the strings' ids, and each dict's
+ * string keys once (the last value set), sorted.  0 or ENOMEM. */
+int fp_pdoc_index(fp_pdoc *d);
+void fp_pdoc_index_free(fp_pdoc *d);
 /* The value of key in dict v, or NULL (not a dict, or no such key). */
 const fp_pv *fp_pdoc_get(const fp_pdoc *d, const fp_pv *v, const char *key);
 /* Item i of a list or tuple, or NULL. */

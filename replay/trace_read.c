@@ -3,8 +3,9 @@
  * text formats share.
  *
  * Invariants: a zlib error (a gzip file cut short, a bad CRC) is an
- * error naming the line and the bytes reached, never an early end; the
- * whole-file read refuses more than FP_TRACE_MAX_BYTES.
+ * error naming the line (read by line; never line 0) and the bytes
+ * reached, never an early end; the whole-file read refuses more than
+ * FP_TRACE_MAX_BYTES.
  */
 #include "trace_read.h"
 #include "fp_vec.h"
@@ -21,7 +22,7 @@ static int grow_line(fp_reader *r, size_t need)
     char *p = fp_vec_grow(r->line, &r->cap, need, 1, 256);
     if (!p) {
         snprintf(r->err, r->errlen, "%s:%zu: out of memory for a line of %zu bytes", r->path,
-                 r->lineno, need);
+                 r->lineno + 1, need);   /* the line being read */
         return ENOMEM;
     }
     r->line = p;
@@ -45,8 +46,11 @@ int fp_reader_fill(fp_reader *r)
     }
     const char *colon = strstr(msg, ">: ");   /* zlib's "<fd:3>: " prefix */
     msg = colon && msg[0] == '<' ? colon + 3 : msg;
-    snprintf(r->err, r->errlen, "%s:%zu: read error after %" PRIu64 " bytes of text: %s%s", r->path,
-             r->lineno + 1, r->bytes, zerr == Z_ERRNO ? strerror(errno) : msg,
+    char line[32] = "";   /* a file read whole (a pickle) has no lines */
+    if (!r->whole)
+        snprintf(line, sizeof line, ":%zu", r->lineno + 1);
+    snprintf(r->err, r->errlen, "%s%s: read error after %" PRIu64 " bytes%s: %s%s", r->path,
+             line, r->bytes, r->whole ? "" : " of text", zerr == Z_ERRNO ? strerror(errno) : msg,
              zerr == Z_BUF_ERROR ? " (the gzip file is cut short)"
              : zerr == Z_DATA_ERROR ? " (the gzip data is corrupt)" : "");
     return EIO;
@@ -85,6 +89,7 @@ int fp_reader_all(fp_reader *r, unsigned char **data, size_t *len)
 {
     size_t n = 0, cap = 0;
     unsigned char *buf = NULL;
+    r->whole = 1;
     for (;;) {
         if (r->pos == r->end) {
             int rc = r->eof ? 0 : fp_reader_fill(r);

@@ -29,6 +29,7 @@ typedef struct fp_reader {
     size_t lineno;
     uint64_t bytes;       /* uncompressed bytes read so far            */
     int header_seen;      /* a row or the header came already          */
+    int whole;            /* read whole (fp_reader_all): no line numbers */
 } fp_reader;
 
 /* The next chunk: 0 (r->eof at the end), or EIO with the reason. */

@@ -62,8 +62,11 @@ static int parse_hex(const char *p, size_t n, uint64_t *out)
 
 static int oom(fp_reader *r, const fp_trace *t)
 {
-    snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path, r->lineno,
-             t->n);
+    if (!r->lineno)
+        snprintf(r->err, r->errlen, "%s: out of memory before the first line", r->path);
+    else
+        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path,
+                 r->lineno, t->n);
     return ENOMEM;
 }
 

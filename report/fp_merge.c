@@ -6,7 +6,10 @@
  *    everything on every path; errors are "PATH: what" in err;
  *  - a member that is absent or null reads as its default; anything else
  *    that is not an integer in range is an error naming file and member;
- *  - totals saturate at INT64_MAX, never wrap.
+ *    `fragpool report` checks a summary with the same code
+ *    (fp_merge_check), so both take or refuse the same files;
+ *  - totals saturate at INT64_MAX, never wrap, and a total that did is
+ *    said in one line under the table.
  */
 #include "fp_merge.h"
 #include "fp_jread.h"
@@ -159,12 +162,17 @@ static int rows_push(merge_rows *rows, const merge_row *r)
     return 0;
 }
 
+/* Reads every member merge uses, in order; rows may be NULL (a check). */
 static int merge_doc(const fp_jdoc *d, merge_rows *rows, const char *path,
                         char *err, size_t errlen)
 {
     int64_t version;
+    if (!fp_jdoc_is(d, 0, FP_JOBJ))
+        return fail(err, errlen, path, "not a fragpool summary (its JSON is not an object; "
+                    "docs/summary.md)", EINVAL);
     if (fp_jdoc_int(d, fp_jdoc_path(d, "version"), &version) || version != 1)
-        return fail(err, errlen, path, "not a fragpool summary (version 1)", EINVAL);
+        return fail(err, errlen, path, "not a fragpool summary (\"version\" is not the "
+                    "number 1; docs/summary.md)", EINVAL);
     int devs = fp_jdoc_path(d, "devices");
     if (!fp_jdoc_is(d, devs, FP_JARR))
         return fail(err, errlen, path, "no \"devices\" array", EINVAL);
@@ -183,10 +191,15 @@ static int merge_doc(const fp_jdoc *d, merge_rows *rows, const char *path,
         int64_t *dst[5] = {&r.device, &r.peak_alloc, &r.peak_res, &r.ooms, &r.retries};
         for (int k = 0; k < 5 && !rc; k++)
             rc = read_int(d, t, i, &fields[k], dst[k], path, err, errlen);
-        if (!rc && rows_push(rows, &r))
+        if (!rc && rows && rows_push(rows, &r))
             rc = fail(err, errlen, path, "out of memory", ENOMEM);
     }
     return rc;
+}
+
+int fp_merge_check(const fp_jdoc *d, const char *path, char *err, size_t errlen)
+{
+    return merge_doc(d, NULL, path, err, errlen);
 }
 
 static int merge_file(const char *path, merge_rows *rows, char *err,
@@ -305,27 +318,35 @@ static void sort_rows(merge_rows *rows)
     }
 }
 
-/* Sums saturate at INT64_MAX: every term is >= 0 (read_int). */
-static int64_t sum_saturated(int64_t a, int64_t b)
+/* Sums saturate at INT64_MAX, setting *over: every term is >= 0
+ * (read_int). */
+static int64_t sum_saturated(int64_t a, int64_t b, int *over)
 {
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
+    if (a > INT64_MAX - b) {
+        *over = 1;
+        return INT64_MAX;
+    }
+    return a + b;
 }
 
-static void total_of(const merge_rows *rows, merge_row *t)
+/* The total row; 1 when a sum passed INT64_MAX (and shows it). */
+static int total_of(const merge_rows *rows, merge_row *t)
 {
+    int over = 0;
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < rows->n; i++) {
-        t->peak_alloc = sum_saturated(t->peak_alloc, rows->v[i].peak_alloc);
-        t->peak_res = sum_saturated(t->peak_res, rows->v[i].peak_res);
-        t->ooms = sum_saturated(t->ooms, rows->v[i].ooms);
-        t->retries = sum_saturated(t->retries, rows->v[i].retries);
+        t->peak_alloc = sum_saturated(t->peak_alloc, rows->v[i].peak_alloc, &over);
+        t->peak_res = sum_saturated(t->peak_res, rows->v[i].peak_res, &over);
+        t->ooms = sum_saturated(t->ooms, rows->v[i].ooms, &over);
+        t->retries = sum_saturated(t->retries, rows->v[i].retries, &over);
     }
+    return over;
 }
 
 static void write_table(fp_sink *out, const merge_rows *rows, size_t nfiles)
 {
     merge_row total;
-    total_of(rows, &total);
+    int over = total_of(rows, &total);
     fp_puts(out, "fragpool merge: ");
     fp_put_u64(out, nfiles);
     fp_puts(out, nfiles == 1 ? " summary, " : " summaries, ");
@@ -337,6 +358,9 @@ static void write_table(fp_sink *out, const merge_rows *rows, size_t nfiles)
     put_row(out, &total, "total");
     fp_puts(out, "(total peaks are sums of per-rank peaks; fragmentation is "
                  "1 - total peak allocated / total peak reserved)\n");
+    if (over)
+        fp_puts(out, "(a total passed 9223372036854775807, the largest a summary holds: "
+                     "the total row shows that largest value, not the sum)\n");
 }
 
 int fp_merge_json(const char *const *paths, size_t n, fp_sink *out,

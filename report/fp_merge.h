@@ -8,6 +8,7 @@
 #define FP_MERGE_H
 
 #include <stddef.h>
+#include "fp_jread.h"
 #include "fp_text.h"
 
 
@@ -18,5 +19,11 @@
  * ("PATH: what"). */
 int fp_merge_json(const char *const *paths, size_t n, fp_sink *out,
                   char *err, size_t errlen);
+/* The checks merge makes of one summary, parsed (d): an object, "version"
+ * the number 1, "devices" an array, and every member merge reads an
+ * integer in range or absent.  0, or EINVAL with "PATH: what" in err.
+ * `fragpool report` checks a summary with it too, so the two commands
+ * take and refuse the same files. */
+int fp_merge_check(const fp_jdoc *d, const char *path, char *err, size_t errlen);
 
 #endif

@@ -12,7 +12,9 @@
  * Invariants:
  *  - written for every OOM, summary on or off, on the failing path itself:
  *    no allocation, no stdio, fixed stack use;
- *  - exactly two lines; the cause is decided once (fp_oom_cause);
+ *  - exactly two lines; the cause is decided once (fp_oom_cause); a
+ *    request over 2^48 - 1 bytes, which the pool refuses before looking at
+ *    a cap or the device, is said as too large, never as exhaustion;
  *  - every size goes through fp_put_size (PyTorch's format_size).
  */
 #include "fp_report.h"
@@ -21,7 +23,12 @@
 
 #define FP_DASH " \xe2\x80\x94 "   /* " — " */
 
-enum { FP_CAUSE_CAP, FP_CAUSE_FRAG, FP_CAUSE_DRIVER, FP_CAUSE_EXHAUSTION };
+enum { FP_CAUSE_TOO_LARGE, FP_CAUSE_CAP, FP_CAUSE_FRAG, FP_CAUSE_DRIVER,
+       FP_CAUSE_EXHAUSTION };
+
+/* The largest request the pool serves: pool/'s FP_MAX_REQUEST (its
+ * internal header), 256 TiB less a byte; no device holds more. */
+#define FP_OOM_MAX_REQUEST (((uint64_t)1 << 48) - 1)
 
 /* What the OOM path knows, gathered once. */
 typedef struct fp_oom_ctx {
@@ -60,6 +67,8 @@ static int fp_oom_fragmented(const fp_oom_ctx *c)
 static int fp_oom_cause(const fp_oom_ctx *c)
 {
     const fp_oom_info *o = c->o;
+    if (o->requested > FP_OOM_MAX_REQUEST)
+        return FP_CAUSE_TOO_LARGE;   /* refused before any cap or device */
     if (o->over_cap)
         return FP_CAUSE_CAP;
     if (fp_oom_fragmented(c))
@@ -230,6 +239,15 @@ static void fp_cause_exhaustion(fp_sink *s, const fp_oom_ctx *c)
     }
 }
 
+static void fp_cause_too_large(fp_sink *s, const fp_oom_ctx *c)
+{
+    fp_puts(s, "a request too large" FP_DASH);
+    fp_put_u64(s, c->o->requested);
+    fp_puts(s, " bytes is more than the 281474976710655 (2^48 - 1) that fragpool serves in "
+               "one request, so it is refused as out of memory whatever the device holds; "
+               "check the size the program computes");
+}
+
 static void fp_cause_driver(fp_sink *s, const fp_oom_ctx *c)
 {
     fp_puts(s, "driver error" FP_DASH "reserving a ");
@@ -242,7 +260,9 @@ static void fp_cause_driver(fp_sink *s, const fp_oom_ctx *c)
 static void fp_oom_cause_line(fp_sink *s, const fp_oom_ctx *c, int cause)
 {
     fp_puts(s, "fragpool: cause: ");
-    if (cause == FP_CAUSE_CAP)
+    if (cause == FP_CAUSE_TOO_LARGE)
+        fp_cause_too_large(s, c);
+    else if (cause == FP_CAUSE_CAP)
         fp_cause_cap(s, c);
     else if (cause == FP_CAUSE_FRAG)
         fp_cause_frag(s, c);

@@ -92,6 +92,9 @@ typedef struct fp_dev_report {
                                    unknown (trace_stacks); may be NULL        */
     int running;                /* 1: a snapshot while the program runs (the
                                    live blocks are not leaks yet)            */
+    uint64_t since_seq;         /* blocks of this allocation number or lower
+                                   are not this process's (a forked child's
+                                   parent made them): no leaks; 0: none      */
 } fp_dev_report;
 
 /* ---- pinned host memory (issue 17): the shim's host pool ---- */
@@ -134,8 +137,8 @@ typedef struct fp_run_report {
 
 /* The part of a device's report that comes from its pool, filled the one
  * way the shim and the replay both use: stats (already read by the
- * caller), idle_now from them, and the largest live blocks into leaks
- * (FP_REPORT_TOP_LEAKS entries). */
+ * caller), idle_now from them, and the largest live blocks newer than
+ * d->since_seq into leaks (FP_REPORT_TOP_LEAKS entries). */
 void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st,
                          fp_leak *leaks);
 
@@ -147,11 +150,11 @@ size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
  * block", "context events: yes"). */
 void fp_summary_put_row(fp_sink *o, const fp_row *r);
 
-/* Walk p and keep the ntop largest live blocks in top (largest first, ties
- * by allocation order), with the count and requested bytes of all live
- * blocks.  Returns the entries filled.  Uses no memory of its own (the
- * pool's walk may). */
-size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
+/* Walk p and keep the ntop largest live blocks allocated after allocation
+ * number since in top (largest first, ties by allocation order), with the
+ * count and requested bytes of all such blocks.  Returns the entries
+ * filled.  Uses no memory of its own (the pool's walk may). */
+size_t fp_report_collect_leaks(fp_pool *p, uint64_t since, fp_leak *top, size_t ntop,
                                uint64_t *count, uint64_t *bytes);
 
 /* ---- summary (fp_summary.c) ----------------------------------------------- */

@@ -117,6 +117,7 @@ typedef struct fp_leak_acc {
     size_t ntop, n;      /* its capacity and entries filled    */
     uint64_t count;      /* all live blocks                    */
     uint64_t bytes;      /* their requested bytes              */
+    uint64_t since;      /* blocks numbered up to it are left out */
 } fp_leak_acc;
 
 /* 1 when a ranks before b: larger first, then older. */
@@ -149,7 +150,7 @@ static void fp_leak_segment(void *ud, uint64_t addr, size_t size, int small,
     (void)size;
     (void)small;
     for (size_t i = 0; i < nb; i++) {
-        if (b[i].state != FP_BLOCK_ALLOCATED)
+        if (b[i].state != FP_BLOCK_ALLOCATED || b[i].seq <= a->since)
             continue;
         fp_leak l = {b[i].addr, b[i].requested, b[i].seq};
         a->count++;
@@ -165,14 +166,14 @@ void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st,
     d->idle_now = (size_t)(st->reserved_bytes[FP_ALL].current -
                            st->allocated_bytes[FP_ALL].current);
     d->leaks = leaks;
-    d->nleaks = fp_report_collect_leaks(p, leaks, FP_REPORT_TOP_LEAKS, &d->leak_count,
-                                        &d->leak_bytes);
+    d->nleaks = fp_report_collect_leaks(p, d->since_seq, leaks, FP_REPORT_TOP_LEAKS,
+                                        &d->leak_count, &d->leak_bytes);
 }
 
-size_t fp_report_collect_leaks(fp_pool *p, fp_leak *top, size_t ntop,
+size_t fp_report_collect_leaks(fp_pool *p, uint64_t since, fp_leak *top, size_t ntop,
                                uint64_t *count, uint64_t *bytes)
 {
-    fp_leak_acc a = {top, top ? ntop : 0, 0, 0, 0};
+    fp_leak_acc a = {top, top ? ntop : 0, 0, 0, 0, since};
     if (p)
         fp_pool_walk(p, fp_leak_segment, &a);
     if (count)

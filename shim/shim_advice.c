@@ -213,29 +213,25 @@ void fp_advice_fork_after(bool child)
 
 /* ---- at exit ------------------------------------------------------------------ */
 
-typedef struct biggest {
-    fp_ctx_pool *d;
-    size_t peak;
-} biggest;
-
-static void pick(fp_ctx_pool *d, void *ud)
-{
-    biggest *b = ud;
-    fp_pool_stats st;
-    fp_pool_get_stats(d->pool, &st);
-    if ((size_t)st.reserved_bytes[FP_ALL].peak > b->peak)
-        *b = (biggest){d, (size_t)st.reserved_bytes[FP_ALL].peak};
-}
-
 static char exit_note[2 * FP_ADVICE_CONF_MAX + 256];
 
-void fp_advice_exit(void)
+/* The exit note for the pool of ds (all held) that reserved the most. */
+static void advise_biggest(fp_ctx_pool **ds, size_t n, void *ud)
 {
-    biggest b = {0};
-    fp_pools_each(pick, &b);
+    (void)ud;
+    fp_ctx_pool *big = NULL;
+    size_t peak = 0;
+    for (size_t i = 0; i < n; i++) {
+        fp_pool_stats st;
+        fp_pool_get_stats(ds[i]->pool, &st);
+        if ((size_t)st.reserved_bytes[FP_ALL].peak > peak) {
+            big = ds[i];
+            peak = (size_t)st.reserved_bytes[FP_ALL].peak;
+        }
+    }
     fp_trace t;
     fp_record_info info;
-    if (!b.d || record_trace(b.d, UINT64_MAX, &t, &info))
+    if (!big || record_trace(big, UINT64_MAX, &t, &info))
         return;
     fp_advice a;
     fp_advice_req req = {.current = &fp_shim.conf, .lean = 1};
@@ -249,4 +245,9 @@ void fp_advice_exit(void)
             fp_summary_note(exit_note);
     }
     fp_trace_free(&t);
+}
+
+void fp_advice_exit(void)
+{
+    fp_pools_all(advise_biggest, NULL);
 }

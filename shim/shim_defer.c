@@ -28,8 +28,10 @@
  * Where the driver has no context events (before CUDA 12.5) or refuses
  * one, a reuse synchronizes the context instead; while a graph is being
  * captured (either call would break the capture) memory freed since the
- * last fence is passed over and the pool grows.  Every such case is
- * counted for the summary.
+ * last fence is passed over and the pool grows; when the device is too
+ * full for that and the capture lets this thread free memory, the pool's
+ * idle segments go back to the driver first.  Every such case is counted
+ * for the summary.
  *
  * Invariant: every block of the pool stamped before `covered` was freed
  * before a fence that the whole context waits for (or before a completed
@@ -198,6 +200,28 @@ static bool freed_on_stream(fp_defer *f, const fp_grant *g, CUstream s)
     return hit;
 }
 
+/* The pool refused a grant (EAGAIN): it passed over memory freed since
+ * the last fence and could not grow without giving its cache back.
+ * During a capture whose rules let this thread free memory, the idle
+ * segments go back to the driver (cuMemFree waits for the device itself;
+ * the driver may hand that memory out again, as it would without
+ * fragpool, but the pool never hands out a block freed after the fence)
+ * and the pool tries once more.  A final refusal is the pool's OOM, noted
+ * so that the message reports it. */
+static int refused(fp_pool *pool, size_t size, uint64_t unsafe_from, fp_grant *g)
+{
+    int err = EAGAIN;
+    if (fp_streams_capturing() && !fp_capture_refuses_unsafe()) {
+        fp_pool_empty_cache(pool);
+        err = fp_pool_alloc_grant(pool, size, unsafe_from, g);
+    }
+    if (err == EAGAIN) {
+        fp_pool_note_oom(pool, size);
+        err = ENOMEM;
+    }
+    return err;
+}
+
 int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async,
                    uint64_t *addr)
 {
@@ -208,8 +232,10 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
                                : UINT64_MAX;
     fp_grant g;
     int err = fp_pool_alloc_grant(pool, size, unsafe_from, &g);
+    if (err == EAGAIN)
+        err = refused(pool, size, unsafe_from, &g);
     if (err)
-        return err == EAGAIN ? ENOMEM : err;
+        return err;
     bool safe = g.freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
                 (async && freed_on_stream(f, &g, s)) || make_safe(f, &g, s, async);
     if (safe) {
@@ -221,9 +247,11 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
     fp_pool_free_at(pool, g.addr, NULL, NULL);
     unsafe_from = atomic_load_explicit(&f->covered, memory_order_acquire);
     err = fp_pool_alloc_grant(pool, size, unsafe_from, &g);
+    if (err == EAGAIN)
+        err = refused(pool, size, unsafe_from, &g);
     if (!err)
         *addr = g.addr;
-    return err == EAGAIN ? ENOMEM : err;
+    return err;
 }
 
 /* ---- frees and synchronizations ------------------------------------- */
@@ -286,6 +314,14 @@ void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out)
     *out = f->counts;
     out->ctx_events = f->ctx_events;
     pthread_mutex_unlock(&f->lock);
+}
+
+bool fp_defer_lock_free(fp_defer *f)
+{
+    if (pthread_mutex_trylock(&f->lock) != 0)
+        return false;
+    pthread_mutex_unlock(&f->lock);
+    return true;
 }
 
 /* The context is gone, and its event with it: no more fences. */

@@ -38,5 +38,8 @@ void fp_defer_free(fp_defer *f);     /* the pool is dropped */
 void fp_defer_fork_prepare(fp_defer *f);             /* fork: take the lock */
 void fp_defer_fork_after(fp_defer *f, bool child);   /* give back, or renew */
 void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out);
+/* Whether f's lock is free this moment (the calling thread does not hold
+ * it): the exit handler asks before it reads the counts. */
+bool fp_defer_lock_free(fp_defer *f);
 
 #endif

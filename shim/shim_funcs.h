@@ -23,10 +23,13 @@
     X(cuMemCreate) X(cuMemAddressReserve) X(cuMemMap)                       \
     X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxReset_v2)                        \
     X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSynchronize)                     \
+    X(cuCtxDestroy) X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxRelease) \
     X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                    \
     X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)              \
     X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)      \
     X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                        \
+    X(cuStreamDestroy) X(cuStreamDestroy_v2)                                \
+    X(cuThreadExchangeStreamCaptureMode)                                    \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2)     \
     X(cuIpcCloseMemHandle)                                                  \
     /* pinned host memory (issue 17): shim_host_api.c */                   \
@@ -41,7 +44,8 @@
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)       \
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
-    X(cuDevicePrimaryCtxGetState) X(cuEventCreate) X(cuDriverGetVersion)    \
+    X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)               \
+    X(cuEventCreate) X(cuDriverGetVersion)                                  \
     X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)             \
     /* pinned host memory (issue 17): shim_host.c */                       \
     X(cuEventQuery) X(cuEventSynchronize)                                   \

@@ -27,6 +27,12 @@
  * synchronizes every live context in the free instead, as cuMemFreeHost
  * does.
  *
+ * Idle segments.  When the pool grows past twice the most it ever had
+ * handed out plus 32 MiB, its idle segments go back to the driver, the
+ * one freed longest ago first ("giving idle segments back" below), after
+ * the same wait as a reuse, so a program whose buffers keep changing size
+ * does not pin a new segment for each size for good.
+ *
  * Queries.  fp_host_lookup tells a pointer inside a live block (with the
  * flags it was asked with) from one inside a segment but in no live block
  * (which the wrappers refuse as the driver refuses memory it never gave);
@@ -37,9 +43,12 @@
  * disjoint) with its requested size and flags, and nothing else is; every
  * pooled free made while `pending` is false has been waited for; `ctxs`
  * holds the contexts the last fence pass found live (a stale event of a
- * reused handle is replaced when its record is refused).  Locks: host_lock (ctxs, fences) is taken before the pool's
- * own lock (a free and its fence) and never the other way; blocks_lock
- * is a leaf.
+ * reused handle is replaced when its record is refused); a segment goes
+ * back to the driver only wholly free, with host_lock held and `pending`
+ * false (so no work queued before its blocks' frees is still running),
+ * inside the capture gate, and never at exit.  Locks: host_lock (ctxs,
+ * fences) is taken before the pool's own lock (a free and its fence, a
+ * trim) and never the other way; blocks_lock is a leaf.
  */
 #include "shim_host.h"
 #include "fp_pool.h"
@@ -59,6 +68,7 @@
 #define FP_HOST_POOLED_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
 #define FP_HOST_MAX_CTXS 64
 #define FP_HOST_PAGE ((size_t)4096)
+#define FP_HOST_SLACK ((size_t)32 << 20) /* idle bytes kept beyond twice the peak */
 
 typedef struct host_block {
     uint64_t addr;
@@ -259,7 +269,7 @@ static bool record(host_ctx *e)
 static void record_in(fp_ctx_pool *d, void *ud)
 {
     (void)ud;
-    if (atomic_load(&d->retired))
+    if (fp_pools_retired(d))
         return;
     host_ctx *e = ctx_entry(d->ctx);
     if (e)
@@ -296,7 +306,7 @@ static void fence_free(void)
 static void sync_in(fp_ctx_pool *d, void *ud)
 {
     bool *failed = ud;
-    if (!atomic_load(&d->retired) && fp_pools_sync(d) != 0)
+    if (!fp_pools_retired(d) && fp_pools_sync(d) != 0)
         *failed = true;
 }
 
@@ -321,6 +331,25 @@ static void wait_fences(void)
     }
 }
 
+/* Every pooled free so far waited for (host_lock held, inside the capture
+ * gate): its fences, or every live context where one is missing.  False
+ * when a synchronize failed (then nothing is marked done). */
+static bool settle_locked(void)
+{
+    if (!atomic_load(&H.pending))
+        return true;
+    bool ok = true;
+    if (H.unfenced)
+        ok = sync_all_locked();
+    else
+        wait_fences();
+    if (ok) {
+        H.unfenced = false;
+        atomic_store(&H.pending, false);
+    }
+    return ok;
+}
+
 /* True when no work queued before g's memory was freed can still touch
  * it; false when that cannot be had now (a capture is under way). */
 static bool order_reuse(const fp_grant *g)
@@ -332,20 +361,50 @@ static bool order_reuse(const fp_grant *g)
         pthread_mutex_unlock(&H.host_lock);
         return false;
     }
-    bool ok = true;
-    if (atomic_load(&H.pending)) {
-        if (H.unfenced)
-            ok = sync_all_locked();
-        else
-            wait_fences();
-        if (ok) {
-            H.unfenced = false;
-            atomic_store(&H.pending, false);
-        }
-    }
+    bool ok = settle_locked();
     fp_capture_gate_leave();
     pthread_mutex_unlock(&H.host_lock);
     return ok;
+}
+
+/* ---- giving idle segments back ----------------------------------------------
+ * Best fit serves a request from any larger cached block (split when the
+ * rest is more than 1 MiB), but a request larger than every cached block
+ * pins a new segment, and the old ones stay: a program whose buffers keep
+ * growing would pin a new segment for every new size.  So when memory
+ * fresh from the driver is handed out and the pool holds more than twice
+ * the most it ever had handed out, plus FP_HOST_SLACK, the idle segments
+ * freed longest ago go back (cuMemFreeHost) until it holds no more than
+ * that.  Their blocks were freed, so first the work queued before those
+ * frees must be over: the fences are waited for, inside the capture gate
+ * (no release while a capture is under way; the next miss tries again).
+ * Never at exit. */
+
+/* What the pool may hold: twice its peak handed out, plus the slack. */
+static size_t keep_bytes(const fp_pool_stats *st)
+{
+    size_t peak = (size_t)st->allocated_bytes[FP_ALL].peak;
+    if (peak > (SIZE_MAX - FP_HOST_SLACK) / 2)
+        return SIZE_MAX;
+    return 2 * peak + FP_HOST_SLACK;
+}
+
+static void trim_idle(fp_pool *p)
+{
+    if (fp_pool_reserved_bytes(p) <= FP_HOST_SLACK || atomic_load(&fp_shim.exiting))
+        return;
+    fp_pool_stats st;
+    fp_pool_get_stats(p, &st);
+    size_t keep = keep_bytes(&st);
+    if ((size_t)st.reserved_bytes[FP_ALL].current <= keep)
+        return;
+    pthread_mutex_lock(&H.host_lock);
+    if (fp_capture_gate_enter()) {
+        if (settle_locked())
+            fp_pool_trim(p, keep);
+        fp_capture_gate_leave();
+    }
+    pthread_mutex_unlock(&H.host_lock);
 }
 
 /* ---- allocation ------------------------------------------------------------ */
@@ -377,7 +436,9 @@ static bool pooled(size_t bytesize, unsigned flags)
     if (bytesize > fp_shim.conf.host_max_cached)
         return false;
     /* A current context, with its device pool: its fences cover reuse. */
-    return fp_pools_current() != NULL;
+    fp_ctx_pool *d = fp_pools_current();
+    fp_pools_put(d);
+    return d != NULL;
 }
 
 static void say_host_oom(fp_pool *p, size_t bytesize)
@@ -419,6 +480,8 @@ static int serve(fp_pool *p, size_t bytesize, unsigned flags, uint64_t *addr)
         return ENOENT;
     }
     *addr = g.addr;
+    if (g.freed_at == FP_NEVER_FREED) /* memory fresh from the driver: the pool grew */
+        trim_idle(p);
     return 0;
 }
 
@@ -517,6 +580,15 @@ bool fp_host_report_get(fp_host_report *out)
     if (p)
         fp_pool_get_stats(p, &out->stats);
     return p || out->to_driver;
+}
+
+bool fp_host_locks_free(void)
+{
+    fp_pool *p = host_pool_existing();
+    if (pthread_mutex_trylock(&H.host_lock) != 0)
+        return false;
+    pthread_mutex_unlock(&H.host_lock);
+    return !p || fp_pool_lock_free(p);
 }
 
 void fp_host_fork_prepare(void)

@@ -35,6 +35,9 @@ bool fp_host_report_get(fp_host_report *out);
 /* fork: the host pool's locks, taken before the pools' (a fence pass
  * holds host_lock while it enters the capture gate), given back after. */
 void fp_host_fork_prepare(void);
+/* Whether the locks fp_host_report_get takes are free this moment (the
+ * calling thread holds none of them): the exit handler asks first. */
+bool fp_host_locks_free(void);
 void fp_host_fork_after(bool child);
 
 #endif

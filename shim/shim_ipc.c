@@ -13,6 +13,9 @@
  *     handle and the block's offset).  A receiver under fragpool reads it
  *     through /proc/PID/fd/FD, opens the real handle and adds the offset;
  *     a receiver without fragpool hands the driver bytes it never made.
+ *     The receiver reads only what is a sealed registry memfd of
+ *     fragpool's, never blocking: a forged handle gets the driver's
+ *     CUDA_ERROR_INVALID_VALUE and one line.
  * own_segment_mb:N sends allocations of N MiB or more to the driver, each a
  * segment of its own, so that their handles need nothing of the above.
  * docs/shim.md ("IPC") gives the reasons and the limits.
@@ -36,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +47,11 @@
 #define REG_MAGIC "fpipcreg"       /* the registry file's first 8 bytes      */
 #define REG_SLOTS 65536u           /* distinct block addresses exported      */
 #define REG_HEAD 4096              /* slots start here in the file           */
+#define REG_NAME "fragpool-ipc"    /* the registry memfd's name              */
+#define REG_FREED 1u               /* reg.addr of a freed block's slot (no block
+                                      starts at address 1)                    */
+#define REG_LEN (REG_HEAD + (off_t)REG_SLOTS * (off_t)sizeof(reg_slot))
+#define REG_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) /* its length is fixed */
 
 static void bump(atomic_ullong *c)
 {
@@ -137,9 +146,9 @@ static int reg_open_locked(void)
     reg_head h = {.nonce = mix(mix((uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec), getpid())};
     memcpy(h.magic, REG_MAGIC, 8);
     reg.addr = calloc(REG_SLOTS, sizeof *reg.addr);
-    int fd = reg.addr ? memfd_create("fragpool-ipc", MFD_CLOEXEC) : -1;
-    off_t len = REG_HEAD + (off_t)REG_SLOTS * (off_t)sizeof(reg_slot);
-    if (fd >= 0 && (ftruncate(fd, len) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h)) {
+    int fd = reg.addr ? memfd_create(REG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+    if (fd >= 0 && (ftruncate(fd, REG_LEN) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h ||
+                    fcntl(fd, F_ADD_SEALS, REG_SEALS) != 0)) {
         close(fd);
         fd = -1;
     }
@@ -159,14 +168,23 @@ static off_t slot_pos(uint32_t i)
     return REG_HEAD + (off_t)i * (off_t)sizeof(reg_slot);
 }
 
-/* The slot that holds addr, or the empty one where it goes; -1: full. */
+/* The slot that holds addr, or the free one where it goes (the first
+ * freed slot on its probe path, else the empty one that ends the path);
+ * -1: full.  A freed block's slot keeps REG_FREED in reg.addr so that the
+ * probe paths through it stay whole and it is taken again. */
 static long reg_probe_locked(uint64_t addr)
 {
     uint32_t i = (uint32_t)(mix(0, addr) % REG_SLOTS);
-    for (uint32_t n = 0; n < REG_SLOTS; n++, i = (i + 1) % REG_SLOTS)
-        if (reg.addr[i] == addr || reg.addr[i] == 0)
+    long freed = -1;
+    for (uint32_t n = 0; n < REG_SLOTS; n++, i = (i + 1) % REG_SLOTS) {
+        if (reg.addr[i] == addr)
             return i;
-    return -1;
+        if (reg.addr[i] == 0)
+            return freed >= 0 ? freed : (long)i;
+        if (reg.addr[i] == REG_FREED && freed < 0)
+            freed = i;
+    }
+    return freed;
 }
 
 /* Fills slot i with the block (a new serial, unless it holds this already). */
@@ -216,10 +234,13 @@ void fp_ipc_block_freed(uint64_t addr)
     pthread_mutex_lock(&reg.lock);
     long i = reg.fd >= 0 && reg.pid == getpid() ? reg_probe_locked(addr) : -1;
     uint64_t dead = 0;
-    if (i >= 0 && reg.addr[i] == addr &&
-        pwrite(reg.fd, &dead, sizeof dead, slot_pos((uint32_t)i)) != sizeof dead)
-        fp_say("IPC: cannot mark the freed block 0x%llx in the registry",
-               (unsigned long long)addr);
+    if (i >= 0 && reg.addr[i] == addr) {
+        if (pwrite(reg.fd, &dead, sizeof dead, slot_pos((uint32_t)i)) == sizeof dead)
+            reg.addr[i] = REG_FREED; /* its slot may serve another block now */
+        else
+            fp_say("IPC: cannot mark the freed block 0x%llx in the registry",
+                   (unsigned long long)addr);
+    }
     pthread_mutex_unlock(&reg.lock);
 }
 
@@ -297,7 +318,7 @@ static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
     if (err) {
         fp_say("cuIpcGetMemHandle(0x%llx): no fragpool handle (%s%s); returning "
                "CUDA_ERROR_NOT_SUPPORTED", (unsigned long long)p, strerror(err),
-               err == ENOSPC ? ": 65536 block addresses already exported" : "");
+               err == ENOSPC ? ": 65536 exported blocks are live at once" : "");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     bump(&fp_ipc_tallies.exports);
@@ -305,18 +326,9 @@ static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
     return CUDA_SUCCESS;
 }
 
-CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+/* A handle for dptr, which d's segments hold. */
+static CUresult export_pooled(fp_ctx_pool *d, CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-    if (!fp_shim_init() || !fp_real.cuIpcGetMemHandle)
-        return fp_real.cuIpcGetMemHandle ? fp_real.cuIpcGetMemHandle(pHandle, dptr)
-                                         : CUDA_ERROR_NOT_INITIALIZED;
-    fp_ctx_pool *d = pHandle ? fp_pools_owner(dptr) : NULL;
-    if (!d) {
-        CUresult r = fp_real.cuIpcGetMemHandle(pHandle, dptr);
-        if (r == CUDA_SUCCESS)
-            bump(&fp_ipc_tallies.exports);
-        return r;
-    }
     if (fp_vmm_owns(d->vmm, dptr))
         return refuse_vmm(dptr);
     where w = {.p = dptr};
@@ -332,6 +344,23 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     return export_block(pHandle, dptr, &w);
 }
 
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    if (!fp_shim_init() || !fp_real.cuIpcGetMemHandle)
+        return fp_real.cuIpcGetMemHandle ? fp_real.cuIpcGetMemHandle(pHandle, dptr)
+                                         : CUDA_ERROR_NOT_INITIALIZED;
+    fp_ctx_pool *d = pHandle ? fp_pools_owner(dptr) : NULL;
+    if (!d) {
+        CUresult r = fp_real.cuIpcGetMemHandle(pHandle, dptr);
+        if (r == CUDA_SUCCESS)
+            bump(&fp_ipc_tallies.exports);
+        return r;
+    }
+    CUresult r = export_pooled(d, pHandle, dptr);
+    fp_pools_put(d);
+    return r;
+}
+
 /* ---- import ------------------------------------------------------------------ */
 
 typedef struct opened {        /* a pointer handed out at an offset         */
@@ -343,14 +372,40 @@ typedef struct opened {        /* a pointer handed out at an offset         */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static opened *open_list;
 
+/* The registry that w names, opened read-only; or -1 with errno set.  A
+ * handle's bytes are the sender's to choose, so what they name is
+ * checked before it is opened and again after: only a registry memfd of
+ * fragpool's (by its name, sealed: regular, of the registry's length) is
+ * read, and nothing is opened that could block (a FIFO, a device). */
+static int open_registry(const wire *w)
+{
+    char path[64], target[64];
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", (unsigned)w->pid, (int)w->fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0)
+        return -1;
+    target[n] = '\0';
+    if (strncmp(target, "/memfd:" REG_NAME " ", strlen("/memfd:" REG_NAME " ")) != 0) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != REG_LEN ||
+                    fcntl(fd, F_GET_SEALS) != REG_SEALS)) {
+        close(fd);
+        errno = ENOTSUP;
+        return -1;
+    }
+    return fd;
+}
+
 /* The exporter's slot for w, checked; 0, or an errno. */
 static int read_slot(const wire *w, reg_slot *s)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%u/fd/%d", (unsigned)w->pid, (int)w->fd);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_registry(w);
     if (fd < 0)
-        return errno;
+        return errno == ENOENT ? ESRCH : errno;
     reg_head h;
     int err = 0;
     if (pread(fd, &h, sizeof h, 0) != sizeof h || memcmp(h.magic, REG_MAGIC, 8) != 0 ||
@@ -408,6 +463,7 @@ static CUresult open_fragpool(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pd
                (unsigned)w.pid, (unsigned long long)w.offset,
                err == ESTALE ? "the block was freed or exported anew"
                : err == ESRCH ? "that process's registry is not there (it ended?)"
+               : err == ENOTSUP ? "it names no IPC registry of fragpool's (forged or damaged)"
                : err == EINVAL ? "no pointer to return it in" : strerror(err));
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -457,4 +513,29 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     if (r == CUDA_SUCCESS)
         bump(&fp_ipc_tallies.closes);
     return r;
+}
+
+/* ---- fork ------------------------------------------------------------------- */
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&reg.lock);
+    pthread_mutex_lock(&open_lock);
+}
+
+static void fork_after(bool child)
+{
+    if (child) { /* the child makes a registry of its own (reg_open_locked) */
+        pthread_mutex_init(&open_lock, NULL);
+        pthread_mutex_init(&reg.lock, NULL);
+        return;
+    }
+    pthread_mutex_unlock(&open_lock);
+    pthread_mutex_unlock(&reg.lock);
+}
+
+/* Before main: the row of shim_life.c's ranked list these locks take. */
+__attribute__((constructor)) static void rank_locks(void)
+{
+    fp_life_rank_lock("IPC registry and opens", fork_prepare, fork_after);
 }

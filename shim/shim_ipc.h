@@ -15,4 +15,5 @@ bool fp_ipc_own_segment(size_t bytes);
 /* A block about to be freed loses its fragpool IPC handle. */
 void fp_ipc_block_freed(uint64_t addr);
 
+
 #endif

@@ -11,4 +11,8 @@
 /* Runs the one-time setup; true when the pools can be used. */
 bool fp_shim_init(void);
 
+/* Fills the row name of shim_life.c's ranked list of locks (a row whose
+ * locks live in an interposer file), from that file's constructor. */
+void fp_life_rank_lock(const char *name, void (*prepare)(void), void (*after)(bool child));
+
 #endif

@@ -22,6 +22,7 @@
 #include "shim_sanitizer.h"
 #include "shim_snaprec.h"
 #include "shim_state.h"
+#include "shim_streams.h"
 #include "shim_trace.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -32,12 +33,17 @@ static void count(int k)
     atomic_fetch_add_explicit(&fp_passthrough[k], 1, memory_order_relaxed);
 }
 
-/* The pool to serve this thread, or NULL to forward to the driver. */
+/* The pool to serve this thread (held: fp_pools_put), or NULL to forward
+ * to the driver. */
 static fp_ctx_pool *serving_pool(void)
 {
     if (!fp_shim_init() || atomic_load_explicit(&fp_shim.exiting, memory_order_relaxed))
         return NULL;
     if (fp_tools_passthrough()) {   /* compute-sanitizer or a profiler: the driver's */
+        count(FP_PT_OTHER);
+        return NULL;
+    }
+    if (fp_capture_refuses_unsafe()) { /* a capture forbids it: the driver's answer */
         count(FP_PT_OTHER);
         return NULL;
     }
@@ -103,10 +109,14 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     fp_ctx_pool *d = serving_pool();
-    if (!d || !dptr || bytesize == 0 || fp_ipc_own_segment(bytesize))
+    if (!d || !dptr || bytesize == 0 || fp_ipc_own_segment(bytesize)) {
+        fp_pools_put(d);
         return fp_real.cuMemAlloc_v2 ? fp_real.cuMemAlloc_v2(dptr, bytesize)
                                      : CUDA_ERROR_NOT_INITIALIZED;
-    return pool_alloc(d, dptr, bytesize, NULL, false);
+    }
+    CUresult r = pool_alloc(d, dptr, bytesize, NULL, false);
+    fp_pools_put(d);
+    return r;
 }
 
 static void invalid_free(const char *who, CUdeviceptr p)
@@ -139,8 +149,8 @@ static bool try_free(fp_ctx_pool *d, void *ud)
     return r->err != ENOENT;
 }
 
-/* The pool that held r->p, which is freed now (r->err says how that
- * went), or NULL when no pool has it.  Deferred and untraced, the free
+/* The pool that held r->p (held: fp_pools_put), which is freed now
+ * (r->err says how that went), or NULL when no pool has it.  Deferred and untraced, the free
  * itself finds the pool: one lock per pool asked, none of them held long. */
 static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchronize sync,
                                CUresult *res)
@@ -170,12 +180,12 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
     fp_time_end(t0);
     if (!d)
         return 1;
-    if (*res != CUDA_SUCCESS)
-        return 0;
-    if (!r.err && async && deferred())
+    if (*res == CUDA_SUCCESS && !r.err && async && deferred())
         fp_defer_freed_async(d->defer, p, r.size, r.stamp, s);
-    debug_check(d);
-    if (r.err) {
+    if (*res == CUDA_SUCCESS)
+        debug_check(d);
+    fp_pools_put(d);
+    if (*res == CUDA_SUCCESS && r.err) {
         invalid_free(who, p);
         *res = CUDA_ERROR_INVALID_VALUE;
     }
@@ -205,11 +215,14 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     size_t pitch = (WidthInBytes + FP_PITCH_ALIGN - 1) & ~(size_t)(FP_PITCH_ALIGN - 1);
     if (!bad && (pitch < WidthInBytes || Height > SIZE_MAX / pitch))
         bad = true;
-    if (!d || bad || fp_ipc_own_segment(pitch * Height))
+    if (!d || bad || fp_ipc_own_segment(pitch * Height)) {
+        fp_pools_put(d);
         return fp_real.cuMemAllocPitch_v2
                    ? fp_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
                    : CUDA_ERROR_NOT_INITIALIZED;
+    }
     CUresult r = pool_alloc(d, dptr, pitch * Height, NULL, false);
+    fp_pools_put(d);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;
     return r;
@@ -233,25 +246,31 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
 {
     fp_ctx_pool *d = serving_pool();
     bool cap = false;
-    if (d && dptr && size) {
-        CUresult r = stream_capturing(is_capturing, s, &cap);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    if (d && cap) { /* a graph allocation node: the driver's */
+    CUresult r = d && dptr && size ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && d && cap) /* a graph allocation node: the driver's */
         count(FP_PT_OTHER);
-        d = NULL;
+    if (r != CUDA_SUCCESS || !d || cap || !dptr || size == 0) {
+        fp_pools_put(d);
+        return r != CUDA_SUCCESS ? r : real ? real(dptr, size, s) : CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (!d || !dptr || size == 0)
-        return real ? real(dptr, size, s) : CUDA_ERROR_NOT_SUPPORTED;
-    return pool_alloc(d, dptr, size, s, true);
+    r = pool_alloc(d, dptr, size, s, true);
+    fp_pools_put(d);
+    return r;
+}
+
+/* Whether a pool of fragpool's holds p. */
+static bool owned(CUdeviceptr p)
+{
+    fp_ctx_pool *d = fp_pools_owner(p);
+    fp_pools_put(d);
+    return d != NULL;
 }
 
 static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real,
                            fp_PFN_cuStreamIsCapturing is_capturing,
                            fp_PFN_cuStreamSynchronize sync)
 {
-    bool ours = p && fp_shim_init() && fp_pools_owner(p), cap = false;
+    bool ours = p && fp_shim_init() && owned(p), cap = false;
     CUresult r = ours ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS)
         return r; /* the block stays allocated */
@@ -387,7 +406,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 /* ---- peer access: VMM pages grant it themselves ------------------------- */
 
-/* The pool of context c (made now if it has none), or NULL. */
+/* The pool of context c (made now if it has none; held), or NULL. */
 static fp_ctx_pool *pool_of(CUcontext c)
 {
     if (fp_real.cuCtxPushCurrent_v2(c) != CUDA_SUCCESS)
@@ -418,6 +437,7 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
         fp_say("cuCtxEnablePeerAccess: granting device %d access to fragpool's mapped "
                "pages of device %d failed (CUresult %d); kernels of device %d cannot "
                "reach them", (int)me, (int)d->dev, (int)fp_vmm_last_error(), (int)me);
+    fp_pools_put(d);
     return r;
 }
 
@@ -432,43 +452,83 @@ CUresult cuCtxSynchronize(void)
     CUresult r = fp_real.cuCtxSynchronize();
     if (r == CUDA_SUCCESS && d)
         fp_defer_synchronized(d->defer, clock);
+    fp_pools_put(d);
     return r;
 }
 
 /* ---- contexts going away take their memory with them ----------------------- */
 
-CUresult cuCtxDestroy_v2(CUcontext ctx)
+/* Each under both names: the plain ones are what dlsym and ctypes find by
+ * name and what cuGetProcAddress gives for old cudaVersion values. */
+static CUresult ctx_destroy(fp_PFN_cuCtxDestroy_v2 real, CUcontext ctx)
 {
     fp_shim_init();
-    if (!fp_real.cuCtxDestroy_v2)
+    if (!real)
         return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = fp_real.cuCtxDestroy_v2(ctx);
-    if (r == CUDA_SUCCESS)
+    CUresult r = real(ctx);
+    if (r == CUDA_SUCCESS) {
         fp_pools_retire(ctx, 0, false);
+        fp_capture_ctx_gone(ctx); /* its captures ended with it */
+    }
     return r;
+}
+
+static CUresult primary_reset(fp_PFN_cuDevicePrimaryCtxReset_v2 real, CUdevice dev)
+{
+    fp_shim_init();
+    if (!real)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = real(dev);
+    if (r == CUDA_SUCCESS) {
+        fp_pools_retire(NULL, dev, true);
+        fp_capture_primary_gone(dev);
+    }
+    return r;
+}
+
+/* The primary context ends with its last release. */
+static CUresult primary_release(fp_PFN_cuDevicePrimaryCtxRelease_v2 real, CUdevice dev)
+{
+    fp_shim_init();
+    if (!real)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = real(dev);
+    unsigned flags = 0;
+    int active = 1;
+    if (r == CUDA_SUCCESS && fp_real.cuDevicePrimaryCtxGetState &&
+        fp_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active) {
+        fp_pools_retire(NULL, dev, true);
+        fp_capture_primary_gone(dev);
+    }
+    return r;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    return ctx_destroy(fp_real.cuCtxDestroy_v2, ctx);
+}
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return ctx_destroy(fp_real.cuCtxDestroy, ctx);
 }
 
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    fp_shim_init();
-    if (!fp_real.cuDevicePrimaryCtxReset_v2)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = fp_real.cuDevicePrimaryCtxReset_v2(dev);
-    if (r == CUDA_SUCCESS)
-        fp_pools_retire(NULL, dev, true);
-    return r;
+    return primary_reset(fp_real.cuDevicePrimaryCtxReset_v2, dev);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return primary_reset(fp_real.cuDevicePrimaryCtxReset, dev);
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    fp_shim_init();
-    if (!fp_real.cuDevicePrimaryCtxRelease_v2)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = fp_real.cuDevicePrimaryCtxRelease_v2(dev);
-    unsigned flags = 0;
-    int active = 1;
-    if (r == CUDA_SUCCESS && fp_real.cuDevicePrimaryCtxGetState &&
-        fp_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        fp_pools_retire(NULL, dev, true);
-    return r;
+    return primary_release(fp_real.cuDevicePrimaryCtxRelease_v2, dev);
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return primary_release(fp_real.cuDevicePrimaryCtxRelease, dev);
 }

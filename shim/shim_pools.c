@@ -8,11 +8,22 @@
  * context is destroyed or reset, the driver frees its memory: the pool is
  * retired (its stats stay for the summary, its segments are forgotten).
  *
+ * Slots.  Once all FP_MAX_POOLS slots have been used, a new context takes
+ * the slot of a retired one, whose pool is destroyed then (its numbers
+ * leave the summary).  Other threads may still be inside that pool (a
+ * free walking every pool, a summary reading its stats), so every use of
+ * a slot is held: hold() counts the user in before it reads the slot's
+ * state, and a slot is rebuilt only after its state has become REBUILDING
+ * with no user counted in.  Both sides are sequentially consistent, so
+ * either the user sees REBUILDING and leaves, or the rebuilder sees the
+ * user and gives the slot back to RETIRED.  Nothing waits for a user:
+ * when every retired slot is held, the new context is served by the
+ * driver until a later allocation finds one free.
+ *
  * Invariants: an entry is fully written before npools (a new slot) or
- * retired = false (a reused one) publishes it; a retired pool is never
- * used for allocation again.  Once all FP_MAX_POOLS slots have been used,
- * a new context takes the slot of a retired one, whose numbers then leave
- * the summary.
+ * state = LIVE (a reused one) publishes it; a pool that is not LIVE is
+ * never used for allocation again; a slot is rebuilt only while no user
+ * holds it; only RETIRED slots (their segments forgotten) are rebuilt.
  */
 #include "shim_pools.h"
 #include "shim_clock.h"
@@ -64,9 +75,12 @@ static int be_release(void *ud, uint64_t addr, size_t size)
     return fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
 }
 
+/* Before cached segments go back: not while a graph is captured, which a
+ * synchronization would break.  Nothing needs it then: cuMemFree waits
+ * for the device itself, and pages are not unmapped during a capture. */
 static int be_synchronize(void *ud)
 {
-    return fp_pools_sync(ud);
+    return fp_streams_capturing() ? 0 : fp_pools_sync(ud);
 }
 
 int fp_pools_sync(fp_ctx_pool *d)
@@ -145,12 +159,34 @@ static void note_page(fp_ctx_pool *d, size_t asked)
 
 /* ---- finding pools ---------------------------------------------------- */
 
+/* Counts the caller in as a user of d when d is LIVE (or, with
+ * any_state, retired but whole); false when it is not to be read. */
+static bool hold(fp_ctx_pool *d, bool any_state)
+{
+    atomic_fetch_add(&d->users, 1);
+    int st = atomic_load(&d->state);
+    if (st == FP_SLOT_LIVE || (any_state && (st == FP_SLOT_RETIRING || st == FP_SLOT_RETIRED)))
+        return true;
+    atomic_fetch_sub(&d->users, 1);
+    return false;
+}
+
+void fp_pools_put(fp_ctx_pool *d)
+{
+    if (d)
+        atomic_fetch_sub_explicit(&d->users, 1, memory_order_release);
+}
+
 static fp_ctx_pool *find_ctx(CUcontext ctx)
 {
     int n = atomic_load_explicit(&npools, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (pools[i].ctx == ctx && !atomic_load(&pools[i].retired))
+    for (int i = 0; i < n; i++) {
+        if (!hold(&pools[i], false))
+            continue;
+        if (pools[i].ctx == ctx)
             return &pools[i];
+        fp_pools_put(&pools[i]);
+    }
     return NULL;
 }
 
@@ -177,6 +213,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->ctx = ctx;
     d->dev = dev;
     d->total = total;
+    d->forked = false;
     /* the deferral and the VMM state first: the pool may call them */
     if (!(d->defer = fp_defer_new(ctx)))
         return ENOMEM;
@@ -196,20 +233,32 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         d->vmm = NULL;
         d->defer = NULL;
     }
-    if (!err)
-        atomic_store_explicit(&d->retired, false, memory_order_release);
+    atomic_store(&d->state, err ? FP_SLOT_EMPTY : FP_SLOT_LIVE);
     return err;
 }
 
 
+/* Takes d for rebuilding when it is retired (or empty) and nobody holds
+ * it; see "Slots" above. */
+static bool take_for_rebuild(fp_ctx_pool *d)
+{
+    int st = atomic_load(&d->state);
+    if ((st != FP_SLOT_RETIRED && st != FP_SLOT_EMPTY) ||
+        !atomic_compare_exchange_strong(&d->state, &st, FP_SLOT_REBUILDING))
+        return false;
+    if (atomic_load(&d->users) == 0)
+        return true;
+    atomic_store(&d->state, st);
+    return false;
+}
+
 /* A retired slot to make a new pool in, its old pool dropped (its
- * numbers leave the summary), or NULL.  Readers skip a slot while it is
- * retired, so it is rewritten before it is published again. */
+ * numbers leave the summary), or NULL when none is free of users. */
 static fp_ctx_pool *reuse_retired(void)
 {
     for (int i = 0; i < FP_MAX_POOLS; i++) {
         fp_ctx_pool *d = &pools[i];
-        if (atomic_load(&d->retired)) {
+        if (take_for_rebuild(d)) {
             fp_pool_destroy(d->pool, 1);
             fp_defer_free(d->defer);
             fp_vmm_free(d->vmm);
@@ -226,25 +275,32 @@ static void say_full_once(void)
 {
     static atomic_flag said = ATOMIC_FLAG_INIT;
     if (!atomic_flag_test_and_set(&said))
-        fp_say("%d CUDA contexts live at once; allocations of further contexts go to the "
-               "driver uncached", FP_MAX_POOLS);
+        fp_say("%d CUDA contexts live at once (or every retired one still in use); "
+               "allocations of further contexts go to the driver uncached until one is "
+               "free", FP_MAX_POOLS);
 }
 
 static fp_ctx_pool *add_pool(CUcontext ctx)
 {
     pthread_mutex_lock(&grow_lock);
     fp_ctx_pool *d = find_ctx(ctx);
+    if (d) { /* another thread made it meanwhile; held by find_ctx */
+        pthread_mutex_unlock(&grow_lock);
+        return d;
+    }
     int n = atomic_load(&npools);
-    if (!d && n < FP_MAX_POOLS && make_pool(&pools[n], ctx) == 0) {
+    if (n < FP_MAX_POOLS && make_pool(&pools[n], ctx) == 0) {
         d = &pools[n];
         atomic_store_explicit(&npools, n + 1, memory_order_release);
-    } else if (!d && n == FP_MAX_POOLS) {
+    } else if (n == FP_MAX_POOLS) {
         fp_ctx_pool *slot = reuse_retired();
         if (slot && make_pool(slot, ctx) == 0) /* published when whole */
             d = slot;
         else if (!slot)
             say_full_once();
     }
+    if (d && !hold(d, false))
+        d = NULL; /* retired as soon as made: the caller forwards */
     pthread_mutex_unlock(&grow_lock);
     return d;
 }
@@ -274,19 +330,43 @@ fp_ctx_pool *fp_pools_current_existing(void)
 fp_ctx_pool *fp_pools_find(bool (*fn)(fp_ctx_pool *d, void *ud), void *ud)
 {
     int n = atomic_load_explicit(&npools, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (!atomic_load(&pools[i].retired) && fn(&pools[i], ud))
+    for (int i = 0; i < n; i++) {
+        if (!hold(&pools[i], false))
+            continue;
+        if (fn(&pools[i], ud))
             return &pools[i];
+        fp_pools_put(&pools[i]);
+    }
     return NULL;
+}
+
+static bool owns(fp_ctx_pool *d, void *addr)
+{
+    return fp_pool_owns(d->pool, *(uint64_t *)addr, NULL);
 }
 
 fp_ctx_pool *fp_pools_owner(uint64_t addr)
 {
-    int n = atomic_load_explicit(&npools, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (!atomic_load(&pools[i].retired) && fp_pool_owns(pools[i].pool, addr, NULL))
-            return &pools[i];
-    return NULL;
+    return fp_pools_find(owns, &addr);
+}
+
+bool fp_pools_retired(fp_ctx_pool *d)
+{
+    return atomic_load(&d->state) != FP_SLOT_LIVE;
+}
+
+/* The slot's segments are forgotten while it is RETIRING: not LIVE (no
+ * allocation finds it) and not RETIRED (not rebuilt under the forgetting
+ * thread). */
+static void retire_one(fp_ctx_pool *d)
+{
+    int live = FP_SLOT_LIVE;
+    if (!atomic_compare_exchange_strong(&d->state, &live, FP_SLOT_RETIRING))
+        return;
+    fp_defer_forget(d->defer);
+    fp_pool_forget_segments(d->pool);
+    fp_vmm_forget(d->vmm);
+    atomic_store(&d->state, FP_SLOT_RETIRED);
 }
 
 void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device)
@@ -294,12 +374,11 @@ void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device)
     int n = atomic_load_explicit(&npools, memory_order_acquire);
     for (int i = 0; i < n; i++) {
         fp_ctx_pool *d = &pools[i];
-        bool hit = by_device ? d->dev == dev : d->ctx == ctx;
-        if (hit && !atomic_exchange(&d->retired, true)) {
-            fp_defer_forget(d->defer);
-            fp_pool_forget_segments(d->pool);
-            fp_vmm_forget(d->vmm);
-        }
+        if (!hold(d, false))
+            continue;
+        if (by_device ? d->dev == dev : d->ctx == ctx)
+            retire_one(d);
+        fp_pools_put(d);
     }
 }
 
@@ -307,18 +386,38 @@ size_t fp_pools_idle(CUdevice dev)
 {
     size_t idle = 0;
     int n = atomic_load_explicit(&npools, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (pools[i].dev == dev && !atomic_load(&pools[i].retired))
+    for (int i = 0; i < n; i++) {
+        if (!hold(&pools[i], false))
+            continue;
+        if (pools[i].dev == dev)
             idle += fp_pool_idle_bytes(pools[i].pool);
+        fp_pools_put(&pools[i]);
+    }
     return idle;
 }
 
 void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud)
 {
     int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (!hold(&pools[i], true)) /* being rebuilt, or empty */
+            continue;
+        fn(&pools[i], ud);
+        fp_pools_put(&pools[i]);
+    }
+}
+
+void fp_pools_all(void (*fn)(fp_ctx_pool **ds, size_t n, void *ud), void *ud)
+{
+    fp_ctx_pool *held[FP_MAX_POOLS];
+    size_t k = 0;
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (pools[i].pool) /* a reused slot whose new pool could not be made */
-            fn(&pools[i], ud);
+        if (hold(&pools[i], true))
+            held[k++] = &pools[i];
+    fn(held, k, ud);
+    for (size_t i = 0; i < k; i++)
+        fp_pools_put(held[i]);
 }
 
 void fp_pools_fork_prepare(void)
@@ -344,6 +443,10 @@ void fp_pools_fork_after(bool child)
         fp_vmm_fork_after(pools[i].vmm, child);
         fp_defer_fork_after(pools[i].defer, child);
         fp_pool_fork_after(pools[i].pool, child);
+        if (child) { /* the child's summary counts from here */
+            pools[i].forked = true;
+            fp_pool_get_stats(pools[i].pool, &pools[i].at_fork);
+        }
     }
     fp_capture_gate_fork_after(child);
     if (child)

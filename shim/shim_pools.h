@@ -2,7 +2,11 @@
  * (shim_pools.c).
  *
  * Invariant: a retired pool (its context destroyed or reset) is never
- * used for allocation again; its stats stay for the summary.
+ * used for allocation again; its stats stay for the summary.  A pool
+ * handed out by fp_pools_current, _current_existing, _find or _owner is
+ * held: its slot is not rebuilt until the caller gives it back with
+ * fp_pools_put.  A holder never waits for the pools' grow lock (nothing
+ * here does while holding).
  */
 #ifndef FP_SHIM_POOLS_H
 #define FP_SHIM_POOLS_H
@@ -15,6 +19,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A slot's state (shim_pools.c, "Slots"). */
+enum {
+    FP_SLOT_EMPTY,       /* no pool: its making failed                     */
+    FP_SLOT_LIVE,        /* serving its context                           */
+    FP_SLOT_RETIRING,    /* context gone, its segments being forgotten    */
+    FP_SLOT_RETIRED,     /* forgotten; stats kept; may be rebuilt         */
+    FP_SLOT_REBUILDING,  /* being destroyed and made for a new context    */
+};
+
 typedef struct fp_ctx_pool {
     CUcontext ctx;                /* the context its segments live in   */
     CUdevice dev;
@@ -23,18 +36,28 @@ typedef struct fp_ctx_pool {
     fp_vmm *vmm;                  /* its VMM backend (expandable_segments) */
     size_t total;                 /* device memory, bytes               */
     char name[64];                /* device name, for the summary       */
-    atomic_bool retired;          /* context destroyed: pool forgotten  */
+    atomic_int state;             /* FP_SLOT_*                          */
+    atomic_int users;             /* threads holding it now             */
+    bool forked;                  /* this process is a fork of the one
+                                     that made the pool                 */
+    fp_pool_stats at_fork;        /* its stats at the (last) fork        */
 } fp_ctx_pool;
 
 /* The pool of the calling thread's current context, created on first use;
- * NULL when there is no current context (the caller forwards the call). */
+ * NULL when there is no current context (the caller forwards the call).
+ * Held: give it back with fp_pools_put. */
 fp_ctx_pool *fp_pools_current(void);
-/* The pool of the current context if it has one already, or NULL. */
+/* The pool of the current context if it has one already, or NULL (held). */
 fp_ctx_pool *fp_pools_current_existing(void);
-/* Calls fn on every pool in use until it returns true; returns that pool. */
+/* Calls fn on every pool in use until it returns true; returns that pool
+ * (held). */
 fp_ctx_pool *fp_pools_find(bool (*fn)(fp_ctx_pool *d, void *ud), void *ud);
-/* The pool whose segments hold addr, or NULL. */
+/* The pool whose segments hold addr, or NULL (held). */
 fp_ctx_pool *fp_pools_owner(uint64_t addr);
+/* Gives back a pool one of the calls above handed out; NULL is ignored. */
+void fp_pools_put(fp_ctx_pool *d);
+/* Whether d's context is gone (d serves no allocation). */
+bool fp_pools_retired(fp_ctx_pool *d);
 /* Forgets every pool of ctx (or of dev's primary context when ctx NULL). */
 void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device);
 /* Synchronizes the context of d, from any thread. */
@@ -46,8 +69,11 @@ size_t fp_pools_idle(CUdevice dev);
  * parent or made new in the child. */
 void fp_pools_fork_prepare(void);
 void fp_pools_fork_after(bool child);
-/* Visits every pool, retired ones too. */
+/* Visits every pool, retired ones too, each held while fn runs. */
 void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud);
+/* Calls fn once with every pool, retired ones too, all held while it runs
+ * (for a caller that keeps pointers into several pools at once). */
+void fp_pools_all(void (*fn)(fp_ctx_pool **ds, size_t n, void *ud), void *ud);
 /* The driver's error of the last failed backend call on this thread. */
 CUresult fp_pools_last_error(void);
 /* A trace id for a block of d with the pool's allocation number seq. */

@@ -27,9 +27,9 @@
  * the pools, with the pending events moved in first, so the entries and
  * the segments are one picture (known gap: a SIGUSR1 dump taken while
  * another thread is inside an allocation that reserves or releases may
- * miss that allocation's segment events); a fork handler of its own takes
- * the ring's mutex before the pools' handlers take theirs; a forked child
- * records nothing; no CUDA call.
+ * miss that allocation's segment events); fork takes the ring's mutex
+ * before the pools' locks and the pending list's after them (shim_life.c's
+ * ranked list); a forked child records nothing; no CUDA call.
  */
 #include "shim_snaprec.h"
 #include "shim_state.h"
@@ -85,13 +85,32 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *ud)
     return mine;
 }
 
-static void on_fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void on_fork_parent(void) { pthread_mutex_unlock(&lock); }
-static void on_fork_child(void)
+void fp_snap_fork_prepare(void)
 {
+    pthread_mutex_lock(&lock);
+}
+
+void fp_snap_fork_after(bool child)
+{
+    if (!child) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
     atomic_store(&on, false);   /* the parent's entries are the parent's */
     pthread_mutex_init(&lock, NULL);
-    pthread_mutex_init(&pend_lock, NULL);   /* unused in the child from now on */
+}
+
+void fp_snap_pending_fork_prepare(void)
+{
+    pthread_mutex_lock(&pend_lock);
+}
+
+void fp_snap_pending_fork_after(bool child)
+{
+    if (child)
+        pthread_mutex_init(&pend_lock, NULL);
+    else
+        pthread_mutex_unlock(&pend_lock);
 }
 
 void fp_snap_open(void)
@@ -114,7 +133,6 @@ void fp_snap_open(void)
         backtrace(warm, 4);
         dl_iterate_phdr(find_own, (void *)(uintptr_t)&fp_snap_open);
     }
-    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     atomic_store(&on, true);
 }
 
@@ -303,6 +321,17 @@ void fp_snap_lock(void)
         fp_say("snapshot: %llu segment events were lost (out of memory); memory_viz may "
                "show those segments wrongly", (unsigned long long)pend_lost);
     index_keys();
+}
+
+bool fp_snap_locks_free(void)
+{
+    if (pthread_mutex_trylock(&lock) != 0)
+        return false;
+    bool ok = pthread_mutex_trylock(&pend_lock) == 0;
+    if (ok)
+        pthread_mutex_unlock(&pend_lock);
+    pthread_mutex_unlock(&lock);
+    return ok;
 }
 
 void fp_snap_unlock(void)

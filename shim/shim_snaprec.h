@@ -31,6 +31,16 @@ void   fp_snap_lock(void);
 void   fp_snap_unlock(void);
 void   fp_snap_spans(const fp_snap_entry *ev[2], size_t nev[2]);
 bool   fp_snap_has_stacks(void);
+/* Whether the ring's and the pending list's locks are free this moment
+ * (the calling thread holds neither): the exit handler asks first. */
+bool   fp_snap_locks_free(void);
 size_t fp_snap_frames(void *ud, uint64_t key, fp_snap_frame *out, size_t max);
+
+/* fork: the ring's mutex (taken before the pools' locks) and the pending
+ * list's (a leaf, after them); given back, or made new in the child. */
+void fp_snap_fork_prepare(void);
+void fp_snap_fork_after(bool child);
+void fp_snap_pending_fork_prepare(void);
+void fp_snap_pending_fork_after(bool child);
 
 #endif

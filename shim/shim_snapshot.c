@@ -8,7 +8,11 @@
  *
  * Invariants: no CUDA call (it runs in the exit handler); a problem with
  * the name, the open or a write is one line naming the file, and no
- * snapshot (or an incomplete one, said so); a forked child writes nothing.
+ * snapshot (or an incomplete one, said so); a forked child writes nothing;
+ * a name that is the trace's or the summary's file moves to PATH.snapshot
+ * (fp_path_claim, one line); no write raises SIGXFSZ (past RLIMIT_FSIZE
+ * it fails with EFBIG: fp_write_capped).  At exit the caller has made
+ * sure no lock this takes is held by the exiting thread.
  */
 #include "shim_snapshot.h"
 #include "fp_file.h"
@@ -24,32 +28,30 @@
 
 #define FP_SNAP_POOLS 64
 
-typedef struct pool_list {
-    fp_snap_device v[FP_SNAP_POOLS];
-    size_t n;
-} pool_list;
-
-static void add_pool(fp_ctx_pool *d, void *ud)
+/* Writes the snapshot of the pools ds (held while it runs) to *(int *)ud,
+ * leaving 0 or an errno there. */
+static void write_held(fp_ctx_pool **ds, size_t n, void *ud)
 {
-    pool_list *l = ud;
-    if (l->n < FP_SNAP_POOLS && !atomic_load(&d->retired))
-        l->v[l->n++] = (fp_snap_device){.device = d->dev, .pool = d->pool,
-                                        .key_base = fp_pools_trace_id(d, 0)};
+    static fp_snap_device devs[FP_SNAP_POOLS];
+    static char conf[4096];
+    static fp_sink sink;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < FP_SNAP_POOLS; i++)
+        if (!fp_pools_retired(ds[i]))
+            devs[k++] = (fp_snap_device){.device = ds[i]->dev, .pool = ds[i]->pool,
+                                         .key_base = fp_pools_trace_id(ds[i], 0)};
+    fp_conf_format(&fp_shim.conf, conf, sizeof conf);
+    fp_snap s = {.devs = devs, .ndevs = k, .opts = &fp_shim.conf.pool, .conf = conf,
+                 .frames_of = fp_snap_has_stacks() ? fp_snap_frames : NULL};
+    fp_snap_spans(s.ev, s.nev);
+    sink = fp_sink_fd(*(int *)ud);
+    *(int *)ud = fp_snapshot_write(&s, &sink);
 }
 
 static int write_to(int fd)
 {
-    static pool_list pools;
-    static char conf[4096];
-    static fp_sink sink;
-    pools.n = 0;
-    fp_pools_each(add_pool, &pools);
-    fp_conf_format(&fp_shim.conf, conf, sizeof conf);
-    fp_snap s = {.devs = pools.v, .ndevs = pools.n, .opts = &fp_shim.conf.pool, .conf = conf,
-                 .frames_of = fp_snap_has_stacks() ? fp_snap_frames : NULL};
-    fp_snap_spans(s.ev, s.nev);
-    sink = fp_sink_fd(fd);
-    return fp_snapshot_write(&s, &sink);
+    fp_pools_all(write_held, &fd);
+    return fd;
 }
 
 /* dump 0: at exit, to PATH; n: to PATH.n. */
@@ -66,10 +68,15 @@ static void write_snapshot(unsigned dump)
         return;
     }
     int fd;
+    if (fp_path_claim("snapshot", fp_shim.conf.snapshot, path, sizeof path, why, sizeof why)) {
+        fp_say("snapshot: %s; writing no snapshot", why);
+        return;
+    }
     if (fp_file_create(path, &fd, why, sizeof why)) {
         fp_say("snapshot: cannot write '%s': %s; writing no snapshot", path, why);
         return;
     }
+    fp_path_claimed("snapshot", fd, path);
     int err = write_to(fd);
     if (close(fd) != 0 && !err)
         err = errno;

@@ -11,12 +11,17 @@
  * name, O_NOFOLLOW, never a FIFO, a device, or another user's file).  Any
  * problem - the name, the open, a failed write or close - is one line on
  * stderr, and the summary is then written on stderr instead: it is never
- * lost silently.
+ * lost silently.  A name that is the trace's or the snapshot's file moves
+ * to PATH.summary, and a forked child's name without %p to PATH.PID
+ * (fp_path_claim, one line), so no other output is emptied.  No write
+ * raises SIGXFSZ (past RLIMIT_FSIZE it fails with EFBIG).  At exit
+ * summary_lock is tried only until the exit deadline (shim_exitlock.h).
  */
 #include "shim_summary.h"
 #include "fp_file.h"
 #include "fp_report.h"
 #include "shim_clock.h"
+#include "shim_exitlock.h"
 #include "shim_framework.h"
 #include "shim_host.h"
 #include "shim_path.h"
@@ -55,6 +60,7 @@ typedef struct collect {
     dev_groups groups[FP_MAX_REPORTS];
     char stack[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS][FP_STACK_TEXT];
     const char *stacks[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS];
+    char names[FP_MAX_REPORTS][64]; /* copied: a slot may be rebuilt after */
     size_t n;
     bool running;        /* a SIGUSR1 dump, not the exit summary */
 } collect;
@@ -141,10 +147,15 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     memset(r, 0, sizeof *r);
     r->running = c->running;
     r->device = d->dev;
-    r->device_name = d->name[0] ? d->name : NULL;
+    snprintf(c->names[c->n], sizeof c->names[c->n], "%s", d->name);
+    r->device_name = c->names[c->n][0] ? c->names[c->n] : NULL;
     r->total_capacity = d->total;
     r->device_free = (size_t)-1;
     fp_pool_get_stats(d->pool, &st);
+    if (d->forked) { /* a forked child: what it did itself, not its parent */
+        fp_pool_stats_since(&st, &d->at_fork);
+        r->since_seq = d->at_fork.num_allocs;
+    }
     fp_report_fill_pool(r, d->pool, &st, c->leaks[c->n]);
     for (size_t i = 0; i < r->nleaks; i++) {   /* trace_stacks: who allocated them */
         c->stack[c->n][i][0] = '\0';
@@ -187,6 +198,8 @@ static int open_destination(int rank, const char *host, unsigned dump)
         err = fp_path_expand_as(dest, rank, host, dest_path, sizeof dest_path, why, sizeof why);
     if (!err && dump)
         err = dump_name(dest_path, sizeof dest_path, dump, why, sizeof why);
+    if (!err)
+        err = fp_path_claim("summary", dest, dest_path, sizeof dest_path, why, sizeof why);
     if (err) {
         fp_say("summary: %s; writing the summary on stderr instead", why);
         return 2;
@@ -196,6 +209,7 @@ static int open_destination(int rank, const char *host, unsigned dump)
                dest_path, why);
         return 2;
     }
+    fp_path_claimed("summary", fd, dest_path);
     return fd;
 }
 
@@ -274,11 +288,15 @@ static void write_summary(const char *mode, unsigned dump)
 /* summary_data is shared by the exit summary and the SIGUSR1 dumps. */
 static pthread_mutex_t summary_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void fp_summary_write(const char *mode)
+/* At exit: summary_lock is tried until by (shim_exitlock.h); false when
+ * it could not be had and nothing was written. */
+bool fp_summary_write(const char *mode, const struct timespec *by)
 {
-    pthread_mutex_lock(&summary_lock);
+    if (!fp_exit_lock(&summary_lock, by))
+        return false;
     write_summary(mode, 0);
     pthread_mutex_unlock(&summary_lock);
+    return true;
 }
 
 void fp_summary_dump(unsigned n)
@@ -315,4 +333,17 @@ void fp_summary_note(const char *line)
     pthread_mutex_lock(&summary_lock);
     extra_note = line;
     pthread_mutex_unlock(&summary_lock);
+}
+
+void fp_summary_fork_prepare(void)
+{
+    pthread_mutex_lock(&summary_lock);
+}
+
+void fp_summary_fork_after(bool child)
+{
+    if (child)
+        pthread_mutex_init(&summary_lock, NULL);
+    else
+        pthread_mutex_unlock(&summary_lock);
 }

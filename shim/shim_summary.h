@@ -10,6 +10,8 @@
 
 #include "fp_text.h"
 #include "shim_pools.h"
+#include <stdbool.h>
+#include <time.h>
 
 /* The first two lines of the OOM report of d's last failure, on stderr;
  * *o gets the failure they report, *device_free the device's free bytes
@@ -20,7 +22,14 @@ void fp_summary_oom_host(fp_sink *s);
 /* One more line for the exit summary's notes (the text stays the
  * caller's; set before fp_summary_write). */
 void fp_summary_note(const char *line);
-void fp_summary_write(const char *mode);   /* at exit: mode "shim" */
+/* At exit (mode "shim"), waiting for its lock until by at most: false
+ * when it could not be had (nothing written; the caller says so). */
+bool fp_summary_write(const char *mode, const struct timespec *by);
 void fp_summary_dump(unsigned n);          /* the n-th SIGUSR1 dump */
+
+/* fork: the summary's lock (the outermost of fragpool's), taken before
+ * and given back, or made new in the child, after. */
+void fp_summary_fork_prepare(void);
+void fp_summary_fork_after(bool child);
 
 #endif

@@ -17,8 +17,15 @@
  * Each is one line on stderr naming the file, so an incomplete trace is
  * never mistaken for a whole one.  fd is atomic: the exit handler and a
  * failed write close it while other threads check it.
+ *
+ * Writes never raise SIGXFSZ (fp_write_capped): past RLIMIT_FSIZE a write
+ * fails with EFBIG, the recording stops with its line, the program runs
+ * on.  At exit the lock is only tried until the exit deadline
+ * (shim_exitlock.h): exit() from a signal handler that interrupted a row
+ * must not hang; the caller then says the trace is incomplete.
  */
 #include "shim_trace.h"
+#include "shim_exitlock.h"
 #include "fp_file.h"
 #include "fp_text.h"
 #include "shim_path.h"
@@ -58,11 +65,16 @@ void fp_trace_open(void)
         return;
     }
     int f;
+    if (fp_path_claim("trace", path, name, sizeof name, why, sizeof why)) {
+        fp_say("trace: %s; recording nothing", why);
+        return;
+    }
     if (fp_file_create(name, &f, why, sizeof why)) {
         fp_say("trace: cannot write '%s': %s; recording nothing", name, why);
         return;
     }
     static const char header[] = "seq,op,id,size,stream\n";
+    fp_path_claimed("trace", f, name);
     memcpy(buf, header, sizeof header - 1);
     used = sizeof header - 1;
     atomic_store(&fd, f);
@@ -85,7 +97,7 @@ static void flush_locked(void)
 {
     int f = atomic_load_explicit(&fd, memory_order_relaxed);
     for (size_t off = 0; f >= 0 && off < used;) {
-        ssize_t w = write(f, buf + off, used - off);
+        ssize_t w = fp_write_capped(f, buf + off, used - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
@@ -98,16 +110,27 @@ static void flush_locked(void)
     used = 0;
 }
 
-/* At exit: the last rows, then the close, both checked. */
-void fp_trace_flush(void)
+/* At exit: the last rows, then the close, both checked.  false when the
+ * lock could not be had by the deadline (nothing written). */
+bool fp_trace_flush(const struct timespec *by)
 {
     if (!fp_trace_on())
-        return;
-    pthread_mutex_lock(&lock);
+        return true;
+    if (!fp_exit_lock(&lock, by))
+        return false;
     flush_locked();
     if (atomic_load(&fd) >= 0)
         stop_locked(0, "");
     pthread_mutex_unlock(&lock);
+    return true;
+}
+
+bool fp_trace_lock_free(void)
+{
+    if (pthread_mutex_trylock(&lock) != 0)
+        return false;
+    pthread_mutex_unlock(&lock);
+    return true;
 }
 
 /* fork: the child must not write the parent's rows again, nor inherit a

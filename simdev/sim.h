@@ -102,6 +102,8 @@ typedef struct sim_state {
   pthread_mutex_t lock;       /* lock 1, see top */
   pthread_cond_t progress;    /* broadcast on every completion */
   atomic_bool initialized;    /* cuInit succeeded */
+  bool forked;                /* a fork child of an initialized process:
+                                 cuInit and every call fail (sim_core.c) */
   int ndev;                   /* FRAGPOOL_SIM_DEVICES */
   sim_device dev[SIM_MAX_DEVICES];
   sim_ctx *ctxs;              /* created contexts, never freed */

@@ -15,6 +15,10 @@
  * Contexts (sim_ctx.c keeps them and the current-context stack): releasing
  * or resetting a primary context, destroying a created one, waits for the
  * work of its device, retires its streams and frees its memory.
+ *
+ * fork: the child of a process that called cuInit cannot use CUDA, as with
+ * the real driver: cuInit and every call that checks initialization fail
+ * with CUDA_ERROR_NOT_INITIALIZED (nothing waits for the parent's work).
  */
 #include "sim.h"
 
@@ -50,11 +54,19 @@ static unsigned long long env_number(const char *name, unsigned long long def,
 static void fork_prepare(void) { sim_lock(); sim_mem_fork_lock(true); }
 static void fork_parent(void) { sim_mem_fork_lock(false); sim_unlock(); }
 
+/* As with the real driver, a child cannot use the CUDA state it inherited
+ * (nor start afresh): once the parent has initialized, every call of the
+ * child fails with CUDA_ERROR_NOT_INITIALIZED, and none waits for the
+ * parent's work, whose worker threads the child does not have. */
 static void fork_child(void)
 {
   sim_mem_fork_lock(false);
   pthread_cond_init(&g_sim.progress, NULL);
   sim_stream_fork_child();
+  if (atomic_load(&g_sim.initialized)) {
+    g_sim.forked = true;
+    atomic_store(&g_sim.initialized, false);
+  }
   sim_unlock();
 }
 
@@ -93,6 +105,8 @@ CUresult cuInit(unsigned int Flags)
   if (Flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
   sim_setup();
+  if (g_sim.forked)
+    return CUDA_ERROR_NOT_INITIALIZED;
   if (g_sim.ndev == 0)
     return CUDA_ERROR_NO_DEVICE;
   atomic_store(&g_sim.initialized, true);

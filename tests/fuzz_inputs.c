@@ -8,7 +8,8 @@
  * it.  The unpickler also runs on the raw input.  Checked on every input:
  * success gives events of op a, f or o only; failure gives one line naming
  * the file and nothing else; the unpickler's tree holds only valid node
- * indices.
+ * indices, every string's id is the first string of its bytes, and every
+ * dict holds its string keys once each, sorted by id (fp_pkeys.c).
  */
 #include "fp_trace.h"
 #include "fp_unpickle.h"
@@ -37,6 +38,14 @@ static void check_tree(const unsigned char *data, size_t size)
                     abort();
         if (v->type == FP_PV_STR && (v->v.s.off > size || v->v.s.len > size - v->v.s.off))
             abort();
+        if (v->type == FP_PV_STR && (v->key > i || d.node[v->key].type != FP_PV_STR ||
+                                     d.node[v->key].key != v->key))
+            abort();   /* a string's id is the first string of its bytes */
+        if (v->type == FP_PV_DICT && (v->n % 2 || v->key > v->n / 2))
+            abort();
+        for (uint32_t j = 1; v->type == FP_PV_DICT && j < v->key; j++)
+            if (d.node[v->v.items[2 * j - 2]].key >= d.node[v->v.items[2 * j]].key)
+                abort();   /* string keys once each, sorted by id */
     }
     fp_pdoc_free(&d);
 }

@@ -13,7 +13,13 @@
  *  - merge: a number out of range is an error naming the member;
  *  - tune --threads and report --at take digits only;
  *  - replay shows and counts frees of unknown ids and allocations of live
- *    ids (docs/replay.md).
+ *    ids (docs/replay.md);
+ *  - report and merge take and refuse the same summaries, with the same
+ *    line; merge says when a total saturated;
+ *  - --budget: one parser for every command, config's number rules;
+ *  - a request over 2^48 - 1 bytes: the OOM cause says too large, tune's
+ *    verdict says every setting runs out of memory (text and JSON);
+ *  - no error says line 0; defer_headroom_mb's help says it has no effect.
  */
 #include "child_run.h"
 #include <errno.h>
@@ -120,6 +126,34 @@ static void tune_huge_request(void **state)
     run_cli(&r, NULL, (const char *[]){"tune", path, "--threads", "2", NULL});
     expect(&r, 0, NULL);
     assert_non_null(strstr(r.out, "(defaults)"));
+    /* no setting serves 2^64 - 1 bytes: said once, in the verdict */
+    assert_non_null(strstr(r.out, "\nverdict: every setting runs out of memory, whatever the "
+                                  "budget \xe2\x80\x94 event 0 asks for 18446744073709551615 "
+                                  "bytes"));
+    assert_int_equal(fp_t_count_of(r.out, "every setting runs out of memory"), 1);
+    run_cli(&r, NULL, (const char *[]){"tune", path, "--threads", "2", "--json", NULL});
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "\"kind\":\"all_oom\""));
+    assert_non_null(strstr(r.out, "\"too_large_request\":18446744073709551615"));
+    run_cli(&r, NULL, (const char *[]){"report", path, "-o", tmp_name("huge.html"), NULL});
+    expect(&r, 0, "fragpool report: the requests of 2^63 to 2^64 - 1 bytes add up past "
+                  "2^64 - 1 bytes; the size histogram shows 2^64 - 1 bytes for them\n");
+    assert_int_equal(lines(r.err), 1);
+    run_cli(&r, NULL, (const char *[]){"replay", path, NULL});
+    expect(&r, 0, "\nfragpool: cause: a request too large \xe2\x80\x94 "
+                  "18446744073709551615 bytes is more than the 281474976710655 (2^48 - 1)");
+    assert_null(strstr(r.err, "exhaustion"));
+}
+
+/* A trace that fits: no such verdict, no too large request. */
+static void tune_fits_says_nothing(void **state)
+{
+    (void)state;
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"tune", small_trace(), "--threads", "2", "--json", NULL});
+    expect(&r, 0, NULL);
+    assert_null(strstr(r.out, "all_oom"));
+    assert_non_null(strstr(r.out, "\"too_large_request\":null"));
 }
 
 /* ---- stdout that cannot be written (item 6) --------------------------------- */
@@ -162,6 +196,43 @@ static void budget_and_conf(void **state)
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", "foo:1", NULL});
     expect(&r, 0, "fragpool: --conf: unknown key 'foo'");
     assert_null(strstr(r.err, "FRAGPOOL_CONF"));
+}
+
+/* Every command reads --budget with one parser, by config's number rules:
+ * no sign, space, hex, exponent, inf or nan; at most 15 decimals
+ * (trailing zeros not counted); the
+ * value exact (4.6GiB is 4939212390 bytes, not a double's rounding). */
+static void budget_one_parser(void **state)
+{
+    (void)state;
+    char trace[160], out[160];   /* tmp_name's 8 buffers are reused */
+    snprintf(trace, sizeof trace, "%s", small_trace());
+    snprintf(out, sizeof out, "%s", tmp_name("b.out"));
+    const char *bad[] = {"+8G", " 8G", "8G ", "0x10", "1e3", "inf", "nan", "-1", "1..", ".",
+                         "8X", "8GiBs", "", "16777216T", "1.0000000000000001"};
+    const char *cmds[] = {"replay", "tune", "report", "snapshot"};
+    cli_run r;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        for (int c = 0; c < 4; c++) {
+            run_cli(&r, NULL, (const char *[]){cmds[c], trace, "--budget", bad[i], "-o", out,
+                                                NULL});
+            expect(&r, 2, "bad --budget '");
+            assert_int_equal(lines(r.err), 1);
+        }
+    static const struct { const char *in, *bytes; } good[] = {
+        {"4.6GiB", "4939212390"}, {"1.5k", "1536"}, {"8gb", "8589934592"},
+        {"4096", "4096"}, {".5M", "524288"}, {"15.99999999999999T", "17592186044415"}, {"1.", "1"},
+        {"2.50000000000000000000k", "2560"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", "2", "--json",
+                                            "--budget", good[i].in, NULL});
+        expect(&r, 0, NULL);
+        char want[64];
+        snprintf(want, sizeof want, "\"budget\":%s,", good[i].bytes);
+        if (!strstr(r.out, want))
+            fail_msg("--budget %s: no %s in\n%.300s", good[i].in, want, r.out);
+    }
 }
 
 /* Siblings of item 9: the CLI's own counts are strict numbers too. */
@@ -214,7 +285,101 @@ static void merge_out_of_range(void **state)
                      "9223372036854775807}},{\"reserved\":{\"peak\":9223372036854775807}}]}");
     cli_run r;
     run_cli(&r, NULL, (const char *[]){"merge", path, NULL});
-    expect(&r, 0, NULL);   /* the total saturates instead of overflowing */
+    expect(&r, 0, NULL);   /* the total saturates instead of overflowing, and says so */
+    assert_int_equal(fp_t_count_of(r.out, "a total passed 9223372036854775807"), 1);
+    write_text(path, "{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":5}}]}");
+    run_cli(&r, NULL, (const char *[]){"merge", path, NULL});
+    expect(&r, 0, NULL);
+    assert_null(strstr(r.out, "a total passed"));
+}
+
+/* report and merge share one check: each bad summary is refused by both
+ * with the same one line, each good one taken by both. */
+static void report_and_merge_agree(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *want;
+    } bad[] = {
+        {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":-1}}]}",
+         "devices.0.reserved.peak is -1"},
+        {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":1e999}}]}",
+         "devices.0.reserved.peak is 1e999"},
+        {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":18446744073709551616}}]}",
+         "devices.0.reserved.peak is 18446744073709551616"},
+        {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":\"5\"}}]}",
+         "devices.0.reserved.peak is a string"},
+        {"{\"version\":\"1\",\"devices\":[{\"reserved\":{\"peak\":5}}]}",
+         "not a fragpool summary (\"version\" is not the number 1"},
+        {"{\"version\":1,\"devices\":{}}", "no \"devices\" array"},
+        {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":5}}]", "invalid JSON at byte"},
+    };
+    char path[160], html[160];   /* tmp_name's 8 buffers are reused */
+    snprintf(path, sizeof path, "%s", tmp_name("agree.json"));
+    snprintf(html, sizeof html, "%s", tmp_name("agree.html"));
+    cli_run m, r;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_text(path, bad[i].json);
+        run_cli(&m, NULL, (const char *[]){"merge", path, NULL});
+        expect(&m, 1, bad[i].want);
+        run_cli(&r, NULL, (const char *[]){"report", path, "-o", html, NULL});
+        expect(&r, 1, bad[i].want);
+        assert_int_equal(lines(m.err), 1);
+        assert_int_equal(lines(r.err), 1);
+        assert_string_equal(m.err + strlen("fragpool merge: "),
+                            r.err + strlen("fragpool report: "));
+    }
+    const char *good[] = {"{\"version\":1,\"devices\":[]}",
+                          "{\"version\":1,\"rank\":null,\"devices\":[{\"reserved\":{\"peak\":"
+                          "9223372036854775807}}]}"};
+    for (size_t i = 0; i < 2; i++) {
+        write_text(path, good[i]);
+        run_cli(&m, NULL, (const char *[]){"merge", path, NULL});
+        expect(&m, 0, NULL);
+        run_cli(&r, NULL, (const char *[]){"report", path, "-o", html, NULL});
+        expect(&r, 0, NULL);
+    }
+}
+
+/* No error names line 0: an empty file, a gzip pickle cut short (read
+ * whole: no line at all). */
+static void no_line_zero(void **state)
+{
+    (void)state;
+    const char *empty = tmp_name("empty.csv");
+    write_text(empty, "");
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"replay", empty, NULL});
+    expect(&r, 1, "empty.csv: no events: the file is empty\n");
+    assert_null(strstr(r.err, ":0:"));
+    /* gzip header, then one stored deflate block of a pickle's first 4
+     * bytes, and no more: the stream ends early */
+    static const unsigned char gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3,
+                                       0x00, 4, 0, 0xfb, 0xff, 0x80, 0x04, '}', 0x94};
+    const char *cut = tmp_name("cut.pickle.gz");
+    FILE *f = fopen(cut, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(gz, 1, sizeof gz, f), sizeof gz);
+    assert_int_equal(fclose(f), 0);
+    run_cli(&r, NULL, (const char *[]){"replay", cut, NULL});
+    expect(&r, 1, "cut.pickle.gz: read error after 4 bytes: ");
+    assert_non_null(strstr(r.err, "(the gzip file is cut short)"));
+    assert_int_equal(lines(r.err), 1);
+}
+
+/* defer_headroom_mb's help says what the shim does: nothing. */
+static void headroom_help(void **state)
+{
+    (void)state;
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"config", NULL});
+    expect(&r, 0, NULL);
+    const char *at = strstr(r.out, "defer_headroom_mb ");
+    assert_non_null(at);
+    const char *help = strchr(at, '\n');
+    assert_non_null(help);
+    assert_true(strncmp(help + strspn(help, "\n "), "no effect", 9) == 0);
+    assert_null(strstr(r.out, "waits for them first"));
 }
 
 /* ---- the trace's problems in the replay summary (item 10) --------------------- */
@@ -328,6 +493,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(non_regular_inputs, fp_t_release_held),
         cmocka_unit_test_teardown(tune_huge_request, fp_t_release_held),
+        cmocka_unit_test_teardown(tune_fits_says_nothing, fp_t_release_held),
+        cmocka_unit_test_teardown(budget_one_parser, fp_t_release_held),
+        cmocka_unit_test_teardown(report_and_merge_agree, fp_t_release_held),
+        cmocka_unit_test_teardown(no_line_zero, fp_t_release_held),
+        cmocka_unit_test_teardown(headroom_help, fp_t_release_held),
         cmocka_unit_test_teardown(stdout_full, fp_t_release_held),
         cmocka_unit_test_teardown(budget_and_conf, fp_t_release_held),
         cmocka_unit_test_teardown(strict_counts, fp_t_release_held),

@@ -637,7 +637,7 @@ static void collect_leaks(void **state)
     assert_int_equal(fp_pool_free(p, a[3]), 0);
     fp_leak top[3];
     uint64_t count, bytes;
-    size_t n = fp_report_collect_leaks(p, top, 3, &count, &bytes);
+    size_t n = fp_report_collect_leaks(p, 0, top, 3, &count, &bytes);
     assert_int_equal(n, 3);
     assert_int_equal(count, 5);
     assert_int_equal(bytes, 100 + 5 * FP_MIB + 60 * FP_MIB + 1000);
@@ -646,8 +646,14 @@ static void collect_leaks(void **state)
     assert_int_equal(top[1].addr, a[5]);
     assert_true(top[0].seq < top[1].seq);
     assert_int_equal(top[2].size, 5 * FP_MIB);
-    assert_int_equal(fp_report_collect_leaks(p, top, 0, &count, NULL), 0);
+    assert_int_equal(fp_report_collect_leaks(p, 0, top, 0, &count, NULL), 0);
     assert_int_equal(count, 5);
+    /* since: the blocks of the first 4 allocations (a forked child's parent's) are left out */
+    n = fp_report_collect_leaks(p, 4, top, 3, &count, &bytes);
+    assert_int_equal(n, 2);
+    assert_int_equal(count, 2);
+    assert_int_equal(bytes, 1000 + 30 * FP_MIB);
+    assert_int_equal(top[0].addr, a[5]);
     fp_pool_destroy(p, 0);
 }
 

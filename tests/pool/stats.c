@@ -185,10 +185,38 @@ static void test_divisions_effect(void **state)
     fixture_close(&f);
 }
 
+/* fp_pool_stats_since (a forked child's summary): counters and totals
+ * count from the base, current and peak stay. */
+static void test_stats_since(void **state)
+{
+    (void)state;
+    pool_fixture f;
+    fixture_open(&f, NULL, SIZE_MAX);
+    uint64_t a = alloc_ok(f.p, 1000), b = alloc_ok(f.p, 3 * MiB);
+    free_ok(f.p, a);
+    fp_pool_stats base = stats_of(f.p);
+    uint64_t c = alloc_ok(f.p, 2000);
+    free_ok(f.p, c);
+    alloc_ok(f.p, 500);
+    fp_pool_stats s = stats_of(f.p), raw = s;
+    fp_pool_stats_since(&s, &base);
+    EQ(s.num_allocs, 2);
+    EQ(s.num_frees, 1);
+    EQ(s.num_reserve_calls, 0);
+    EQ(s.num_cache_hits, raw.num_cache_hits - base.num_cache_hits);
+    STAT_IS(s.requested_bytes[FP_ALL], raw.requested_bytes[FP_ALL].current,
+            raw.requested_bytes[FP_ALL].peak, 2500, 2000);
+    STAT_IS(s.allocations[FP_ALL], 2, 2, 2, 1);
+    STAT_IS(s.segments[FP_ALL], raw.segments[FP_ALL].current, raw.segments[FP_ALL].peak, 0, 0);
+    free_ok(f.p, b);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_sequence),
+        cmocka_unit_test(test_stats_since),
         cmocka_unit_test(test_stats_oversize),
         cmocka_unit_test(test_divisions_effect),
     };

@@ -23,6 +23,21 @@
  *                          parent sends the child SIGUSR1, waits for it,
  *                          waits 300 ms more, then returns (the parent
  *                          must not dump: the signal was not its own)
+ *   signal-exit            a SIGALRM handler calls exit(0); a timer fires
+ *                          it 0.5-3 ms after the first allocation and free
+ *                          (then every 0.3 ms) while main
+ *                          allocates and frees in a tight loop: fragpool's
+ *                          exit handler runs inside an interrupted call
+ *   sigusr1-daemon PATH    closes descriptors 3..1023 (as daemons do), opens
+ *                          its own log at PATH and a pipe of its own, sends
+ *                          itself SIGUSR1 five times (200 ms apart), writing
+ *                          a line to the log and a byte through its pipe
+ *                          after each; prints log-ok=1 and pipe-ok=1 when
+ *                          both held only its own bytes
+ *   fork-cuda              before any CUDA call, forks a child that
+ *                          allocates and frees through fragpool, then exits
+ *                          (exit(0)): the child writes a summary of its own;
+ *                          the parent waits, then goes on as "return"
  *
  * stdout gets one "key=value" line per fact the tests check:
  *   main=1, live=<bytes>, child-pid=<pid>, late-free rc=.. driver-frees=..
@@ -37,6 +52,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,6 +185,94 @@ static void sigusr1_child(void)
     fflush(stdout);
 }
 
+/* ---- exit() from a signal handler ---------------------------------------- */
+
+static uint32_t lcg(uint32_t *s);
+
+static void exit_now(int sig)
+{
+    (void)sig;
+    exit(0);
+}
+
+static void signal_exit(void)
+{
+    struct sigaction sa = {.sa_handler = exit_now};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    struct timespec ts;
+    CUdeviceptr first;   /* the pools exist before the timer runs */
+    need(cuMemAlloc_v2(&first, 4096), "cuMemAlloc first");
+    need(cuMemFree_v2(first), "cuMemFree first");
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct itimerval it = {.it_interval = {0, 300},
+                           .it_value = {0, 500 + (long)(ts.tv_nsec / 1000 % 2500)}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    uint32_t s = (uint32_t)ts.tv_nsec;
+    CUdeviceptr p[8] = {0};
+    for (unsigned i = 0;; i++) {
+        unsigned k = i % 8;
+        if (p[k])
+            need(cuMemFree_v2(p[k]), "cuMemFree");
+        need(cuMemAlloc_v2(&p[k], 1 + lcg(&s) % (4u << 20)), "cuMemAlloc");
+    }
+}
+
+/* ---- descriptors that fragpool must not hold ------------------------------- */
+
+static void sigusr1_daemon(const char *log_path)
+{
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), pp[2];
+    if (log < 0 || pipe(pp) != 0)
+        _exit(30);
+    context();
+    few_blocks();
+    for (int i = 0; i < 5; i++) {
+        struct timespec t = {0, 200000000};
+        kill(getpid(), SIGUSR1);
+        while (nanosleep(&t, &t) != 0)
+            ;
+        char c = (char)('a' + i);
+        if (write(log, "line\n", 5) != 5 || write(pp[1], &c, 1) != 1)
+            _exit(31);
+    }
+    char got[8] = {0};
+    ssize_t n = read(pp[0], got, 5);   /* all five are there: nothing read them away */
+    printf("pipe-ok=%d\n", n == 5 && memcmp(got, "abcde", 5) == 0);
+    close(log);
+    FILE *f = fopen(log_path, "r");
+    char buf[256] = {0};
+    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    printf("log-ok=%d\n", len == 25 && strcmp(buf, "line\nline\nline\nline\nline\n") == 0);
+    fflush(stdout);
+}
+
+static void fork_cuda(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        _exit(40);
+    if (pid == 0) {
+        in_forked_child = 1;
+        CUdeviceptr p;
+        context();
+        need(cuMemAlloc_v2(&p, 1u << 20), "cuMemAlloc in child");
+        need(cuMemFree_v2(p), "cuMemFree in child");
+        exit(0);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        _exit(41);
+    printf("child-pid=%d\n", (int)pid);
+    fflush(stdout);
+}
+
 /* ---- the trace workload ------------------------------------------------ */
 
 static uint32_t lcg(uint32_t *s)
@@ -263,11 +368,21 @@ int main(int argc, char **argv)
         return 0;
     if (strcmp(mode, "abort-free-after-exit") == 0 && atexit(late_free) != 0)
         return 16;
+    if (strcmp(mode, "fork-cuda") == 0) {
+        fork_cuda();
+        mode = "return";
+    }
+    if (strcmp(mode, "sigusr1-daemon") == 0) {
+        sigusr1_daemon(argc > 2 ? argv[2] : "/dev/null");
+        return 0;
+    }
     context();
     if (strncmp(mode, "workload", 8) == 0) {
         workload(strcmp(mode, "workload-fork") == 0);
         return 0;
     }
+    if (strcmp(mode, "signal-exit") == 0)
+        signal_exit();
     few_blocks();
     if (strcmp(mode, "return") == 0 || strcmp(mode, "abort-free-after-exit") == 0)
         return 0;

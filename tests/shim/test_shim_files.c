@@ -27,6 +27,7 @@
 #include "fp_report.h"
 #include "fp_jread.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -60,8 +61,13 @@ static char *drain(int fd)
     return s;
 }
 
+/* SIGXFSZ in the child: ignored, or (when set) left at its default, which
+ * kills the process: fragpool's writes must then never raise it. */
+static bool xfsz_default;
+
 /* exit_paths MODE under FRAGPOOL_CONF=conf; with fsize > 0 under that
- * RLIMIT_FSIZE (SIGXFSZ ignored), stdout and stderr then being pipes. */
+ * RLIMIT_FSIZE (SIGXFSZ ignored, or default with xfsz_default), stdout
+ * and stderr being pipes. */
 static void run_client(run *r, const char *mode, const char *conf, long fsize)
 {
     static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
@@ -77,7 +83,7 @@ static void run_client(run *r, const char *mode, const char *conf, long fsize)
     struct rlimit old, lim = {(rlim_t)fsize, (rlim_t)fsize};
     getrlimit(RLIMIT_FSIZE, &old);
     lim.rlim_max = old.rlim_max;
-    void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+    void (*oldsig)(int) = signal(SIGXFSZ, xfsz_default ? SIG_DFL : SIG_IGN);
     if (fsize > 0)
         assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
     char *argv[] = {(char *)FP_EXIT_PATHS, (char *)mode, NULL};
@@ -256,6 +262,85 @@ static void failed_writes_reported(void **state)
     one_line(r.err, "File too large; the trace is incomplete");
 }
 
+/* With SIGXFSZ at its default (fatal), a file size limit costs the run
+ * nothing but the file: the same lines, status 0, the file cut at the
+ * limit. */
+static void size_limit_no_signal(void **state)
+{
+    (void)state;
+    char conf[512];
+    run r;
+    struct stat st;
+    xfsz_default = true;
+    snprintf(conf, sizeof conf, "summary:%s", tmp_name("xfsz-summary"));
+    run_client(&r, "return", conf, 1000);
+    one_line(r.err, "failed: File too large; writing the summary on stderr instead");
+    summary_on_stderr(&r);
+    const char *trace = tmp_name("xfsz-trace");
+    snprintf(conf, sizeof conf, "trace:%s,summary:off", trace);
+    run_client(&r, "workload", conf, 1000);
+    one_line(r.err, "File too large; the trace is incomplete");
+    assert_int_equal(stat(trace, &st), 0);
+    assert_int_equal(st.st_size, 1000);
+    snprintf(conf, sizeof conf, "snapshot:%s,summary:off", tmp_name("xfsz-snap"));
+    run_client(&r, "workload", conf, 1000);
+    one_line(r.err, "File too large; the snapshot is incomplete");
+    xfsz_default = false;
+}
+
+/* ---- two outputs on one file ---------------------------------------------------- */
+
+static void outputs_on_one_path(void **state)
+{
+    (void)state;
+    const char *path = tmp_name("same");
+    char conf[1024], other[1100];
+    snprintf(conf, sizeof conf, "summary:%s,trace:%s,snapshot:%s", path, path, path);
+    run r;
+    run_client(&r, "workload", conf, 0);
+    char *trace = fp_t_slurp_path(path);
+    assert_non_null(trace);
+    assert_int_equal(strncmp(trace, "seq,op,id,size,stream\n", 22), 0);
+    assert_true(fp_t_count_of(trace, "\n") > 1000);
+    snprintf(other, sizeof other, "%s.snapshot", path);
+    char *snap = fp_t_slurp_path(other);
+    assert_non_null(snap);
+    assert_int_equal((unsigned char)snap[0], 0x80);   /* a pickle */
+    snprintf(other, sizeof other, "%s.summary", path);
+    char *sum = fp_t_slurp_path(other);
+    assert_non_null(sum);
+    assert_non_null(strstr(sum, SUMMARY_HEAD));
+    snprintf(other, sizeof other, "snapshot: '%s' is also the trace file", path);
+    one_line(r.err, other);
+    snprintf(other, sizeof other, "summary: '%s' is also the trace file", path);
+    one_line(r.err, other);
+}
+
+/* A forked child's summary, its name without %p: the parent's file keeps
+ * the parent's summary, the child's goes to PATH.PID. */
+static void forked_child_keeps_parent_file(void **state)
+{
+    (void)state;
+    const char *path = tmp_name("forked");
+    char conf[1024], child[1100], pid_text[64];
+    snprintf(conf, sizeof conf, "summary:%s", path);
+    run r;
+    run_client(&r, "fork-cuda", conf, 0);
+    const char *cp = strstr(r.out, "child-pid=");
+    assert_non_null(cp);
+    int cpid = atoi(cp + 10);
+    char *parent = fp_t_slurp_path(path);
+    assert_non_null(parent);
+    snprintf(pid_text, sizeof pid_text, "; pid %d ", (int)r.pid);
+    assert_non_null(strstr(parent, pid_text));
+    snprintf(child, sizeof child, "%s.%d", path, cpid);
+    char *mine = fp_t_slurp_path(child);
+    assert_non_null(mine);
+    snprintf(pid_text, sizeof pid_text, "; pid %d ", cpid);
+    assert_non_null(strstr(mine, pid_text));
+    one_line(r.err, "has no %p and this is a forked child");
+}
+
 /* ---- names (item 14) -------------------------------------------------------- */
 
 static void name_escapes(void **state)
@@ -413,6 +498,9 @@ int main(void)
         cmocka_unit_test_teardown(config_problems_and_more, fp_t_release_held),
         cmocka_unit_test_teardown(bracket_paths_keep_every_key, fp_t_release_held),
         cmocka_unit_test_teardown(sigusr1_child_not_parent, fp_t_release_held),
+        cmocka_unit_test_teardown(size_limit_no_signal, fp_t_release_held),
+        cmocka_unit_test_teardown(outputs_on_one_path, fp_t_release_held),
+        cmocka_unit_test_teardown(forked_child_keeps_parent_file, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }

@@ -1,9 +1,12 @@
 /* test_shim_fork.c - fork while other threads are inside the allocator.
  *
  * Four threads allocate and free without pause while the main thread forks
- * 200 children; each child allocates and frees 100 times through the pools
- * it inherited, then exits.  No child may hang on a lock that a parent
- * thread held at the fork: each must end within 20 s.  Run under every
+ * 200 children; each child frees a block it inherited and allocates and
+ * frees 100 times through the pools it inherited (the driver refusing
+ * what reaches it), then exits.  No child may hang on a lock that a parent
+ * thread held at the fork: each must end within 20 s.  The threads also
+ * export each new block (cuIpcGetMemHandle: with ipc_export:fragpool the
+ * registry's lock, which every child's free takes).  Run under every
  * policy, and under TSan in CI.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -32,7 +35,9 @@ static void *churn(void *arg)
         if (live[i])
             cuMemFree_v2(live[i]);
         live[i] = 0;
-        cuMemAlloc_v2(&live[i], 512 + (size_t)(rand_r(&seed) % (3 << 20)));
+        CUipcMemHandle h;
+        if (cuMemAlloc_v2(&live[i], 512 + (size_t)(rand_r(&seed) % (3 << 20))) == CUDA_SUCCESS)
+            cuIpcGetMemHandle(&h, live[i]);
     }
     for (int i = 0; i < 8; i++)
         if (live[i])
@@ -40,12 +45,24 @@ static void *churn(void *arg)
     return NULL;
 }
 
-static void child_body(void)
+/* The driver refuses a fork child the CUDA state it inherited
+ * (CUDA_ERROR_NOT_INITIALIZED, the simulated device as the real one), but
+ * the free of an inherited block takes the pools' locks all the same. */
+static bool ok_in_child(CUresult r)
 {
+    return r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static void child_body(CUdeviceptr inherited)
+{
+    if (!ok_in_child(cuMemFree_v2(inherited)))
+        _exit(2);
     for (int i = 0; i < kChildOps; i++) {
         CUdeviceptr p = 0;
-        if (cuMemAlloc_v2(&p, 4096 + (size_t)i * 1000) != CUDA_SUCCESS ||
-            cuMemFree_v2(p) != CUDA_SUCCESS)
+        CUresult r = cuMemAlloc_v2(&p, 4096 + (size_t)i * 1000);
+        if (r == CUDA_SUCCESS)
+            r = cuMemFree_v2(p);
+        if (!ok_in_child(r))
             _exit(3);
     }
     _exit(0);
@@ -83,7 +100,7 @@ static void fork_under_load(void **state)
     for (int c = 0; c < kChildren; c++) {
         pid_t pid = fork();
         if (pid == 0)
-            child_body();
+            child_body(warm);
         assert_true(pid > 0);
         int rc = reap(pid);
         hung += rc == -1;

@@ -13,13 +13,17 @@
  *  - what goes to the driver (WRITECOMBINED, host_max_cached_mb,
  *    host_pool:0), and the dlsym and cuGetProcAddress paths;
  *  - a mixed-size workload whose held/requested ratio the summary
- *    reports (checked by test_shim_host_summary in tests/CMakeLists.txt).
+ *    reports (checked by test_shim_host_summary in tests/CMakeLists.txt);
+ *  - with the argument churn, only 2,000 pin/copy/unpin rounds of sizes
+ *    that keep rising, then random ones: the pool gives idle segments
+ *    back (test_shim_host_churn_held checks the summary).
  * Run under free_policy:deferred (the default), free_policy:sync, and on
  * a driver without context events.
  */
 #include "shim_test.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -299,8 +303,69 @@ static void mixed_sizes(void **state)
         CU(cuMemFreeHost(p[i]));
 }
 
-int main(void)
+/* The churn that made the pool keep 250x the live bytes: 2,000 rounds of
+ * two buffers of 4 KiB .. 4 MiB in 4 KiB steps (so at most 8 MiB pinned at
+ * once), each pinned, copied to the device and back (the last 256 KiB at
+ * most, a copy reading the end of the block), and unpinned.  With
+ * rising, the sizes walk up the range a step at a time with a
+ * pseudo-random jitter of one step, so most requests are larger than
+ * every cached block (the case that pinned a new segment each time); else
+ * they are drawn pseudo-randomly from the whole range.  What the pool held
+ * is in the summary: test_shim_host_churn_held requires at most 8x the
+ * peak pinned live bytes. */
+static void churn(bool rising)
 {
+    enum { ROUNDS = 2000, STEPS = 1024 };
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr d;
+    CU(cuMemAlloc_v2(&d, 4 * MiB));
+    unsigned r = rising ? 20261201u : 4242u;
+    for (unsigned it = 0; it < ROUNDS; it++) {
+        size_t n[2];
+        for (unsigned k = 0; k < 2; k++) {
+            r = r * 1103515245u + 12345u;
+            unsigned step = rising ? (2 * it + k + (r >> 16) % 2) % STEPS : (r >> 12) % STEPS;
+            n[k] = 4 * KiB * (1 + step); /* 4 KiB .. 4 MiB */
+        }
+        size_t m = n[0] < n[1] ? n[0] : n[1];
+        size_t c = m < 256 * KiB ? m : 256 * KiB; /* the last c bytes of both */
+        unsigned char *a, *b;
+        CU(cuMemHostAlloc((void **)&a, n[0], kFlags[it % 4]));
+        CU(cuMemAllocHost_v2((void **)&b, n[1]));
+        a += n[0] - c;
+        fill(a, c, it);
+        fill(b + n[1] - c, c, it + 1);
+        CU(cuMemcpyHtoDAsync_v2(d, a, c, s));
+        CU(cuMemcpyDtoHAsync_v2(b + n[1] - c, d, c, s));
+        CU(cuStreamSynchronize(s));
+        assert_memory_equal(a, b + n[1] - c, c);
+        a -= n[0] - c;
+        CU(cuMemFreeHost(a));
+        CU(cuMemFreeHost(b));
+    }
+    CU(cuMemFree_v2(d));
+    CU(cuStreamDestroy_v2(s));
+}
+
+static void churn_rising_sizes(void **state)
+{
+    (void)state;
+    churn(true);
+}
+
+static void churn_random_sizes(void **state)
+{
+    (void)state;
+    churn(false);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest churns[] = {cmocka_unit_test(churn_rising_sizes),
+                                        cmocka_unit_test(churn_random_sizes)};
+    if (argc > 1 && strcmp(argv[1], "churn") == 0)
+        return cmocka_run_group_tests(churns, setup, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(first_calls_driver_answers),
         cmocka_unit_test(pin_copy_unpin_loops),

@@ -24,12 +24,19 @@
  * allocation); the segment's start (cuMemGetAddressRange) exports the
  * segment, for programs that add the offset themselves (UCX, vLLM); a
  * freed block's fragpool handle is refused; two opens need two closes;
- * the importer's summary counts its exports and opens.
+ * the importer's summary counts its exports and opens.  A forged fragpool
+ * handle (naming a FIFO with no writer, a regular file, /dev/zero, or a
+ * memfd that only carries the registry's name) is refused with
+ * CUDA_ERROR_INVALID_VALUE at once, as the driver refuses bytes it never
+ * made: nothing blocks (alarm) and nothing is read.
  */
 #include "shim_test.h"
 #include "child_run.h"
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
 #define NBLK 10
@@ -424,6 +431,55 @@ static void not_pool_memory(void **state)
     assert_int_equal(cuIpcCloseMemHandle(0x1000), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* A handle that begins as fragpool's and names descriptor fd of this
+ * process (the layout of shim_ipc.c's wire: magic, pid, fd). */
+static CUipcMemHandle forged(int fd)
+{
+    CUipcMemHandle h;
+    memset(&h, 0, sizeof h);
+    uint32_t pid = (uint32_t)getpid();
+    int32_t f = fd;
+    memcpy(h.reserved, "fragpool", 8);
+    memcpy(h.reserved + 8, &pid, 4);
+    memcpy(h.reserved + 12, &f, 4);
+    return h;
+}
+
+static void refused(int fd)
+{
+    CUdeviceptr p = 0;
+    assert_true(fd >= 0);
+    assert_int_equal(cuIpcOpenMemHandle_v2(&p, forged(fd), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(p, 0);
+    close(fd);
+}
+
+static void forged_handles(void **state)
+{
+    (void)state;
+    char fifo[] = "/tmp/fp-ipc-fifo-XXXXXX";
+    int tmp = mkstemp(fifo);
+    assert_true(tmp >= 0);
+    close(tmp);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(20);  /* a receiver that blocks fails the test */
+    refused(open(fifo, O_RDONLY | O_NONBLOCK)); /* no writer: a reader's open blocks */
+    unlink(fifo);
+    char file[] = "/tmp/fp-ipc-file-XXXXXX";
+    int f = mkstemp(file);
+    unlink(file);
+    assert_int_equal(ftruncate(f, 1 << 20), 0);
+    refused(f);
+    refused(open("/dev/zero", O_RDONLY));
+    int m = memfd_create("fragpool-ipc", MFD_CLOEXEC);  /* the name alone is not enough */
+    assert_int_equal(ftruncate(m, 1 << 20), 0);
+    refused(m);
+    refused(999);  /* no such descriptor */
+    alarm(0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "import") == 0)
@@ -433,6 +489,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(interior_and_range_start, fp_t_release_held),
         cmocka_unit_test_teardown(freed_block, fp_t_release_held),
         cmocka_unit_test(not_pool_memory),
+        cmocka_unit_test(forged_handles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

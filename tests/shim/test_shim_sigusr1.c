@@ -18,9 +18,12 @@
  *    complete text summary ("fragpool memory summary, device ID 0" once,
  *    mode "shim, SIGUSR1 dump", the run block, the closing rule line);
  *  - PATH itself holds the exit summary (mode "shim"), complete.
+ * And: a child that closes descriptors 3..1023 and opens its own log and
+ * pipe gets neither written to nor read by the dumps, one dump per signal.
  */
 #include "shim_test.h"
 #include "child_run.h"
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -182,6 +185,47 @@ static int child_stderr_main(void)
     return 0;
 }
 
+/* "daemon": closes descriptors 3..1023 as daemons do, then makes a pipe
+ * of its own (non-blocking) and opens its log (FP_T_LOG names it), sends
+ * itself SIGUSR1 five times, 200 ms apart, writing a line to the log and a
+ * byte into its pipe after each.  Exit 0 when the log holds only its five
+ * lines and the pipe its five bytes (fragpool wrote into neither and read
+ * neither away); 2 and 3 when not. */
+static int child_daemon_main(void)
+{
+    const char *log_path = getenv("FP_T_LOG");
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    int pp[2];   /* first: it gets the lowest numbers, where a pipe made before main was */
+    if (pipe2(pp, O_NONBLOCK) != 0)
+        return 1;
+    int log = log_path ? open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+    if (log < 0)
+        return 1;
+    CUdevice dev;
+    CUdeviceptr p;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || cuMemAlloc_v2(&p, 1 << 20) || cuMemFree_v2(p))
+        return 1;
+    for (int i = 0; i < 5; i++) {
+        struct timespec t = {0, 200000000};
+        kill(getpid(), SIGUSR1);
+        while (nanosleep(&t, &t) != 0)
+            ;
+        char c = (char)('a' + i);
+        if (write(log, "line\n", 5) != 5 || write(pp[1], &c, 1) != 1)
+            return 1;
+    }
+    char got[8] = {0};
+    if (read(pp[0], got, 5) != 5 || memcmp(got, "abcde", 5) != 0)
+        return 3;
+    close(log);
+    char *text = fp_t_read_path(log_path);
+    int ok = text && strcmp(text, "line\nline\nline\nline\nline\n") == 0;
+    free(text);
+    return ok ? 0 : 2;
+}
+
 /* ---- the parent: run the child, check the files ---------------------------- */
 
 /* Re-executes this program as "test_shim_sigusr1 MODE" with
@@ -281,6 +325,31 @@ static void dumps_on_stderr(void **state)
     alarm(0);
 }
 
+/* A program that closes descriptors it did not open and opens its own:
+ * the dumps neither write into them nor read from them, and there is one
+ * dump per signal. */
+static void dumps_leave_program_fds(void **state)
+{
+    (void)state;
+    alarm(PARENT_ALARM_S);
+    int me = (int)getpid();
+    char conf[512], log[256], *err, path[300];
+    snprintf(log, sizeof log, "FP_T_LOG=/tmp/fp-sigusr1-%d-log", me);
+    setenv("FP_T_LOG", log + 9, 1);
+    snprintf(conf, sizeof conf, "dump_on_sigusr1:1,summary:/tmp/fp-sigusr1-%d-d%%p.txt", me);
+    pid_t pid = run_child("daemon", conf, &err);   /* fails the case unless it exits 0 */
+    assert_string_equal(err, "");
+    free(err);
+    for (int i = 1; i <= 6; i++) {
+        snprintf(path, sizeof path, "/tmp/fp-sigusr1-%d-d%d.txt.%d", me, (int)pid, i);
+        if ((access(path, F_OK) == 0) != (i <= 5))
+            fail_msg("%s: %s", path, i <= 5 ? "missing" : "more dumps than signals");
+    }
+    unsetenv("FP_T_LOG");
+    fp_t_remove_own_tmp("fp-sigusr1");
+    alarm(0);
+}
+
 /* Group teardown: removes what a failed case left behind. */
 static int remove_leftovers(void **state)
 {
@@ -295,9 +364,12 @@ int main(int argc, char **argv)
         return child_main();
     if (argc > 1 && strcmp(argv[1], "stderr") == 0)
         return child_stderr_main();
+    if (argc > 1 && strcmp(argv[1], "daemon") == 0)
+        return child_daemon_main();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dumps_under_load),
         cmocka_unit_test(dumps_on_stderr),
+        cmocka_unit_test(dumps_leave_program_fds),
     };
     return cmocka_run_group_tests(tests, NULL, remove_leftovers);
 }

@@ -1,67 +1,123 @@
 /* tests/simdev/process.c - the simulated driver across processes: a fork
- * child starts its own workers; the configuration from the environment
+ * child of an initialized process is refused every call, as with the real
+ * driver, and never hangs (one that forked first starts afresh); the
+ * configuration from the environment
  * (read once, so checked in exec'd children); and exit while destroyed
  * streams still drain.
  *
  * Child modes of this program (exec'd through /proc/self/exe):
- * "env-check DEVICES CAPACITY_MB FAIL_NTH" (test_env_config) and
- * "destroy-exit" (test_destroy_many_and_exit).
+ * "env-check DEVICES CAPACITY_MB FAIL_NTH" (test_env_config),
+ * "destroy-exit" (test_destroy_many_and_exit) and "fork-fresh"
+ * (test_fork_before_init).
  */
 #include "simdev_test.h"
 
+#include <signal.h>
+
 /* ---- fork ----------------------------------------------------------------------------- */
 
-/* ThreadSanitizer (gcc's by default) refuses to start threads in the child
- * of a multi-threaded fork, which is exactly what this test does. */
-#if defined(__SANITIZE_THREAD__)
-#define FP_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FP_UNDER_TSAN 1
-#endif
-#endif
-
-/* The child of a fork has no worker threads; the sim starts new ones. */
-static int fork_child_work(void)
+/* A fork child of a process that initialized cannot use CUDA, as with the
+ * real driver: every call fails with CUDA_ERROR_NOT_INITIALIZED at once,
+ * though the parent's streams (whose workers the child does not have)
+ * still have work queued and a context event waits for them.  Exits 0 when
+ * every call refused. */
+static int fork_child_refused(CUcontext c, CUstream s, CUevent e, CUdeviceptr d)
 {
-  CUstream s = NULL;
-  CUdeviceptr d = 0;
-  int out = 0;
-  atomic_int flag = 0;
-  if (cuStreamCreate(&s, 0) != CUDA_SUCCESS ||
-      cuLaunchHostFunc(s, set_flag_fn, &flag) != CUDA_SUCCESS ||
-      cuMemAlloc_v2(&d, sizeof out) != CUDA_SUCCESS ||
-      cuMemsetD32_v2(d, 5, 1) != CUDA_SUCCESS ||        /* legacy stream */
-      cuMemcpyDtoH_v2(&out, d, sizeof out) != CUDA_SUCCESS || out != 5)
+  CUresult want = CUDA_ERROR_NOT_INITIALIZED;
+  /* first what a fence does: all later work waits for the event */
+  if (cuCtxWaitEvent(c, e) != want || cuMemsetD8_v2(d, 1, 64) != want ||
+      cuInit(0) != want || cuCtxGetCurrent(&c) != want ||
+      cuMemAlloc_v2(&d, 4096) != want || cuStreamSynchronize(s) != want ||
+      cuEventSynchronize(e) != want || cuCtxSynchronize() != want ||
+      cuStreamCreate(&s, 0) != want)
     return 1;
-  if (atomic_load(&flag) != 1)        /* legacy work waited for s */
-    return 2;
-  if (cuMemFree_v2(d) != CUDA_SUCCESS || cuStreamDestroy_v2(s) != CUDA_SUCCESS)
-    return 3;
   return 0;
 }
 
+/* The child's exit status, or -1 when it was still running after 10 s. */
+static int reap_within(pid_t pid)
+{
+  int status = 0;
+  for (int ms = 0; ms < 10000; ms++) {
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    sleep_ms(1);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+/* 20 forks while two streams have slow work queued: no child hangs. */
 static void test_fork_child(void **state)
 {
   (void)state;
-#ifdef FP_UNDER_TSAN
-  skip();
-#endif
-  CUstream s = NULL;
-  atomic_int flag = 0;
-  OK(cuStreamCreate(&s, 0));
-  OK(cuLaunchHostFunc(s, set_flag_fn, &flag));
-  OK(cuStreamSynchronize(s));          /* s and legacy have live workers */
-  OK(cuMemsetD8_v2(0, 0, 0));
+  CUstream s[2];
+  CUevent e = NULL;
+  CUcontext c = NULL;
+  CUdeviceptr d = 0;
+  static slow_write w[2][20];
+  OK(cuCtxGetCurrent(&c));
+  OK(cuMemAlloc_v2(&d, 64));
+  OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  for (int k = 0; k < 2; k++)
+    OK(cuStreamCreate(&s[k], CU_STREAM_NON_BLOCKING));
+  int hung = 0, failed = 0;
+  for (int i = 0; i < 20; i++) {
+    for (int k = 0; k < 2; k++) {
+      w[k][i] = (slow_write){.ms = 20};
+      OK(cuLaunchHostFunc(s[k], slow_write_fn, &w[k][i]));
+    }
+    OK(cuCtxRecordEvent(c, e));         /* waits for both streams */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+      _exit(fork_child_refused(c, s[0], e, d));
+    int rc = reap_within(pid);
+    hung += rc == -1;
+    failed += rc != 0 && rc != -1;
+  }
+  print_message("20 forks: %d hung, %d failed\n", hung, failed);
+  assert_int_equal(hung, 0);
+  assert_int_equal(failed, 0);
+  OK(cuCtxSynchronize());
+  OK(cuMemFree_v2(d));
+  OK(cuEventDestroy_v2(e));
+  for (int k = 0; k < 2; k++)
+    OK(cuStreamDestroy_v2(s[k]));
+}
+
+/* A child of a process that never called cuInit starts afresh. */
+static void test_fork_before_init(void **state)
+{
+  (void)state;
+  /* this process initialized in the group setup: ask an exec'd child */
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0)
-    _exit(fork_child_work());
+  if (pid == 0) {
+    execl("/proc/self/exe", "test_simdev_process", "fork-fresh", (char *)NULL);
+    _exit(127);
+  }
+  assert_int_equal(reap_within(pid), 0);
+}
+
+/* Child mode "fork-fresh": forks before any CUDA call; its child works. */
+static int fork_fresh(void)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    return 1;
+  if (pid == 0) {
+    CUcontext c = NULL;
+    CUdevice dev = 0;
+    CUdeviceptr d = 0;
+    _exit(cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+          cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS ||
+          cuCtxSetCurrent(c) != CUDA_SUCCESS || cuMemAlloc_v2(&d, 64) != CUDA_SUCCESS ||
+          cuMemFree_v2(d) != CUDA_SUCCESS);
+  }
   int status = 0;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(WEXITSTATUS(status), 0);
-  OK(cuStreamDestroy_v2(s));
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : 2;
 }
 
 /* ---- configuration from the environment (read once, so in a child) ------------------ */
@@ -227,9 +283,12 @@ int main(int argc, char **argv)
     return env_child(argv);
   if (argc == 2 && strcmp(argv[1], "destroy-exit") == 0)
     return destroy_exit_child();
+  if (argc == 2 && strcmp(argv[1], "fork-fresh") == 0)
+    return fork_fresh();
   simdev_env();
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_fork_child),
+    cmocka_unit_test(test_fork_before_init),
     cmocka_unit_test(test_env_config),
     cmocka_unit_test(test_destroy_many_and_exit),
   };
