@@ -431,6 +431,60 @@ static void not_pool_memory(void **state)
     assert_int_equal(cuIpcCloseMemHandle(0x1000), CUDA_ERROR_INVALID_VALUE);
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    CUdeviceptr x = *(const CUdeviceptr *)a, y = *(const CUdeviceptr *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define NEXP 40000
+
+/* Allocates NEXP blocks of 512 B into v; exports each when out is set
+ * (the addresses into out), and returns the exports that failed. */
+static unsigned small_blocks(CUdeviceptr *v, CUdeviceptr *out)
+{
+    unsigned failed = 0;
+    for (int i = 0; i < NEXP; i++) {
+        CU(cuMemAlloc_v2(&v[i], 512));
+        CUipcMemHandle h;
+        if (out) {
+            out[i] = v[i];
+            failed += cuIpcGetMemHandle(&h, v[i]) != CUDA_SUCCESS;
+        }
+    }
+    return failed;
+}
+
+/* More distinct blocks exported over a run than the registry has slots
+ * (65536), never more than 40,000 of them live: a freed block's slot is
+ * taken again.  40,000 blocks are exported and freed; their places are
+ * then filled again (not exported) so that 40,000 more, exported, land at
+ * new addresses. */
+static void many_exports(void **state)
+{
+    (void)state;
+    if (!mode_fragpool)
+        skip();
+    CUdeviceptr *a = fp_t_hold(calloc(NEXP, sizeof *a)), *plug = fp_t_hold(calloc(NEXP, sizeof *a));
+    CUdeviceptr *b = fp_t_hold(calloc(NEXP, sizeof *b)), *seen = fp_t_hold(calloc(2 * NEXP, sizeof *b));
+    unsigned failed = small_blocks(a, seen);
+    for (int i = 0; i < NEXP; i++)
+        CU(cuMemFree_v2(a[i]));
+    CU(cuCtxSynchronize());   /* deferred reuse: their places are reusable now */
+    small_blocks(plug, NULL);
+    failed += small_blocks(b, seen + NEXP);
+    for (int i = 0; i < NEXP; i++) {
+        CU(cuMemFree_v2(b[i]));
+        CU(cuMemFree_v2(plug[i]));
+    }
+    qsort(seen, 2 * NEXP, sizeof *seen, cmp_ptr);
+    size_t distinct = 0;
+    for (size_t i = 0; i < 2 * NEXP; i++)
+        distinct += i == 0 || seen[i] != seen[i - 1];
+    assert_true(distinct > 65536);
+    assert_int_equal(failed, 0);
+}
+
 /* A handle that begins as fragpool's and names descriptor fd of this
  * process (the layout of shim_ipc.c's wire: magic, pid, fd). */
 static CUipcMemHandle forged(int fd)
@@ -490,6 +544,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(freed_block, fp_t_release_held),
         cmocka_unit_test(not_pool_memory),
         cmocka_unit_test(forged_handles),
+        cmocka_unit_test_teardown(many_exports, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
