@@ -29,7 +29,7 @@
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default: those
 #                        marked on in GROUP_TABLE: alloc race multi demo pitch train
-#                        cupy jax bench ipc memcheck snap vmm); real runs
+#                        cupy jax bench ipc memcheck snap vmm contexts); real runs
 #                        scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
 #                        minutes on its own)
@@ -79,6 +79,7 @@ ipc     on   check_ipc
 memcheck on  script_group memcheck 240 tests/gpu/memcheck_check.sh
 snap    on   script_group snap 240 tests/gpu/snapshot_viz_check.sh
 vmm     on   script_group vmm 300 tests/gpu/vmm_check.sh
+contexts on   script_group contexts 400 tests/gpu/contexts_check.sh
 example off  script_group example 30 tests/gpu/example_group.sh
 '
 group_names() {   # [on]: every group's name, or only those run by default
