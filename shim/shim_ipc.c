@@ -28,6 +28,7 @@
  * 0 or an errno; the cu* entry points return the driver's codes.
  */
 #include "shim_ipc.h"
+#include "fp_hmap.h"
 #include "shim_life.h"
 #include "shim_pools.h"
 #include "shim_real.h"
@@ -48,8 +49,6 @@
 #define REG_SLOTS 65536u           /* distinct block addresses exported      */
 #define REG_HEAD 4096              /* slots start here in the file           */
 #define REG_NAME "fragpool-ipc"    /* the registry memfd's name              */
-#define REG_FREED 1u               /* reg.addr of a freed block's slot (no block
-                                      starts at address 1)                    */
 #define REG_LEN (REG_HEAD + (off_t)REG_SLOTS * (off_t)sizeof(reg_slot))
 #define REG_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) /* its length is fixed */
 
@@ -120,14 +119,32 @@ static bool is_fragpool_handle(const CUipcMemHandle *h)
 
 /* ---- the exporter's registry ---------------------------------------------- */
 
+/* Which slot holds which block: an index of the live exports (address ->
+ * slot + 1) beside the file, and the slots given back by frees, taken
+ * again before a slot never used.  A slot's index is in the handles that
+ * receivers hold, so a slot never moves; only its contents change (a new
+ * serial), which those handles then refuse. */
 static struct {
     pthread_mutex_t lock;
     int fd;                    /* -1 until the first fragpool export        */
     pid_t pid;                 /* the process that made fd                  */
     uint64_t nonce, serial;
-    uint64_t *addr;            /* slot -> block address, 0: never used      */
+    fp_hmap index;             /* block address -> slot + 1, live exports   */
+    uint32_t *free_slots;      /* slots given back (a stack), REG_SLOTS     */
+    uint32_t nfree, next;      /* its depth; the first slot never used      */
     atomic_bool any;           /* a fragpool handle was ever given          */
-} reg = {PTHREAD_MUTEX_INITIALIZER, -1, 0, 0, 0, NULL, false};
+} reg = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static void reg_drop_all_locked(void)
+{
+    if (reg.fd >= 0)
+        close(reg.fd);
+    fp_hmap_fini(&reg.index);
+    free(reg.free_slots);
+    reg.fd = -1;
+    reg.free_slots = NULL;
+    reg.nfree = reg.next = 0;
+}
 
 /* The registry of this process: a forked child makes its own, so that it
  * never writes the slots of its parent's handles. */
@@ -135,27 +152,23 @@ static int reg_open_locked(void)
 {
     if (reg.fd >= 0 && reg.pid == getpid())
         return 0;
-    if (reg.fd >= 0) {
-        close(reg.fd);
-        free(reg.addr);
-        reg.fd = -1;
-        reg.addr = NULL;
-    }
+    reg_drop_all_locked();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     reg_head h = {.nonce = mix(mix((uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec), getpid())};
     memcpy(h.magic, REG_MAGIC, 8);
-    reg.addr = calloc(REG_SLOTS, sizeof *reg.addr);
-    int fd = reg.addr ? memfd_create(REG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+    reg.free_slots = malloc(REG_SLOTS * sizeof *reg.free_slots);
+    int fd = reg.free_slots && fp_hmap_init(&reg.index, 1024) == 0
+                 ? memfd_create(REG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
     if (fd >= 0 && (ftruncate(fd, REG_LEN) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h ||
                     fcntl(fd, F_ADD_SEALS, REG_SEALS) != 0)) {
         close(fd);
         fd = -1;
     }
     if (fd < 0) {
-        free(reg.addr);
-        reg.addr = NULL;
-        return errno ? errno : EIO;
+        int err = errno ? errno : EIO;
+        reg_drop_all_locked();
+        return err;
     }
     reg.fd = fd;
     reg.pid = getpid();
@@ -168,39 +181,51 @@ static off_t slot_pos(uint32_t i)
     return REG_HEAD + (off_t)i * (off_t)sizeof(reg_slot);
 }
 
-/* The slot that holds addr, or the free one where it goes (the first
- * freed slot on its probe path, else the empty one that ends the path);
- * -1: full.  A freed block's slot keeps REG_FREED in reg.addr so that the
- * probe paths through it stay whole and it is taken again. */
-static long reg_probe_locked(uint64_t addr)
+/* The slot of the live export of addr, or -1. */
+static long reg_find_locked(uint64_t addr)
 {
-    uint32_t i = (uint32_t)(mix(0, addr) % REG_SLOTS);
-    long freed = -1;
-    for (uint32_t n = 0; n < REG_SLOTS; n++, i = (i + 1) % REG_SLOTS) {
-        if (reg.addr[i] == addr)
-            return i;
-        if (reg.addr[i] == 0)
-            return freed >= 0 ? freed : (long)i;
-        if (reg.addr[i] == REG_FREED && freed < 0)
-            freed = i;
-    }
-    return freed;
+    uint64_t v = fp_hmap_at(&reg.index, fp_hmap_slot(&reg.index, addr));
+    return v ? (long)(v - 1) : -1;
 }
 
-/* Fills slot i with the block (a new serial, unless it holds this already). */
-static int reg_put_locked(uint32_t i, const reg_slot *want, reg_slot *got)
+/* A slot for a new export of addr, entered in the index; -1: every slot
+ * holds a live export (ENOSPC) or no memory for the index (ENOMEM). */
+static long reg_take_locked(uint64_t addr, int *err)
 {
-    if (reg.addr[i] == want->addr &&
-        pread(reg.fd, got, sizeof *got, slot_pos(i)) == sizeof *got && got->serial &&
-        got->offset == want->offset && memcmp(&got->real, &want->real, sizeof got->real) == 0)
+    if (!reg.nfree && reg.next == REG_SLOTS) {
+        *err = ENOSPC;
+        return -1;
+    }
+    if ((*err = fp_hmap_make_room(&reg.index)) != 0)
+        return -1;
+    uint32_t i = reg.nfree ? reg.free_slots[--reg.nfree] : reg.next++;
+    fp_hmap_fill(&reg.index, fp_hmap_slot(&reg.index, addr), addr, (uint64_t)i + 1);
+    return i;
+}
+
+/* addr's export is over: its slot goes back to the free stack. */
+static void reg_give_back_locked(uint64_t addr)
+{
+    size_t k = fp_hmap_slot(&reg.index, addr);
+    uint64_t v = fp_hmap_at(&reg.index, k);
+    if (!v)
+        return;
+    fp_hmap_erase(&reg.index, k);
+    reg.free_slots[reg.nfree++] = (uint32_t)(v - 1);
+}
+
+/* Fills slot i with the block (a new serial, unless it holds this already:
+ * fresh is false when the slot held addr's export before). */
+static int reg_put_locked(uint32_t i, bool fresh, const reg_slot *want, reg_slot *got)
+{
+    if (!fresh && pread(reg.fd, got, sizeof *got, slot_pos(i)) == sizeof *got && got->serial &&
+        got->addr == want->addr && got->offset == want->offset &&
+        memcmp(&got->real, &want->real, sizeof got->real) == 0)
         return 0;
     *got = *want;
     got->serial = ++reg.serial;
     got->check = slot_check(got, reg.nonce);
-    if (pwrite(reg.fd, got, sizeof *got, slot_pos(i)) != sizeof *got)
-        return EIO;
-    reg.addr[i] = want->addr;
-    return 0;
+    return pwrite(reg.fd, got, sizeof *got, slot_pos(i)) == sizeof *got ? 0 : EIO;
 }
 
 /* A fragpool handle for the block at seg + offset; 0 or an errno. */
@@ -210,11 +235,12 @@ static int reg_export(uint64_t seg, uint64_t offset, size_t size, const CUipcMem
     reg_slot want = {.addr = seg + offset, .offset = offset, .size = size, .real = *real}, got;
     pthread_mutex_lock(&reg.lock);
     int err = reg_open_locked();
-    long i = err ? -1 : reg_probe_locked(want.addr);
-    if (!err && i < 0)
-        err = ENOSPC;
-    if (!err)
-        err = reg_put_locked((uint32_t)i, &want, &got);
+    long i = err ? -1 : reg_find_locked(want.addr);
+    bool fresh = i < 0;
+    if (!err && fresh)
+        i = reg_take_locked(want.addr, &err);
+    if (!err && (err = reg_put_locked((uint32_t)i, fresh, &want, &got)) != 0)
+        reg_give_back_locked(want.addr);
     wire w = {.pid = (uint32_t)getpid(), .fd = reg.fd, .nonce = reg.nonce,
               .slot = (uint32_t)i, .version = 1, .serial = got.serial, .offset = offset,
               .size = size, .check = got.check};
@@ -232,11 +258,11 @@ void fp_ipc_block_freed(uint64_t addr)
     if (!atomic_load_explicit(&reg.any, memory_order_relaxed) || !addr)
         return;
     pthread_mutex_lock(&reg.lock);
-    long i = reg.fd >= 0 && reg.pid == getpid() ? reg_probe_locked(addr) : -1;
+    long i = reg.fd >= 0 && reg.pid == getpid() ? reg_find_locked(addr) : -1;
     uint64_t dead = 0;
-    if (i >= 0 && reg.addr[i] == addr) {
+    if (i >= 0) {
         if (pwrite(reg.fd, &dead, sizeof dead, slot_pos((uint32_t)i)) == sizeof dead)
-            reg.addr[i] = REG_FREED; /* its slot may serve another block now */
+            reg_give_back_locked(addr); /* its slot may serve another block now */
         else
             fp_say("IPC: cannot mark the freed block 0x%llx in the registry",
                    (unsigned long long)addr);

@@ -140,13 +140,33 @@ typedef struct free_req {
     uint64_t stamp;
     size_t size;
     int err;
+    int refused;     /* the first error of a pool whose segments hold p */
 } free_req;
 
 static bool try_free(fp_ctx_pool *d, void *ud)
 {
     free_req *r = ud;
     r->err = fp_pool_free_at(d->pool, r->p, &r->stamp, &r->size);
-    return r->err != ENOENT;
+    if (r->err && r->err != ENOENT && !r->refused)
+        r->refused = r->err;
+    return r->err == 0;
+}
+
+static bool holds_live(fp_ctx_pool *d, void *ud)
+{
+    size_t size;
+    uint64_t seq;
+    return fp_pool_lookup(d->pool, *(CUdeviceptr *)ud, &size, &seq) == 0;
+}
+
+/* The pool that holds p as a live block, else one whose segments hold p
+ * (held), or NULL.  Two pools hold the same address only for a moment: a
+ * context was destroyed, the driver gave its memory to another context's
+ * pool, and the first pool is not retired yet. */
+static fp_ctx_pool *owner_of(CUdeviceptr p)
+{
+    fp_ctx_pool *d = fp_pools_find(holds_live, &p);
+    return d ? d : fp_pools_owner(p);
 }
 
 /* The pool that held r->p (held: fp_pools_put), which is freed now
@@ -156,9 +176,14 @@ static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchroni
                                CUresult *res)
 {
     *res = CUDA_SUCCESS;
-    if (deferred() && !fp_trace_on() && !fp_snap_on())
-        return fp_pools_find(try_free, r);
-    fp_ctx_pool *d = fp_pools_owner(r->p);
+    if (deferred() && !fp_trace_on() && !fp_snap_on()) {
+        fp_ctx_pool *d = fp_pools_find(try_free, r);
+        if (d || !r->refused)
+            return d;
+        r->err = r->refused; /* no pool freed it, one holds it: refused */
+        return fp_pools_owner(r->p);
+    }
+    fp_ctx_pool *d = owner_of(r->p);
     if (d && !deferred())
         *res = sync_before_free(d, s, sync);
     if (d && *res == CUDA_SUCCESS) {
