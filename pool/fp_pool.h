@@ -99,6 +99,11 @@ typedef struct fp_backend {
     int (*unmap)(void *ctx, uint64_t addr, size_t size, uint64_t freed_at);
 } fp_backend;
 
+/* The largest request the pool serves; a larger one fails at once (no
+ * device holds 256 TiB, and sizes stay far from overflow in every sum the
+ * pool makes).  The replay, tune and the OOM report use the same limit. */
+#define FP_MAX_REQUEST (((uint64_t)1 << 48) - 1)
+
 /* ---- stats ------------------------------------------------------------- */
 typedef struct fp_stat {
     int64_t current;   /* now                         */

@@ -51,9 +51,6 @@ static inline uint64_t fp_block_requested(const fp_block *b)
     return b->state == FP_BLOCK_FREE ? 0 : b->requested;
 }
 
-/* A larger request fails at once: no device holds 256 TiB, and sizes
- * stay far from overflow in every sum the pool makes. */
-#define FP_MAX_REQUEST (((uint64_t)1 << 48) - 1)
 /* The clock ticks once per allocation: 62 bits never wrap. */
 
 /* Treap priority, derived from the address so it needs no storage. */

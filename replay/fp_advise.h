@@ -23,7 +23,7 @@
  *    the setting in force itself replays clean in the budget (the pool's
  *    layout did not cause the failure), or nothing fits (exhaustion), with
  *    the run's peak live bytes and the least any setting needs.
- * A request no pool serves (over FP_TUNE_MAX_REQUEST), or rows of tune
+ * A request no pool serves (over FP_MAX_REQUEST), or rows of tune
  * that found no clean budget for any setting, make the verdict that every
  * setting runs out of memory, whatever the budget.
  * Without a budget (at exit, tune without --budget), the verdict is the
@@ -54,7 +54,7 @@ enum {
     FP_ADVICE_BEST,         /* no budget: a setting >= 5% leaner          */
     FP_ADVICE_KEEP,         /* no budget: none is 5% leaner               */
     FP_ADVICE_ALL_OOM       /* every setting OOMs, even unlimited: a
-                               request over FP_TUNE_MAX_REQUEST, or (tune)
+                               request over FP_MAX_REQUEST, or (tune)
                                no budget found for any setting            */
 };
 
@@ -90,7 +90,7 @@ typedef struct fp_advice {
     size_t budget;
     size_t room;            /* req->room                                    */
     uint64_t too_large;     /* ALL_OOM: the largest request no pool serves
-                               (over FP_TUNE_MAX_REQUEST); 0 none           */
+                               (over FP_MAX_REQUEST); 0 none           */
     size_t too_large_at;    /* ALL_OOM: the event of its first request      */
     size_t settings;        /* settings replayed                            */
     size_t replays;

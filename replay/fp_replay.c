@@ -9,7 +9,6 @@
  * skipped and counted (bad_frees); neither is an OOM.
  */
 #include "fp_trace.h"
-#include "fp_tune.h"
 #include "fp_hmap.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -229,7 +228,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
 }
 
 /* One pass with the id table holding rounded sizes instead of addresses.
- * A request no pool serves (over FP_TUNE_MAX_REQUEST) is never live and is
+ * A request no pool serves (over FP_MAX_REQUEST) is never live and is
  * left out.  The sum saturates at SIZE_MAX (2^17 requests of 2^47 bytes),
  * never wraps; fp_advise says "more than" for it. */
 size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
@@ -244,7 +243,7 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
         const fp_trace_event *e = &t->ev[k];
         size_t i = fp_hmap_slot(&m, e->id);
         uint64_t held = fp_hmap_at(&m, i);
-        if (e->op != 'f' && e->size > FP_TUNE_MAX_REQUEST)
+        if (e->op != 'f' && e->size > FP_MAX_REQUEST)
             continue;
         if (e->op == 'a' && !held) {
             size_t sz = fp_round_size(opts, (size_t)e->size);

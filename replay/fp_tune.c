@@ -86,7 +86,7 @@ static size_t ceil_mib(uint64_t bytes)
     return (size_t)(bytes / FP_MIB + (bytes % FP_MIB != 0));
 }
 
-/* Requests no pool can serve (over FP_TUNE_MAX_REQUEST) are left out: they
+/* Requests no pool can serve (over FP_MAX_REQUEST) are left out: they
  * fail under every setting, and sizes near 2^64 would overflow the
  * arithmetic below. */
 size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
@@ -95,7 +95,7 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
     size_t nbig = 0;
     for (size_t i = 0; i < t->n; i++) {
         uint64_t sz = t->ev[i].size;
-        if (t->ev[i].op == 'a' && sz <= FP_TUNE_MAX_REQUEST) {
+        if (t->ev[i].op == 'a' && sz <= FP_MAX_REQUEST) {
             largest = sz > largest ? sz : largest;
             nbig += sz > 20 * FP_MIB;
         }
@@ -108,7 +108,7 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
         size_t k = 0;
         for (size_t i = 0; i < t->n; i++) {
             uint64_t sz = t->ev[i].size;
-            if (t->ev[i].op == 'a' && sz > 20 * FP_MIB && sz <= FP_TUNE_MAX_REQUEST)
+            if (t->ev[i].op == 'a' && sz > 20 * FP_MIB && sz <= FP_MAX_REQUEST)
                 big[k++] = sz;
         }
         qsort(big, k, sizeof *big, cmp_u64);

@@ -27,9 +27,6 @@
 #include <stddef.h>
 
 #define FP_TUNE_CONF_MAX 192
-/* The largest request the pool serves (pool/'s FP_MAX_REQUEST, 256 TiB);
- * larger ones fail under every setting. */
-#define FP_TUNE_MAX_REQUEST (((uint64_t)1 << 48) - 1)
 
 typedef struct fp_tune_setting {
     char conf[FP_TUNE_CONF_MAX]; /* FRAGPOOL_CONF text; "" = the defaults      */

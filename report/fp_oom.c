@@ -26,9 +26,6 @@
 enum { FP_CAUSE_TOO_LARGE, FP_CAUSE_CAP, FP_CAUSE_FRAG, FP_CAUSE_DRIVER,
        FP_CAUSE_EXHAUSTION };
 
-/* The largest request the pool serves: pool/'s FP_MAX_REQUEST (its
- * internal header), 256 TiB less a byte; no device holds more. */
-#define FP_OOM_MAX_REQUEST (((uint64_t)1 << 48) - 1)
 
 /* What the OOM path knows, gathered once. */
 typedef struct fp_oom_ctx {
@@ -67,7 +64,7 @@ static int fp_oom_fragmented(const fp_oom_ctx *c)
 static int fp_oom_cause(const fp_oom_ctx *c)
 {
     const fp_oom_info *o = c->o;
-    if (o->requested > FP_OOM_MAX_REQUEST)
+    if (o->requested > FP_MAX_REQUEST)
         return FP_CAUSE_TOO_LARGE;   /* refused before any cap or device */
     if (o->over_cap)
         return FP_CAUSE_CAP;
