@@ -28,12 +28,6 @@
  *                          (then every 0.3 ms) while main
  *                          allocates and frees in a tight loop: fragpool's
  *                          exit handler runs inside an interrupted call
- *   sigusr1-daemon PATH    closes descriptors 3..1023 (as daemons do), opens
- *                          its own log at PATH and a pipe of its own, sends
- *                          itself SIGUSR1 five times (200 ms apart), writing
- *                          a line to the log and a byte through its pipe
- *                          after each; prints log-ok=1 and pipe-ok=1 when
- *                          both held only its own bytes
  *   fork-cuda              before any CUDA call, forks a child that
  *                          allocates and frees through fragpool, then exits
  *                          (exit(0)): the child writes a summary of its own;
@@ -218,39 +212,6 @@ static void signal_exit(void)
     }
 }
 
-/* ---- descriptors that fragpool must not hold ------------------------------- */
-
-static void sigusr1_daemon(const char *log_path)
-{
-    for (int fd = 3; fd < 1024; fd++)
-        close(fd);
-    int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), pp[2];
-    if (log < 0 || pipe(pp) != 0)
-        _exit(30);
-    context();
-    few_blocks();
-    for (int i = 0; i < 5; i++) {
-        struct timespec t = {0, 200000000};
-        kill(getpid(), SIGUSR1);
-        while (nanosleep(&t, &t) != 0)
-            ;
-        char c = (char)('a' + i);
-        if (write(log, "line\n", 5) != 5 || write(pp[1], &c, 1) != 1)
-            _exit(31);
-    }
-    char got[8] = {0};
-    ssize_t n = read(pp[0], got, 5);   /* all five are there: nothing read them away */
-    printf("pipe-ok=%d\n", n == 5 && memcmp(got, "abcde", 5) == 0);
-    close(log);
-    FILE *f = fopen(log_path, "r");
-    char buf[256] = {0};
-    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    printf("log-ok=%d\n", len == 25 && strcmp(buf, "line\nline\nline\nline\nline\n") == 0);
-    fflush(stdout);
-}
-
 static void fork_cuda(void)
 {
     fflush(stdout);
@@ -371,10 +332,6 @@ int main(int argc, char **argv)
     if (strcmp(mode, "fork-cuda") == 0) {
         fork_cuda();
         mode = "return";
-    }
-    if (strcmp(mode, "sigusr1-daemon") == 0) {
-        sigusr1_daemon(argc > 2 ? argv[2] : "/dev/null");
-        return 0;
     }
     context();
     if (strncmp(mode, "workload", 8) == 0) {
