@@ -205,10 +205,7 @@ void fp_advice_fork_prepare(void)
 
 void fp_advice_fork_after(bool child)
 {
-    if (child)
-        pthread_mutex_init(&lock, NULL);
-    else
-        pthread_mutex_unlock(&lock);
+    fp_mutex_fork_after(&lock, child);
 }
 
 /* ---- at exit ------------------------------------------------------------------ */

@@ -551,13 +551,9 @@ static void fork_prepare(void)
 
 static void fork_after(bool child)
 {
-    if (child) { /* the child makes a registry of its own (reg_open_locked) */
-        pthread_mutex_init(&open_lock, NULL);
-        pthread_mutex_init(&reg.lock, NULL);
-        return;
-    }
-    pthread_mutex_unlock(&open_lock);
-    pthread_mutex_unlock(&reg.lock);
+    /* a child makes a registry of its own (reg_open_locked) */
+    fp_mutex_fork_after(&open_lock, child);
+    fp_mutex_fork_after(&reg.lock, child);
 }
 
 /* Before main: the row of shim_life.c's ranked list these locks take. */

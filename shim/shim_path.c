@@ -245,8 +245,5 @@ void fp_path_fork_prepare(void)
 
 void fp_path_fork_after(bool child)
 {
-    if (child)
-        pthread_mutex_init(&claims_lock, NULL);
-    else
-        pthread_mutex_unlock(&claims_lock);
+    fp_mutex_fork_after(&claims_lock, child);
 }

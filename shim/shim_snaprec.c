@@ -107,10 +107,7 @@ void fp_snap_pending_fork_prepare(void)
 
 void fp_snap_pending_fork_after(bool child)
 {
-    if (child)
-        pthread_mutex_init(&pend_lock, NULL);
-    else
-        pthread_mutex_unlock(&pend_lock);
+    fp_mutex_fork_after(&pend_lock, child);
 }
 
 void fp_snap_open(void)

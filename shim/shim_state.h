@@ -10,6 +10,7 @@
 
 #include "fp_conf.h"
 #include "shim_counts.h"
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -23,6 +24,16 @@ typedef struct fp_shim_state {
 } fp_shim_state;
 
 extern fp_shim_state fp_shim;
+
+/* After fork, a mutex the prepare handler took: given back in the parent,
+ * made new in the child (whose threads, all but one, are gone). */
+static inline void fp_mutex_fork_after(pthread_mutex_t *m, bool child)
+{
+    if (child)
+        pthread_mutex_init(m, NULL);
+    else
+        pthread_mutex_unlock(m);
+}
 
 /* One line on stderr, prefixed "fragpool: ", built without malloc. */
 void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

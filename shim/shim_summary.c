@@ -342,8 +342,5 @@ void fp_summary_fork_prepare(void)
 
 void fp_summary_fork_after(bool child)
 {
-    if (child)
-        pthread_mutex_init(&summary_lock, NULL);
-    else
-        pthread_mutex_unlock(&summary_lock);
+    fp_mutex_fork_after(&summary_lock, child);
 }
