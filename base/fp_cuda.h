@@ -123,6 +123,7 @@ typedef enum CUdevice_attribute_enum {   /* subset */
   CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED = 90,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
   CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115
 } CUdevice_attribute;
 
@@ -483,7 +484,38 @@ typedef struct CUmemAccessDesc_st {
   X(cuCtxEnablePeerAccess, (CUcontext peerContext, unsigned int Flags))
 /* CUresult values of peer access (the driver API reference). */
 #define FP_CUDA_PEER_ALREADY_ENABLED ((CUresult)704)
+/* Shareable handles of VMM memory (a POSIX file descriptor on Linux). */
+#define FP_CUDA_FUNCS_SHARE(X)                                                 \
+  X(cuMemExportToShareableHandle, (void *shareableHandle,                      \
+                                   CUmemGenericAllocationHandle handle,        \
+                                   CUmemAllocationHandleType handleType,       \
+                                   unsigned long long flags))                  \
+  X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *handle,     \
+                                     void *osHandle,                           \
+                                     CUmemAllocationHandleType shHandleType))
 /* ---- end of the VMM block ---------------------------------------------- */
+
+/* ---- the stream-ordered pools (cuMemAllocAsync's) ----------------------- */
+typedef enum CUmemPool_attribute_enum {
+  CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,   /* int */
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,         /* int */
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3, /* int */
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,                 /* cuuint64_t */
+  CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,              /* cuuint64_t */
+  CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,                 /* cuuint64_t, reset: 0 */
+  CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,                  /* cuuint64_t */
+  CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8                      /* cuuint64_t, reset: 0 */
+} CUmemPool_attribute;
+#define FP_CUDA_FUNCS_POOL(X)                                                  \
+  X(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool_out, CUdevice dev))         \
+  X(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev))                    \
+  X(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool))                     \
+  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr,       \
+                            void *value))                                      \
+  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr,       \
+                            void *value))                                      \
+  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))
+
 /* ---- pinned host memory (issue 17): the calls beyond cuMemHostAlloc ---- */
 #define FP_CUDA_FUNCS_HOST(X)                                                  \
   X(cuMemHostGetFlags, (unsigned int *pFlags, void *p))                        \
@@ -496,6 +528,8 @@ FP_CUDA_FUNCS(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_HOST(FP_CUDA_DECLARE_PFN)
+FP_CUDA_FUNCS_SHARE(FP_CUDA_DECLARE_PFN)
+FP_CUDA_FUNCS_POOL(FP_CUDA_DECLARE_PFN)
 #undef FP_CUDA_DECLARE_PFN
 
 #ifndef FP_CUDA_NO_PROTOTYPES
@@ -509,6 +543,8 @@ FP_CUDA_FUNCS(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_PT(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_HOST(FP_CUDA_DECLARE_PROTO)
+FP_CUDA_FUNCS_SHARE(FP_CUDA_DECLARE_PROTO)
+FP_CUDA_FUNCS_POOL(FP_CUDA_DECLARE_PROTO)
 #undef FP_CUDA_DECLARE_PROTO
 #endif
 

@@ -778,11 +778,11 @@ static const fp_option fp_options[] = {
         .parse = parse_mib, .format = format_mib,
     },
     {
-        .name = "ipc_export", .type = "word", .deflt = "refuse",
-        .help = "cuIpcGetMemHandle of an allocation inside a pool segment: "
-                "refuse it (CUDA_ERROR_NOT_SUPPORTED), or give a fragpool "
-                "handle that only processes under fragpool can open "
-                "(docs/shim.md, IPC)",
+        .name = "ipc_export", .type = "word", .deflt = "fragpool",
+        .help = "cuIpcGetMemHandle of an allocation inside a pool segment or "
+                "of virtual memory: give a fragpool handle that processes "
+                "under fragpool open (the default), or refuse it "
+                "(CUDA_ERROR_NOT_SUPPORTED) (docs/shim.md, IPC)",
         .offset = offsetof(fp_conf, ipc_export),
         .words = (const char *const[]){"refuse", "fragpool", NULL},
         .parse = parse_word, .format = format_word,
@@ -915,6 +915,7 @@ void fp_conf_default(fp_conf *c)
     memcpy(c->snapshot, "off", sizeof "off");
     c->host_pool = 1;
     c->host_max_cached = SIZE_MAX;
+    c->ipc_export = FP_IPC_FRAGPOOL;
     c->pool.record_bytes = (size_t)16 << 20;
 }
 

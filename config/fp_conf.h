@@ -45,7 +45,7 @@ typedef struct fp_conf {
     char snapshot[FP_CONF_PATH_MAX]; /* "off" or where the snapshot goes  */
     int trace_stacks;    /* host frames recorded per allocation, 0..32     */
     int tools;           /* FP_TOOLS_*: under an injected CUDA tool        */
-    int ipc_export;      /* FP_IPC_REFUSE or FP_IPC_FRAGPOOL: IPC export of
+    int ipc_export;      /* FP_IPC_FRAGPOOL (default) or FP_IPC_REFUSE: IPC export of
                             a block inside its segment                     */
     size_t own_segment;  /* allocations of this many bytes or more go to
                             the driver whole; 0 = off                      */

@@ -218,15 +218,34 @@ int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
 /* The live block at addr: its requested size and allocation sequence
  * number (unique within the pool).  0, or EINVAL when none is live. */
 int  fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq);
+/* The live allocation whose requested bytes hold addr (an interior
+ * pointer too), for the driver's range queries. */
+typedef struct fp_found {
+    uint64_t addr;       /* the block's start, as handed out            */
+    size_t requested;    /* its requested bytes                         */
+    uint64_t seq;        /* its allocation sequence number              */
+    uint64_t segment;    /* the start of the segment that holds it      */
+    int vmm;             /* 1: a virtual-memory segment                 */
+} fp_found;
+/* 0 and *out; ENOENT when addr lies in a segment of this pool but in no
+ * live block's requested bytes (freed, never handed out, or past the end
+ * of what was asked); ESRCH when it lies in no segment of this pool.
+ * Walks the segment's blocks: for queries, not for the hot path. */
+int  fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out);
 /* Drop every segment without the backend: their memory is already gone
  * (the context that held it was destroyed).  Live blocks count as freed. */
 void fp_pool_forget_segments(fp_pool *p);
 /* Release every wholly free segment (torch.cuda.empty_cache). */
 int  fp_pool_empty_cache(fp_pool *p);
-/* Release wholly free segments, the one freed longest ago first, until
- * reserved bytes are at most keep or none is left; no synchronize (the
- * caller makes sure the device is done with them).  Virtual-memory
- * segments are left alone.  Returns the bytes released. */
+/* Release wholly free classic segments, the one freed longest ago first,
+ * until reserved bytes are at most keep; then, if still above, unmap idle
+ * pages of virtual-memory segments (whole pages no live block touches),
+ * oldest free first, until reserved is at most keep or none is left (the
+ * last unmap may go up to one page below keep; the ranges themselves
+ * stay).  No synchronize for the classic segments (the caller makes sure
+ * the device is done with them); every unmap names its pages' newest free
+ * stamp, so the backend fences before it (as for empty_cache).  Returns
+ * the bytes released. */
 size_t fp_pool_trim(fp_pool *p, size_t keep);
 
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);

@@ -626,6 +626,21 @@ int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size)
     return s != NULL;
 }
 
+int fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_segment *s = fp_segtab_find(&p->segs, addr);
+    fp_block *b = s ? s->first : NULL;
+    while (b && addr - b->addr >= b->size)  /* the block whose bytes hold addr */
+        b = b->next;
+    bool live = b && b->state == FP_BLOCK_ALLOCATED && addr - b->addr < b->requested;
+    if (live)
+        *out = (fp_found){.addr = b->addr, .requested = b->requested, .seq = b->stamp,
+                          .segment = s->addr, .vmm = s->vmm};
+    pthread_mutex_unlock(&p->lock);
+    return !s ? ESRCH : live ? 0 : ENOENT;
+}
+
 /* The context that held the segments is gone, and the driver freed them:
  * drop every block and segment without calling the backend. */
 void fp_pool_forget_segments(fp_pool *p)
@@ -683,6 +698,8 @@ size_t fp_pool_trim(fp_pool *p, size_t keep)
         bytes += s->size;
         release_segment(p, s);
     }
+    if (reserved_now(p) > keep) /* then idle pages of virtual-memory segments */
+        bytes += fp_vmm_trim_to(p, reserved_now(p) - keep);
     pthread_mutex_unlock(&p->lock);
     return bytes;
 }

@@ -221,6 +221,10 @@ int  fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_blo
 int  fp_vmm_back(fp_pool *p, uint64_t addr, size_t size);
 /* Unmaps every idle page (empty_cache); returns the bytes. */
 size_t fp_vmm_trim(fp_pool *p);
+/* Unmaps idle pages, oldest free first, until at least want bytes are
+ * back or none is left (each unmap names its pages' newest free stamp);
+ * returns the bytes. */
+size_t fp_vmm_trim_to(fp_pool *p, size_t want);
 /* Unmaps every page and frees the range (destroy). */
 void fp_vmm_release_range(fp_pool *p, fp_segment *s);
 

@@ -6,9 +6,11 @@
  * granularity (or vmm_page), mapped only when a block that is handed out
  * covers them.  A freed range keeps its pages.  When the cap or the
  * device refuses new pages, idle pages (whole pages that no live block
- * touches) are unmapped, oldest free first, and the request maps its own:
- * every unmap names the newest free stamp of the blocks that used it, so
- * that the backend fences before it gives the memory back.
+ * touches) are unmapped, oldest free first, and the request maps its own;
+ * empty_cache unmaps them all, and a caller's trim (fp_pool_trim) as many
+ * as it needs, in the same order.  Every unmap names the newest free
+ * stamp of the blocks that used it, so that the backend fences before it
+ * gives the memory back.
  *
  * Invariants (checked by fp_pool_check):
  *  - bit i of s->pages is set iff page i of s is mapped; s->mapped counts
@@ -226,9 +228,14 @@ static size_t reclaim(fp_pool *p, size_t want, const fp_segment *xs, size_t xlo,
 
 size_t fp_vmm_trim(fp_pool *p)
 {
-    if (!p->page)
+    return fp_vmm_trim_to(p, SIZE_MAX);
+}
+
+size_t fp_vmm_trim_to(fp_pool *p, size_t want)
+{
+    if (!p->page || !want)
         return 0;
-    return reclaim(p, SIZE_MAX, NULL, 0, 0);
+    return reclaim(p, want, NULL, 0, 0);
 }
 
 /* ---- backing a block ---------------------------------------------------------- */

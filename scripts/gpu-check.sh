@@ -25,11 +25,21 @@
 #   GPU_CHECK_BUDGET_S   wall-clock budget for the whole run (default 540 s);
 #                        checks that would start past it are SKIP
 #   GPU_CHECK_CONF       extra FRAGPOOL_CONF entries for every fragpool run
+#   GPU_CHECK_MODE       fragpool's segments in every fragpool run: vmm adds
+#                        expandable_segments:True to each one's FRAGPOOL_CONF
+#                        (after the check's own entries, unless it sets the
+#                        key itself), classic adds expandable_segments:False;
+#                        unset: nothing added (fragpool's default, classic).
+#                        The header and every row of the table name it; the
+#                        expectations that depend on it (ipc) follow it.
+#                        Groups whose scripts write their own FRAGPOOL_CONF
+#                        (memcheck, snap, vmm, demo, real) are not changed;
+#                        their rows say so
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default: those
 #                        marked on in GROUP_TABLE: alloc race multi demo pitch train
-#                        cupy jax bench ipc memcheck snap vmm contexts); real runs
+#                        cupy jax bench ipc view memcheck snap vmm contexts); real runs
 #                        scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
 #                        minutes on its own)
@@ -55,6 +65,26 @@ BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
 BUILD_DIR=${GPU_CHECK_BUILD_DIR:-build-gpu}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 EXTRA_CONF=${GPU_CHECK_CONF:-}
+CHECK_MODE=${GPU_CHECK_MODE:-}
+case $CHECK_MODE in
+  "") MODE_CONF="" ;;
+  vmm) MODE_CONF="expandable_segments:True" ;;
+  classic) MODE_CONF="expandable_segments:False" ;;
+  *) echo "gpu-check: GPU_CHECK_MODE is '$CHECK_MODE', which is neither vmm nor classic; nothing run"
+     exit 2 ;;
+esac
+MODE_NOTE=""
+if [ -n "$MODE_CONF" ] && [[ ",$EXTRA_CONF" == *",expandable_segments:"* ]]; then
+  MODE_NOTE="GPU_CHECK_CONF sets expandable_segments itself, so GPU_CHECK_MODE=$CHECK_MODE adds nothing"
+  MODE_CONF=""
+fi
+# The segments the fragpool runs get (vmm or classic), for the expectations
+# that depend on them.
+case ",$EXTRA_CONF,$MODE_CONF," in
+  *,expandable_segments:[Tt]rue,* | *,expandable_segments:1,*) SEGS=vmm ;;
+  *) SEGS=classic ;;
+esac
+ROW_MODE=""   # the mode tag of the rows being recorded ("" without GPU_CHECK_MODE)
 BIN=$BUILD_DIR/bin/gpu
 LIB=$BUILD_DIR/lib/libfragpool.so
 START=$SECONDS
@@ -76,6 +106,7 @@ jax     on   check_py jax jax_check.py "CHECK jax OK" 180
 bench   on   check_bench; check_bench_repeat
 real    off  check_real
 ipc     on   check_ipc
+view    on   check_view
 memcheck on  script_group memcheck 240 tests/gpu/memcheck_check.sh
 snap    on   script_group snap 240 tests/gpu/snapshot_viz_check.sh
 vmm     on   script_group vmm 300 tests/gpu/vmm_check.sh
@@ -157,7 +188,8 @@ script_group() {
 
 # record NAME RESULT NOTE: one row of the results table (results.tsv); in
 # a dry run every result is PLAN, and only a note recorded as PLAN stays
-# (the others judge outputs that a dry run does not have).
+# (the others judge outputs that a dry run does not have).  With
+# GPU_CHECK_MODE the note starts with the mode of the row, [ROW_MODE].
 record() {
   local res=$2 note=${3//$'\t'/ }
   note=${note//$'\n'/ }
@@ -165,6 +197,7 @@ record() {
     [ "$res" = PLAN ] || note="planned (see its PLAN lines)"
     res=PLAN
   fi
+  [ -n "$ROW_MODE" ] && note="[$ROW_MODE] $note"
   printf '%s\t%s\t%s\n' "$1" "$res" "$note" >>"$OUT_DIR/results.tsv"
   printf '>>> %s: %s  %s\n' "$1" "$res" "$note"
 }
@@ -210,12 +243,25 @@ run_step() {
   echo "=== $name: exit status $STEP_RC after ${STEP_SECS}s"
 }
 
-# The environment of a fragpool run of check NAME.
+# The environment of a fragpool run of check NAME (CONF: its own entries):
+# then GPU_CHECK_CONF, then GPU_CHECK_MODE's entry unless the key is there
+# already (fragpool takes a key's first value and reports a repeat).
 fp_env() {
   local conf="summary_format:json,summary:$JSON_DIR/$1-%p.json"
   [ -n "${2:-}" ] && conf="$conf,$2"
   [ -n "$EXTRA_CONF" ] && conf="$conf,$EXTRA_CONF"
+  [ -n "$MODE_CONF" ] && [[ ",$conf" != *",expandable_segments:"* ]] && conf="$conf,$MODE_CONF"
   FPENV=("LD_PRELOAD=$LIB" "FRAGPOOL_CONF=$conf")
+}
+
+# group_mode GROUP: the mode tag of the group's rows ("" without GPU_CHECK_MODE).
+group_mode() {
+  [ -n "$CHECK_MODE" ] || return 0
+  case $1 in
+    vmm) echo "vmm always: the group sets expandable_segments:True itself" ;;
+    memcheck|snap|demo|real) echo "$CHECK_MODE not applied: the group writes its own FRAGPOOL_CONF" ;;
+    *) echo "$SEGS" ;;
+  esac
 }
 
 # The judging and the notes are scripts/gpu_judge.py's (its docstring lists
@@ -238,6 +284,7 @@ judge() {
   line=$(grep -a -m1 '^CHECK ' "$out" 2>/dev/null | cut -c1-160)
   J_NOTE=""
   if [ "$DRY" = 1 ]; then   # judged as passed, so that the plan shows every later step
+    echo "PLAN $name expects: a line matching '$expect'${mode:+, JSON summary $mode}"
     J_RES=PASS
     return
   elif [ "$STEP_SKIPPED" = 1 ]; then
@@ -722,7 +769,16 @@ ipc_t() {
   [ "$(torch_outcome "$name")" = WRONG ] && J_RES=FAIL
 }
 
+# The expectations follow the segments (SEGS) and name ipc_export wherever
+# they depend on it: with ipc_export:refuse, classic segments refuse the
+# buffers inside a segment (tests/gpu/ipc_check.cu: refuse-mid), virtual-
+# memory segments have no driver handle and refuse every buffer (refuse-all)
+# except those own_segment_mb gives a driver allocation of their own.
 check_ipc() {
+  local refuse=refuse-mid torch_refuse='CHECK ipc_torch \(OK\|REFUSED\)'
+  if [ "$SEGS" = vmm ]; then
+    refuse=refuse-all torch_refuse='CHECK ipc_torch REFUSED'
+  fi
   # A plain CUDA program, static and shared cudart: buffers inside pool
   # segments exported to an exec'd child.
   if need_bin gpu_ipc_check ipc_native; then
@@ -732,18 +788,27 @@ check_ipc() {
   # ipc_export:fragpool, the child under fragpool: every buffer, 0 wrong words.
   ipc_c ipc_fp_static gpu_ipc_check ipc_export:fragpool --expect all
   if grep -aq '^CHECK ipc_check OK' "$OUT_DIR/ipc_fp_static.out" 2>/dev/null &&
-     ! grep -aq 'inside an allocation [1-9]' "$OUT_DIR/ipc_fp_static.out"; then
-    record ipc_fp_static_mid FAIL "no buffer landed inside a segment: the check proves nothing"
+     ! grep -aq 'fragpool handles [1-9]' "$OUT_DIR/ipc_fp_static.out"; then
+    record ipc_fp_static_mid FAIL "no export gave a fragpool handle (no buffer inside a segment): the check proves nothing"
   fi
   ipc_c ipc_fp_shared gpu_ipc_check_shared ipc_export:fragpool --expect all
-  # The default: buffers inside a segment refused at export; the others
-  # opened by a child with fragpool and by one without.
-  ipc_c ipc_fp_refuse gpu_ipc_check "" --expect refuse-mid
-  ipc_c ipc_fp_refuse_plain gpu_ipc_check "" --plain-child --expect refuse-mid
-  # A child without fragpool given fragpool handles: errors, never a wrong word.
-  ipc_c ipc_fp_plain_child gpu_ipc_check ipc_export:fragpool --plain-child --expect no-wrong
-  # own_segment_mb:1: buffers of 1 MiB or more are whole driver allocations.
-  ipc_c ipc_fp_own gpu_ipc_check own_segment_mb:1 --plain-child --expect refuse-mid
+  # No key: the default is ipc_export:fragpool, so the same outcome.
+  ipc_c ipc_fp_default gpu_ipc_check "" --expect all
+  # ipc_export:refuse: what the segments cannot export with a driver handle
+  # is refused; the rest is opened by a child with fragpool and one without.
+  ipc_c ipc_fp_refuse gpu_ipc_check ipc_export:refuse --expect "$refuse"
+  ipc_c ipc_fp_refuse_plain gpu_ipc_check ipc_export:refuse --plain-child --expect "$refuse"
+  # A child without fragpool given fragpool handles: errors, never a wrong
+  # word; the driver handles open.
+  ipc_c ipc_fp_plain_child gpu_ipc_check ipc_export:fragpool --plain-child --expect driver-opens
+  # own_segment_mb:1: buffers of 1 MiB or more are whole driver allocations,
+  # opened by a child without fragpool in either mode; smaller ones get a
+  # fragpool handle (errors in that child) or, with ipc_export:refuse, the
+  # refusal of their segments.
+  ipc_c ipc_fp_own gpu_ipc_check ipc_export:fragpool,own_segment_mb:1 --plain-child --own-mb 1 \
+    --expect driver-opens
+  ipc_c ipc_fp_own_refuse gpu_ipc_check ipc_export:refuse,own_segment_mb:1 --plain-child --own-mb 1 \
+    --expect "$refuse"
 
   # torch.multiprocessing, PyTorch's cache on.
   local tn=$ROOT/tests/gpu/ipc_torch.py nat fp
@@ -760,13 +825,15 @@ check_ipc() {
     J_RES=FAIL J_NOTE="$J_NOTE; child sums differ from the native run's: native [$nat] fragpool [$fp]"
   fi
   record ipc_torch_fp "$J_RES" "ipc_export:fragpool, sums = native's: $([ "$fp" = "$nat" ] && echo yes || echo NO); $(torch_note ipc_torch_fp); $(ipc_note ipc_torch_fp); $J_NOTE"
+  # Every PyTorch segment (2 MiB or more) a driver allocation of its own:
+  # any receiver, either mode.
   ipc_t ipc_torch_fp_own own_segment_mb:2 'CHECK ipc_torch OK' -- --child-plain
   fp=$(torch_sums ipc_torch_fp_own)
   [ "$J_RES" = PASS ] && [ "$fp" != "$nat" ] && J_RES=FAIL
   record ipc_torch_fp_own "$J_RES" "own_segment_mb:2, child without fragpool, sums = native's: $([ "$fp" = "$nat" ] && echo yes || echo NO); $(torch_note ipc_torch_fp_own); $(ipc_note ipc_torch_fp_own); $J_NOTE"
-  ipc_t ipc_torch_fp_refuse "" 'CHECK ipc_torch \(OK\|REFUSED\)' --
-  record ipc_torch_fp_refuse "$J_RES" "default (refuse); $(torch_note ipc_torch_fp_refuse); $(ipc_note ipc_torch_fp_refuse); $J_NOTE"
-  ipc_t ipc_torch_fp_plain ipc_export:fragpool 'CHECK ipc_torch \(OK\|REFUSED\)' -- --child-plain
+  ipc_t ipc_torch_fp_refuse ipc_export:refuse "$torch_refuse" --
+  record ipc_torch_fp_refuse "$J_RES" "ipc_export:refuse ($SEGS segments: $([ "$SEGS" = vmm ] && echo 'every export refused' || echo 'those inside a segment refused')); $(torch_note ipc_torch_fp_refuse); $(ipc_note ipc_torch_fp_refuse); $J_NOTE"
+  ipc_t ipc_torch_fp_plain ipc_export:fragpool "$torch_refuse" -- --child-plain
   record ipc_torch_fp_plain "$J_RES" "ipc_export:fragpool, child without fragpool: errors, never wrong; $(torch_note ipc_torch_fp_plain); $J_NOTE"
 
   # PYTORCH_NO_CUDA_MEMORY_CACHING=1: whatever native PyTorch does, never wrong data.
@@ -774,7 +841,7 @@ check_ipc() {
   record ipc_torch_nocache_native "$J_RES" "control without fragpool; $(torch_note ipc_torch_nocache_native) $J_NOTE"
   local want c name conf
   want=$(torch_outcome ipc_torch_nocache_native)
-  for c in "ipc_torch_nocache_fp:" "ipc_torch_nocache_fp_block:ipc_export:fragpool"; do
+  for c in "ipc_torch_nocache_fp:ipc_export:refuse" "ipc_torch_nocache_fp_block:ipc_export:fragpool"; do
     name=${c%%:*} conf=${c#*:}
     ipc_t "$name" "$conf" 'CHECK ipc_torch \(OK\|REFUSED\)' PYTORCH_NO_CUDA_MEMORY_CACHING=1 --
     if [ "$J_RES" = PASS ] && [ "$(torch_outcome "$name")" != "$want" ]; then
@@ -782,6 +849,80 @@ check_ipc() {
     fi
     record "$name" "$J_RES" "${conf:-default}; outcome as native (${want:-?}): $(torch_note "$name"); $J_NOTE"
   done
+}
+
+# ---- view: what the driver says about memory stays true under the pool ------
+
+# view_lines NAME PREFIX: the lines of check NAME's output that start with PREFIX.
+view_lines() {
+  grep -a "^$2" "$OUT_DIR/$1.out" 2>/dev/null
+}
+
+# view_compare NATIVE FP PREFIX...: nothing when, for each PREFIX, the lines
+# of the two outputs are the same; else one note per PREFIX that differs.
+view_compare() {
+  local nat=$1 fp=$2 pre a b d
+  shift 2
+  for pre in "$@"; do
+    a=$(view_lines "$nat" "$pre") b=$(view_lines "$fp" "$pre")
+    if [ -z "$a" ]; then
+      printf "no '%s' line in %s; " "$pre" "$nat"
+    elif [ "$a" != "$b" ]; then
+      d=$(diff <(echo "$a") <(echo "$b") | grep -a '^[<>]' | head -n 2 | cut -c1-160 | tr '\n' ' ')
+      printf "'%s' lines differ from %s's: %s; " "$pre" "$nat" "$d"
+    fi
+  done
+}
+
+# view_pair BASE TIMEOUT EXPECT PREFIXES -- CMD...: CMD natively (BASE_native)
+# and under fragpool (BASE_fp); the fragpool row passes when its own run
+# passes and the lines starting with each of PREFIXES ('|' between them)
+# equal the native run's.
+view_pair() {
+  local base=$1 t=$2 expect=$3 prefixes=$4 nres diff pres=()
+  shift 4
+  shift
+  IFS='|' read -ra pres <<<"$prefixes"
+  plain_run "${base}_native" "$t" "$expect" -- "$@"
+  nres=$J_RES
+  record "${base}_native" "$J_RES" "control without fragpool; ${STEP_SECS}s; $(view_check "${base}_native") $J_NOTE"
+  if [ "$nres" = SKIP ]; then
+    record "${base}_fp" SKIP "as ${base}_native"
+    return
+  fi
+  fp_run "${base}_fp" "$t" served "$expect" -- "$@"
+  if [ "$DRY" = 1 ]; then
+    record "${base}_fp" PLAN "its lines starting with '$prefixes' must equal ${base}_native's"
+    return
+  elif [ "$J_RES" != SKIP ]; then
+    diff=$(view_compare "${base}_native" "${base}_fp" "${pres[@]}")
+    if [ -n "$diff" ]; then
+      J_RES=FAIL J_NOTE="$diff$J_NOTE"
+    elif [ "$nres" = PASS ]; then
+      J_NOTE="lines as native's ($prefixes); $J_NOTE"
+    fi
+  fi
+  record "${base}_fp" "$J_RES" "${STEP_SECS}s; $(view_check "${base}_fp") $J_NOTE"
+}
+
+view_check() {   # NAME: the CHECK line of check NAME, shortened; nothing when J_NOTE has it
+  local c
+  c=$(grep -a -m1 '^CHECK ' "$OUT_DIR/$1.out" 2>/dev/null | cut -c7-200)
+  [ -n "$c" ] && [[ $J_NOTE == *"$c"* ]] && return 0
+  echo "$c;"
+}
+
+check_view() {
+  local tg=$ROOT/tests/gpu
+  # A plain CUDA program asking the driver about its allocations and pool.
+  if need_bin gpu_driver_view view_driver; then
+    view_pair view_driver 120 'CHECK driver_view OK' "VIEW miss|VIEW graph nodes" -- \
+      "$BIN/gpu_driver_view"
+  fi
+  # torch.distributed over NCCL, one rank: the same bytes, the same registration.
+  view_pair view_nccl 300 'CHECK nccl OK' "SUMS |REGISTRATION " -- python3 "$tg/nccl_check.py"
+  # CUDA graphs from PyTorch, tensors allocated during the capture included.
+  view_pair view_graph 300 'CHECK graph_check OK' "OK " -- python3 "$tg/graph_check.py" graph alloc compile
 }
 
 # ---- main ---------------------------------------------------------------------------
@@ -792,6 +933,12 @@ main() {
   # own .git is not that commit's (a synced working tree).
   echo "repo $ROOT (${GPU_CHECK_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ', with uncommitted changes')})"
   echo "results in $OUT_DIR (JSON summaries in $JSON_DIR); budget ${BUDGET_S}s; checks: $ONLY"
+  if [ -n "$CHECK_MODE" ]; then
+    echo "mode $CHECK_MODE: ${MODE_CONF:-nothing} added to every fragpool run's FRAGPOOL_CONF; segments $SEGS"
+  else
+    echo "mode: default (GPU_CHECK_MODE unset, nothing added); segments $SEGS"
+  fi
+  [ -n "$MODE_NOTE" ] && echo "gpu-check: $MODE_NOTE"
   rm -f "$OUT_DIR"/*.json "$OUT_DIR"/*.out "$OUT_DIR/results.tsv" "$JSON_DIR"/*.json 2>/dev/null
   : >"$OUT_DIR/results.tsv"
   check_only
@@ -804,8 +951,11 @@ main() {
   do_build
   local g
   for g in $(group_names); do
-    want "$g" && eval "$(group_cmds "$g")"
+    want "$g" || continue
+    ROW_MODE=$(group_mode "$g")
+    eval "$(group_cmds "$g")"
   done
+  ROW_MODE=""
 
   if [ "$JSON_DIR" != "$OUT_DIR" ]; then
     cp -f "$JSON_DIR"/*.json "$OUT_DIR"/ 2>/dev/null

@@ -19,6 +19,7 @@
  *   shim_snaprec.c    the snapshot's recorder: recent events, frames;
  *   shim_defer.c      deferred reuse: fences, behind the opaque fp_defer;
  *   shim_vmm.c        the VMM backend: ranges, pages mapped on demand, peers;
+ *   shim_ipc_vmm.c    IPC of VMM blocks: descriptors over a socket, mapping;
  *   shim_pools.c      one pool per context, its backend, pointer routing;
  *   shim_host.c       pinned host memory: its pool, fences, live blocks;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
@@ -31,6 +32,8 @@
  *   shim_ipc.c        legacy IPC on pool memory (cuIpc*);
  *   shim_capture.c    cuStreamBeginCapture* / cuStreamEndCapture*;
  *   shim_host_api.c   cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, queries;
+ *   shim_ranges.c     cuMemGetAddressRange, cuPointerGetAttribute(s): blocks;
+ *   shim_mempool.c    the stream-ordered pool API (cuMemPool*, syncs);
  *   shim_mem.c        allocation, free, info, contexts (cuMem*, cuCtx*);
  *   shim_hooks.c      dlsym and cuGetProcAddress hand out the wrappers.
  *
@@ -53,6 +56,7 @@
 #include "shim_snaprec.h"
 #include "shim_defer.h"
 #include "shim_vmm.h"
+#include "shim_ipc_vmm.h"
 #include "shim_pools.h"
 #include "shim_host.h"
 #include "shim_summary.h"
@@ -61,5 +65,6 @@
 #include "shim_snapshot.h"
 #include "shim_life.h"
 #include "shim_ipc.h"
+#include "shim_mempool.h"
 
 #endif

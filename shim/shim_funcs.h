@@ -2,7 +2,8 @@
  *
  * FP_HOOKED_FUNCS: the functions that fragpool replaces.  Each has a
  * wrapper of the same name and signature in one interposer file
- * (shim_mem.c, shim_capture.c, shim_ipc.c, shim_host_api.c, shim_hooks.c), and shim_hooks.c
+ * (shim_mem.c, shim_capture.c, shim_ipc.c, shim_host_api.c, shim_ranges.c,
+ * shim_mempool.c, shim_hooks.c), and shim_hooks.c
  * hands that wrapper out where a program looks the driver's own up.
  * FP_FORWARDED_FUNCS: the functions the shim only calls.
  * FP_REAL_FUNCS: both; shim_real.c resolves every one from libcuda.so.1.
@@ -34,7 +35,13 @@
     X(cuIpcCloseMemHandle)                                                  \
     /* pinned host memory (issue 17): shim_host_api.c */                   \
     X(cuMemFreeHost) X(cuMemHostGetFlags) X(cuMemHostGetDevicePointer_v2)   \
-    X(cuPointerGetAttribute)                                                \
+    /* address ranges: shim_ranges.c */                                     \
+    X(cuPointerGetAttribute) X(cuPointerGetAttributes)                      \
+    X(cuMemGetAddressRange_v2)                                              \
+    /* the stream-ordered pools: shim_mempool.c */                          \
+    X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)    \
+    X(cuDeviceSetMemPool) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) \
+    X(cuEventSynchronize)                                                   \
     /* virtual-memory segments (issue 13): shim_mem.c */                   \
     X(cuCtxEnablePeerAccess)
 
@@ -42,16 +49,18 @@
     X(cuGetErrorString) X(cuCtxGetCurrent) X(cuCtxGetDevice)                \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceTotalMem_v2)     \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)       \
-    X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)                      \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
     X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)               \
     X(cuEventCreate) X(cuDriverGetVersion)                                  \
     X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)             \
+    X(cuDeviceGetDefaultMemPool) /* shim_mempool.c */                       \
     /* pinned host memory (issue 17): shim_host.c */                       \
-    X(cuEventQuery) X(cuEventSynchronize)                                   \
+    X(cuEventQuery)                                                         \
     /* virtual-memory segments (issue 13): shim_vmm.c, shim_mem.c */       \
     X(cuCtxGetDevice_v2) X(cuMemGetAllocationGranularity) X(cuMemSetAccess) \
-    X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)
+    X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)                       \
+    /* IPC of virtual-memory blocks: shim_vmm.c, shim_ipc_vmm.c */          \
+    X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
 
 #define FP_REAL_FUNCS(X) FP_HOOKED_FUNCS(X) FP_FORWARDED_FUNCS(X)
 

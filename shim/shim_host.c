@@ -549,7 +549,7 @@ int fp_host_free(void *p)
 
 /* ---- queries ------------------------------------------------------------------ */
 
-int fp_host_lookup(uint64_t p, unsigned *flags)
+int fp_host_lookup(uint64_t p, fp_host_found *out)
 {
     fp_pool *pool = host_pool_existing();
     host_block b;
@@ -557,7 +557,7 @@ int fp_host_lookup(uint64_t p, unsigned *flags)
         return ENOENT;
     if (!blocks_find(p, &b))
         return EINVAL;
-    *flags = b.flags;
+    *out = (fp_host_found){.addr = b.addr, .size = b.size, .flags = b.flags};
     return 0;
 }
 

@@ -23,9 +23,15 @@ int fp_host_alloc(size_t bytesize, unsigned flags, void **out);
  * driver); EINVAL: inside a segment but no live block's start (one line
  * said, nothing freed); EIO: free_policy:sync could not synchronize. */
 int fp_host_free(void *p);
-/* 0 and *flags (as asked) for p inside a live block; EINVAL: inside a
- * segment of the pool, in no live block; ENOENT: not the pool's. */
-int fp_host_lookup(uint64_t p, unsigned *flags);
+/* A live pinned block of the pool, as the program asked for it. */
+typedef struct fp_host_found {
+    uint64_t addr;       /* its start                 */
+    size_t size;         /* the bytes asked for       */
+    unsigned flags;      /* the flags asked with      */
+} fp_host_found;
+/* 0 and *out for p inside a live block; EINVAL: inside a segment of the
+ * pool, in no live block; ENOENT: not the pool's. */
+int fp_host_lookup(uint64_t p, fp_host_found *out);
 /* The driver's error behind the last failed fp_host_alloc of this thread. */
 CUresult fp_host_last_error(void);
 /* A pinned request passed to the driver, counted for the summary. */

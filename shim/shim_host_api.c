@@ -1,18 +1,18 @@
-/* shim_host_api.c - the pinned-host-memory entry points (issue 17):
- * cuMemHostAlloc, cuMemAllocHost_v2, cuMemFreeHost, and the queries that
- * must answer for pooled blocks (cuMemHostGetFlags,
- * cuMemHostGetDevicePointer_v2, cuPointerGetAttribute).  The pool is
- * shim_host.c; which flags it serves is said there and in docs/shim.md.
+/* shim_host_api.c - the pinned-host-memory entry points: cuMemHostAlloc,
+ * cuMemAllocHost_v2, cuMemFreeHost, and the queries that must answer for
+ * pooled blocks (cuMemHostGetFlags, cuMemHostGetDevicePointer_v2; the
+ * pointer attributes are shim_ranges.c's).  The pool is shim_host.c;
+ * which flags it serves is said there and in docs/shim.md.
  *
  * Each wrapper keeps the driver's contract: what the pool does not own
  * goes to the driver untouched (arguments it refuses too, for its own
  * error), failures return the driver's codes, and a pointer inside a pool
  * segment that is no live block gets CUDA_ERROR_INVALID_VALUE, as the
  * driver answers for memory it never gave.  For a live block,
- * cuMemHostGetDevicePointer and cuPointerGetAttribute go to the driver,
- * whose answers for a pointer of the segment are the block's (the device
- * pointer of pinned memory is its host pointer); cuMemHostGetFlags gives
- * the flags the block was asked with, not the segment's.
+ * cuMemHostGetDevicePointer goes to the driver, whose answer for a pointer
+ * of the segment is the block's (the device pointer of pinned memory is
+ * its host pointer); cuMemHostGetFlags gives the flags the block was asked
+ * with, not the segment's.
  */
 #include "shim_host.h"
 #include "shim_life.h"
@@ -58,14 +58,14 @@ CUresult cuMemFreeHost(void *p)
 CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
     fp_shim_init();
-    unsigned flags = 0;
-    int err = fp_host_lookup((uint64_t)(uintptr_t)p, &flags);
+    fp_host_found b;
+    int err = fp_host_lookup((uint64_t)(uintptr_t)p, &b);
     if (err == EINVAL || (!err && !pFlags))
         return CUDA_ERROR_INVALID_VALUE;
     if (!err) {
         /* as the driver answers (measured on an H200): with unified
          * addressing every pinned block is mapped, so DEVICEMAP is set */
-        *pFlags = flags | CU_MEMHOSTALLOC_DEVICEMAP;
+        *pFlags = b.flags | CU_MEMHOSTALLOC_DEVICEMAP;
         return CUDA_SUCCESS;
     }
     return fp_real.cuMemHostGetFlags ? fp_real.cuMemHostGetFlags(pFlags, p)
@@ -75,20 +75,10 @@ CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     fp_shim_init();
-    unsigned flags;
-    if (fp_host_lookup((uint64_t)(uintptr_t)p, &flags) == EINVAL)
+    fp_host_found b;
+    if (fp_host_lookup((uint64_t)(uintptr_t)p, &b) == EINVAL)
         return CUDA_ERROR_INVALID_VALUE;
     return fp_real.cuMemHostGetDevicePointer_v2
                ? fp_real.cuMemHostGetDevicePointer_v2(pdptr, p, Flags)
                : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
-{
-    fp_shim_init();
-    unsigned flags;
-    if (fp_host_lookup(ptr, &flags) == EINVAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return fp_real.cuPointerGetAttribute ? fp_real.cuPointerGetAttribute(data, attribute, ptr)
-                                         : CUDA_ERROR_NOT_INITIALIZED;
 }

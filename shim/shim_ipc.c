@@ -4,35 +4,44 @@
  * The driver's handle describes a whole driver allocation, and the process
  * that opens it gets that allocation's start.  A pool block that starts
  * its segment is therefore exported as it is: every receiver, with or
- * without fragpool, gets the right bytes.  A block inside its segment
- * cannot be described by the driver's handle at all:
- *   - ipc_export:refuse (the default): the export fails with
- *     CUDA_ERROR_NOT_SUPPORTED and one line saying what to set;
- *   - ipc_export:fragpool: the export gives a fragpool handle, a key into
- *     a registry that this process keeps in a memfd (the segment's real
- *     handle and the block's offset).  A receiver under fragpool reads it
- *     through /proc/PID/fd/FD, opens the real handle and adds the offset;
- *     a receiver without fragpool hands the driver bytes it never made.
- *     The receiver reads only what is a sealed registry memfd of
- *     fragpool's, never blocking: a forged handle gets the driver's
- *     CUDA_ERROR_INVALID_VALUE and one line.
+ * without fragpool, gets the right bytes.  A block inside its segment, and
+ * any block of a virtual-memory segment (which has no legacy handle at
+ * all), cannot be described by the driver's handle:
+ *   - ipc_export:fragpool (the default): the export gives a fragpool
+ *     handle, a key into a registry that this process keeps in a memfd.
+ *     For a classic block the slot holds the segment's real handle and
+ *     the block's offset: a receiver under fragpool reads it through
+ *     /proc/PID/fd/FD, opens the real handle and adds the offset.  For a
+ *     virtual-memory block the receiver asks this process's channel
+ *     (shim_ipc_vmm.c) for the block's granules as file descriptors and
+ *     maps them.  A receiver without fragpool hands the driver bytes it
+ *     never made and gets its error.  The receiver reads only what is a
+ *     sealed registry memfd of fragpool's, never blocking: a forged handle
+ *     gets the driver's CUDA_ERROR_INVALID_VALUE and one line.
+ *   - ipc_export:refuse: such an export fails with
+ *     CUDA_ERROR_NOT_SUPPORTED and one line saying what to set.
  * own_segment_mb:N sends allocations of N MiB or more to the driver, each a
  * segment of its own, so that their handles need nothing of the above.
  * docs/shim.md ("IPC") gives the reasons and the limits.
  *
  * Invariants: a registry slot is written whole (pwrite) and carries a
  * check over its contents and the handle's, so a reader never uses a torn
- * or reused slot; the slot of a block is killed when the block is freed;
- * the receiver remembers which pointers it opened at an offset, so that
- * cuIpcCloseMemHandle closes the real mapping.  Internal functions return
- * 0 or an errno; the cu* entry points return the driver's codes.
+ * or reused slot; the slot of a block is killed when the block is freed
+ * (before the pool sees the free, under the registry's lock, which the
+ * channel's answers hold too); the receiver remembers what it opened
+ * (pointer, the real mapping, the block's bytes), so that
+ * cuIpcCloseMemHandle closes the real mapping and the range queries
+ * (shim_ranges.c) answer with the exporter's block.  Internal functions
+ * return 0 or an errno; the cu* entry points return the driver's codes.
  */
 #include "shim_ipc.h"
 #include "fp_hmap.h"
+#include "shim_ipc_vmm.h"
 #include "shim_life.h"
 #include "shim_pools.h"
 #include "shim_real.h"
 #include "shim_state.h"
+#include "shim_vmm.h"
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -68,12 +77,14 @@ bool fp_ipc_own_segment(size_t bytes)
 
 /* ---- the handle and the registry's layout --------------------------------- */
 
+enum { KIND_CLASSIC = 1, KIND_VMM = 2 }; /* a slot's, and a handle's version */
+
 typedef struct wire {          /* a fragpool handle: 64 bytes               */
     char magic[8];
     uint32_t pid;              /* the exporter                              */
     int32_t fd;                /* its registry memfd                        */
     uint64_t nonce;            /* the registry's, against a reused pid      */
-    uint32_t slot, version;
+    uint32_t slot, version;    /* version: KIND_*                           */
     uint64_t serial;           /* the slot's contents when exported         */
     uint64_t offset;           /* the block's offset in its segment         */
     uint64_t size;             /* the block's size, for messages            */
@@ -90,9 +101,12 @@ typedef struct reg_slot {      /* one exported block: 128 bytes             */
     uint64_t serial;           /* 0: empty or freed                         */
     uint64_t addr, offset, size;
     uint64_t check;
-    uint64_t spare[3];
-    CUipcMemHandle real;       /* the segment's own handle                  */
+    uint64_t kind;             /* KIND_*                                    */
+    uint64_t seq;              /* the block's allocation number (VMM)       */
+    uint64_t spare;
+    CUipcMemHandle real;       /* the segment's own handle (classic)        */
 } reg_slot;
+_Static_assert(sizeof(reg_slot) == 128, "a registry slot is 128 bytes");
 
 static uint64_t mix(uint64_t h, uint64_t v)
 {
@@ -104,6 +118,7 @@ static uint64_t slot_check(const reg_slot *s, uint64_t nonce)
 {
     uint64_t h = mix(nonce, s->serial);
     h = mix(mix(mix(h, s->addr), s->offset), s->size);
+    h = mix(mix(h, s->kind), s->seq);
     for (size_t i = 0; i < CU_IPC_HANDLE_SIZE; i += 8) {
         uint64_t w;
         memcpy(&w, s->real.reserved + i, 8);
@@ -219,8 +234,8 @@ static void reg_give_back_locked(uint64_t addr)
 static int reg_put_locked(uint32_t i, bool fresh, const reg_slot *want, reg_slot *got)
 {
     if (!fresh && pread(reg.fd, got, sizeof *got, slot_pos(i)) == sizeof *got && got->serial &&
-        got->addr == want->addr && got->offset == want->offset &&
-        memcmp(&got->real, &want->real, sizeof got->real) == 0)
+        got->addr == want->addr && got->offset == want->offset && got->kind == want->kind &&
+        got->seq == want->seq && memcmp(&got->real, &want->real, sizeof got->real) == 0)
         return 0;
     *got = *want;
     got->serial = ++reg.serial;
@@ -228,11 +243,51 @@ static int reg_put_locked(uint32_t i, bool fresh, const reg_slot *want, reg_slot
     return pwrite(reg.fd, got, sizeof *got, slot_pos(i)) == sizeof *got ? 0 : EIO;
 }
 
-/* A fragpool handle for the block at seg + offset; 0 or an errno. */
-static int reg_export(uint64_t seg, uint64_t offset, size_t size, const CUipcMemHandle *real,
-                      CUipcMemHandle *out)
+/* The granules of the virtual-memory block of slot s, if it is still
+ * the block that was exported (the same allocation, live). */
+static int vmm_block(const reg_slot *s, size_t from, size_t n, int *fds, fp_ipcv_block *b)
 {
-    reg_slot want = {.addr = seg + offset, .offset = offset, .size = size, .real = *real}, got;
+    fp_ctx_pool *d = fp_pools_owner(s->addr);
+    fp_found f;
+    int err = !d || !d->vmm || fp_pool_find_block(d->pool, s->addr, &f) != 0 || !f.vmm ||
+                      f.addr != s->addr || f.seq != s->seq
+                  ? ESTALE : 0;
+    size_t gran = err ? 0 : fp_vmm_page(d->vmm);
+    if (!err && !gran)
+        err = EIO;
+    if (!err) {
+        uint64_t first = f.segment + (f.addr - f.segment) / gran * gran;
+        *b = (fp_ipcv_block){.gran = gran, .offset = f.addr - first, .size = f.requested,
+                             .ngran = (f.addr + f.requested - first + gran - 1) / gran};
+        if (n)
+            err = from + n > b->ngran ? EINVAL : fp_vmm_export(d->vmm, first + from * gran, n, fds);
+    }
+    fp_pools_put(d);
+    return err;
+}
+
+/* The channel's answer (shim_ipc_vmm.h), under the registry's lock: a
+ * free of the block waits for it (fp_ipc_block_freed), so the granules
+ * sent are the live block's. */
+static int vmm_answer(const fp_ipcv_req *q, size_t from, size_t n, int *fds, fp_ipcv_block *b)
+{
+    reg_slot s;
+    pthread_mutex_lock(&reg.lock);
+    int err = reg.fd >= 0 && reg.pid == getpid() && q->slot < REG_SLOTS &&
+                      pread(reg.fd, &s, sizeof s, slot_pos(q->slot)) == sizeof s
+                  ? 0 : ESRCH;
+    if (!err && (!s.serial || s.serial != q->serial || s.check != q->check || s.kind != KIND_VMM))
+        err = ESTALE;
+    if (!err)
+        err = vmm_block(&s, from, n, fds, b);
+    pthread_mutex_unlock(&reg.lock);
+    return err;
+}
+
+/* A fragpool handle for the block want describes; 0 or an errno. */
+static int reg_export(reg_slot want, CUipcMemHandle *out)
+{
+    reg_slot got;
     pthread_mutex_lock(&reg.lock);
     int err = reg_open_locked();
     long i = err ? -1 : reg_find_locked(want.addr);
@@ -241,9 +296,11 @@ static int reg_export(uint64_t seg, uint64_t offset, size_t size, const CUipcMem
         i = reg_take_locked(want.addr, &err);
     if (!err && (err = reg_put_locked((uint32_t)i, fresh, &want, &got)) != 0)
         reg_give_back_locked(want.addr);
+    if (!err && want.kind == KIND_VMM)
+        err = fp_ipcv_serve(reg.nonce, vmm_answer);
     wire w = {.pid = (uint32_t)getpid(), .fd = reg.fd, .nonce = reg.nonce,
-              .slot = (uint32_t)i, .version = 1, .serial = got.serial, .offset = offset,
-              .size = size, .check = got.check};
+              .slot = (uint32_t)i, .version = (uint32_t)want.kind, .serial = got.serial,
+              .offset = want.offset, .size = want.size, .check = got.check};
     pthread_mutex_unlock(&reg.lock);
     if (err)
         return err;
@@ -272,75 +329,42 @@ void fp_ipc_block_freed(uint64_t addr)
 
 /* ---- export ------------------------------------------------------------------ */
 
-typedef struct where {
-    uint64_t p;                /* the pointer asked about                   */
-    uint64_t seg, seg_size;    /* its segment                               */
-    uint64_t block;            /* the block that holds it                   */
-    size_t size;               /* that block's size                         */
-    bool found, live;
-} where;
-
-static void find_block(void *ud, uint64_t addr, size_t size, int small,
-                       const fp_block_info *b, size_t n)
+bool fp_ipc_exportable(bool vmm, bool at_segment_start)
 {
-    (void)small;
-    where *w = ud;
-    if (w->found || w->p < addr || w->p - addr >= size)
-        return;
-    w->found = true;
-    w->seg = addr;
-    w->seg_size = size;
-    for (size_t i = 0; i < n; i++)
-        if (w->p >= b[i].addr && w->p - b[i].addr < b[i].size) {
-            w->block = b[i].addr;
-            w->size = b[i].size;
-            w->live = b[i].state == 1;
-        }
+    return fp_shim.conf.ipc_export == FP_IPC_FRAGPOOL || (!vmm && at_segment_start);
 }
 
-static CUresult refuse(CUdeviceptr p, const where *w)
+static CUresult refuse(CUdeviceptr p, const fp_found *f)
 {
     char own[160] = "";
-    if (w->size >= FP_MIB)
+    if (f->requested >= FP_MIB)
         snprintf(own, sizeof own, ", or own_segment_mb:%zu (or less) so that allocations this "
-                 "large get segments of their own", w->size / FP_MIB);
+                 "large get segments of their own", f->requested / FP_MIB);
     bump(&fp_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation starts %llu B into a fragpool segment, "
            "and the driver's handle would give the process that opens it the segment's start; "
-           "returning CUDA_ERROR_NOT_SUPPORTED. Set FRAGPOOL_CONF=ipc_export:fragpool if every "
-           "process that opens it runs under fragpool and counts offsets from this pointer "
-           "(PyTorch), not from cuMemGetAddressRange (UCX)%s",
-           (unsigned long long)p, (unsigned long long)(w->block - w->seg), own);
+           "returning CUDA_ERROR_NOT_SUPPORTED (ipc_export:refuse). Leave ipc_export at "
+           "fragpool if every process that opens it runs under fragpool%s",
+           (unsigned long long)p, (unsigned long long)(f->addr - f->segment), own);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* The driver has no legacy IPC handle for VMM memory (it says
- * CUDA_ERROR_NOT_SUPPORTED too); own_segment_mb gives classic memory. */
-static CUresult refuse_vmm(CUdeviceptr p)
+ * CUDA_ERROR_INVALID_VALUE); own_segment_mb gives classic memory. */
+static CUresult refuse_vmm(CUdeviceptr p, const char *why)
 {
     bump(&fp_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation lies in a fragpool virtual-memory "
-           "range (expandable_segments:True), which has no IPC handle; returning "
-           "CUDA_ERROR_NOT_SUPPORTED. Set own_segment_mb:N so that allocations of N MiB or "
-           "more get classic memory of their own, which can be exported",
-           (unsigned long long)p);
+           "range (expandable_segments:True), which has no driver IPC handle, and %s; "
+           "returning CUDA_ERROR_NOT_SUPPORTED. Set own_segment_mb:N so that allocations of N "
+           "MiB or more get classic memory of their own, which any process can open",
+           (unsigned long long)p, why);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
+static CUresult fragpool_handle(CUdeviceptr p, reg_slot want, CUipcMemHandle *out)
 {
-    CUipcMemHandle real;
-    CUresult r = fp_real.cuIpcGetMemHandle(&real, w->seg);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (p == w->seg || w->block == w->seg) { /* the handle maps this very start */
-        *out = real;
-        bump(&fp_ipc_tallies.exports);
-        return CUDA_SUCCESS;
-    }
-    if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
-        return refuse(p, w);
-    int err = reg_export(w->seg, w->block - w->seg, w->size, &real, out);
+    int err = reg_export(want, out);
     if (err) {
         fp_say("cuIpcGetMemHandle(0x%llx): no fragpool handle (%s%s); returning "
                "CUDA_ERROR_NOT_SUPPORTED", (unsigned long long)p, strerror(err),
@@ -352,22 +376,51 @@ static CUresult export_block(CUipcMemHandle *out, CUdeviceptr p, const where *w)
     return CUDA_SUCCESS;
 }
 
-/* A handle for dptr, which d's segments hold. */
+static CUresult export_classic(CUipcMemHandle *out, CUdeviceptr p, const fp_found *f)
+{
+    CUipcMemHandle real;
+    CUresult r = fp_real.cuIpcGetMemHandle(&real, f->segment);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (f->addr == f->segment) { /* the handle maps this very start */
+        *out = real;
+        bump(&fp_ipc_tallies.exports);
+        return CUDA_SUCCESS;
+    }
+    if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
+        return refuse(p, f);
+    reg_slot want = {.addr = f->addr, .offset = f->addr - f->segment, .size = f->requested,
+                     .kind = KIND_CLASSIC, .seq = f->seq, .real = real};
+    return fragpool_handle(p, want, out);
+}
+
+static CUresult export_vmm(CUipcMemHandle *out, CUdeviceptr p, const fp_found *f,
+                           fp_ctx_pool *d)
+{
+    if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
+        return refuse_vmm(p, "ipc_export is refuse");
+    if (!fp_vmm_shareable(d->vmm))
+        return refuse_vmm(p, "this driver offers no POSIX file descriptor handles for it");
+    reg_slot want = {.addr = f->addr, .offset = f->addr - f->segment, .size = f->requested,
+                     .kind = KIND_VMM, .seq = f->seq};
+    return fragpool_handle(p, want, out);
+}
+
+/* A handle for the allocation that holds dptr, which d's segments hold:
+ * natively an interior pointer exports its allocation. */
 static CUresult export_pooled(fp_ctx_pool *d, CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-    if (fp_vmm_owns(d->vmm, dptr))
-        return refuse_vmm(dptr);
-    where w = {.p = dptr};
-    fp_pool_walk(d->pool, find_block, &w);
-    if (!w.found)  /* the segment went away meanwhile: the driver decides */
+    fp_found f;
+    int err = fp_pool_find_block(d->pool, dptr, &f);
+    if (err == ESRCH)  /* the segment went away meanwhile: the driver decides */
         return fp_real.cuIpcGetMemHandle(pHandle, dptr);
-    if (!w.live && dptr != w.seg) {
+    if (err) {
         fp_say("cuIpcGetMemHandle(0x%llx): not inside a live allocation of fragpool's (freed "
                "or never allocated); returning CUDA_ERROR_INVALID_VALUE",
                (unsigned long long)dptr);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    return export_block(pHandle, dptr, &w);
+    return f.vmm ? export_vmm(pHandle, dptr, &f, d) : export_classic(pHandle, dptr, &f);
 }
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
@@ -389,14 +442,21 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 
 /* ---- import ------------------------------------------------------------------ */
 
-typedef struct opened {        /* a pointer handed out at an offset         */
-    CUdeviceptr ptr, base;     /* base: what the driver's open returned     */
+typedef struct opened {        /* a pointer handed out for a fragpool handle */
+    CUdeviceptr ptr;           /* what the program got                       */
+    CUdeviceptr base;          /* classic: what the driver's open returned   */
+    size_t size;               /* the exported block's bytes                 */
+    bool vmm;                  /* map is ours: the last close unmaps it      */
+    fp_ipcv_mapping map;
+    uint32_t pid, slot;        /* the handle, so that opening it again gives */
+    uint64_t nonce, serial;    /* the same pointer (as the driver does)      */
     int refs;
     struct opened *next;
 } opened;
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static opened *open_list;
+static atomic_bool open_any;   /* a fragpool handle was ever opened          */
 
 /* The registry that w names, opened read-only; or -1 with errno set.  A
  * handle's bytes are the sender's to choose, so what they name is
@@ -445,63 +505,162 @@ static int read_slot(const wire *w, reg_slot *s)
     return err;
 }
 
-static void remember(CUdeviceptr ptr, CUdeviceptr base)
+/* Counts one more open of o's pointer, entering o when it is new. */
+static bool remember(const opened *o)
 {
     pthread_mutex_lock(&open_lock);
-    opened *o = open_list;
-    while (o && o->ptr != ptr)
-        o = o->next;
-    if (!o && (o = calloc(1, sizeof *o)) != NULL) {
-        *o = (opened){.ptr = ptr, .base = base, .next = open_list};
-        open_list = o;
+    opened *e = open_list;
+    while (e && e->ptr != o->ptr)
+        e = e->next;
+    if (!e && (e = malloc(sizeof *e)) != NULL) {
+        *e = *o;
+        e->refs = 0;
+        e->next = open_list;
+        open_list = e;
     }
-    if (o)
-        o->refs++;
+    if (e)
+        e->refs++;
     pthread_mutex_unlock(&open_lock);
+    return e != NULL;
 }
 
-/* The driver's pointer behind ptr (and one reference fewer), or ptr. */
-static CUdeviceptr forget(CUdeviceptr ptr)
+/* The pointer of an open of w's virtual-memory block, counted once more;
+ * 0 if this process has none. */
+static CUdeviceptr reopen(const wire *w)
+{
+    pthread_mutex_lock(&open_lock);
+    opened *e = open_list;
+    while (e && !(e->vmm && e->pid == w->pid && e->nonce == w->nonce && e->slot == w->slot &&
+                  e->serial == w->serial))
+        e = e->next;
+    if (e)
+        e->refs++;
+    pthread_mutex_unlock(&open_lock);
+    return e ? e->ptr : 0;
+}
+
+/* The entry of ptr, one reference fewer, copied to *out; false if ptr
+ * was not opened through a fragpool handle.  *last: that was its last. */
+static bool forget(CUdeviceptr ptr, opened *out, bool *last)
 {
     pthread_mutex_lock(&open_lock);
     opened **pp = &open_list, *o;
     while ((o = *pp) && o->ptr != ptr)
         pp = &o->next;
-    CUdeviceptr base = o ? o->base : ptr;
-    if (o && --o->refs == 0) {
-        *pp = o->next;
-        free(o);
+    if (o) {
+        *out = *o;
+        *last = --o->refs == 0;
+        if (*last) {
+            *pp = o->next;
+            free(o);
+        }
     }
     pthread_mutex_unlock(&open_lock);
-    return base;
+    return o != NULL;
+}
+
+bool fp_ipc_opened_range(uint64_t p, uint64_t *base, size_t *size)
+{
+    if (!atomic_load_explicit(&open_any, memory_order_relaxed))
+        return false;
+    pthread_mutex_lock(&open_lock);
+    opened *o = open_list;
+    while (o && !(p >= o->ptr && p - o->ptr < o->size))
+        o = o->next;
+    if (o) {
+        *base = o->ptr;
+        *size = o->size;
+    }
+    pthread_mutex_unlock(&open_lock);
+    return o != NULL;
+}
+
+static CUresult unusable(const wire *w, int err)
+{
+    fp_say("cuIpcOpenMemHandle: the fragpool handle of process %u (a block of %llu B at +%llu B "
+           "in its segment) cannot be used: %s; returning CUDA_ERROR_INVALID_VALUE",
+           (unsigned)w->pid, (unsigned long long)w->size, (unsigned long long)w->offset,
+           err == ESTALE ? "the block was freed or exported anew"
+           : err == ESRCH ? "that process has no fragpool registry or channel (it ended?)"
+           : err == ENOTSUP ? "it names no IPC registry of fragpool's (forged or damaged)"
+           : err == EPERM ? "that process runs as another user"
+           : err == ETIMEDOUT ? "that process did not answer in time"
+           : err == EPROTO ? "that process's answer was malformed"
+           : err == EINVAL ? "no pointer to return it in" : strerror(err));
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult opened_ok(CUdeviceptr *pdptr, const opened *o)
+{
+    if (!remember(o)) { /* no memory to remember it: undo the open */
+        if (o->vmm)
+            fp_ipcv_close(&o->map);
+        else
+            fp_real.cuIpcCloseMemHandle(o->base);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    atomic_store(&open_any, true);
+    *pdptr = o->ptr;
+    bump(&fp_ipc_tallies.opens);
+    bump(&fp_ipc_tallies.opens_fragpool);
+    return CUDA_SUCCESS;
+}
+
+static CUresult open_classic(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr,
+                             const wire *w, unsigned int flags)
+{
+    reg_slot s;
+    int err = read_slot(w, &s);
+    if (err)
+        return unusable(w, err);
+    CUdeviceptr base = 0;
+    CUresult r = real(&base, s.real, flags);
+    if (r != CUDA_SUCCESS)
+        return r;
+    opened o = {.ptr = base + w->offset, .base = base, .size = w->size};
+    return opened_ok(pdptr, &o);
+}
+
+static CUresult open_vmm(CUdeviceptr *pdptr, const wire *w, unsigned int flags)
+{
+    if (w->pid == (uint32_t)getpid())  /* as the driver refuses a process's own handle */
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr again = reopen(w);
+    if (again) {
+        *pdptr = again;
+        bump(&fp_ipc_tallies.opens);
+        bump(&fp_ipc_tallies.opens_fragpool);
+        return CUDA_SUCCESS;
+    }
+    CUdevice dev;
+    CUresult r = fp_real.cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    opened o = {.vmm = true, .pid = w->pid, .slot = w->slot, .nonce = w->nonce,
+                .serial = w->serial};
+    fp_ipcv_req q = {.slot = w->slot, .serial = w->serial, .check = w->check};
+    int err = fp_ipcv_open(w->pid, w->nonce, &q, dev, &o.map, &r);
+    if (err == EIO)
+        return r;
+    if (err)
+        return unusable(w, err);
+    o.ptr = o.map.ptr;
+    o.base = o.map.base;
+    o.size = o.map.size;
+    return opened_ok(pdptr, &o);
 }
 
 static CUresult open_fragpool(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr,
                               const CUipcMemHandle *h, unsigned int flags)
 {
     wire w;
-    reg_slot s;
     memcpy(&w, h->reserved, sizeof w);
-    int err = pdptr ? read_slot(&w, &s) : EINVAL;
-    if (err) {
-        fp_say("cuIpcOpenMemHandle: the fragpool handle of process %u (a block at +%llu B "
-               "in its segment) cannot be used: %s; returning CUDA_ERROR_INVALID_VALUE",
-               (unsigned)w.pid, (unsigned long long)w.offset,
-               err == ESTALE ? "the block was freed or exported anew"
-               : err == ESRCH ? "that process's registry is not there (it ended?)"
-               : err == ENOTSUP ? "it names no IPC registry of fragpool's (forged or damaged)"
-               : err == EINVAL ? "no pointer to return it in" : strerror(err));
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    CUdeviceptr base = 0;
-    CUresult r = real(&base, s.real, flags);
-    if (r != CUDA_SUCCESS)
-        return r;
-    *pdptr = base + w.offset;
-    remember(*pdptr, base);
-    bump(&fp_ipc_tallies.opens);
-    bump(&fp_ipc_tallies.opens_fragpool);
-    return CUDA_SUCCESS;
+    if (!pdptr)
+        return unusable(&w, EINVAL);
+    return w.version == KIND_VMM ? open_vmm(pdptr, &w, flags)
+                                 : open_classic(real, pdptr, &w, flags);
 }
 
 static CUresult ipc_open(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr,
@@ -534,8 +693,11 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     if (!fp_shim_init() || !fp_real.cuIpcCloseMemHandle)
         return fp_real.cuIpcCloseMemHandle ? fp_real.cuIpcCloseMemHandle(dptr)
                                            : CUDA_ERROR_NOT_INITIALIZED;
-    CUdeviceptr base = forget(dptr);
-    CUresult r = fp_real.cuIpcCloseMemHandle(base);
+    opened o;
+    bool last = false, ours = forget(dptr, &o, &last);
+    CUresult r = !ours    ? fp_real.cuIpcCloseMemHandle(dptr)
+                 : o.vmm  ? (last ? fp_ipcv_close(&o.map) : CUDA_SUCCESS)
+                          : fp_real.cuIpcCloseMemHandle(o.base); /* the driver counts opens too */
     if (r == CUDA_SUCCESS)
         bump(&fp_ipc_tallies.closes);
     return r;
@@ -543,21 +705,30 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 /* ---- fork ------------------------------------------------------------------- */
 
-static void fork_prepare(void)
+static void registry_prepare(void)
 {
     pthread_mutex_lock(&reg.lock);
-    pthread_mutex_lock(&open_lock);
 }
 
-static void fork_after(bool child)
+/* A child makes a registry (reg_open_locked) and a channel of its own. */
+static void registry_after(bool child)
 {
-    /* a child makes a registry of its own (reg_open_locked) */
-    fp_mutex_fork_after(&open_lock, child);
     fp_mutex_fork_after(&reg.lock, child);
 }
 
-/* Before main: the row of shim_life.c's ranked list these locks take. */
+static void opens_prepare(void)
+{
+    pthread_mutex_lock(&open_lock);
+}
+
+static void opens_after(bool child)
+{
+    fp_mutex_fork_after(&open_lock, child);
+}
+
+/* Before main: the rows of shim_life.c's ranked list these locks take. */
 __attribute__((constructor)) static void rank_locks(void)
 {
-    fp_life_rank_lock("IPC registry and opens", fork_prepare, fork_after);
+    fp_life_rank_lock("IPC registry", registry_prepare, registry_after);
+    fp_life_rank_lock("IPC opens", opens_prepare, opens_after);
 }

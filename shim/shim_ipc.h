@@ -14,6 +14,12 @@
 bool fp_ipc_own_segment(size_t bytes);
 /* A block about to be freed loses its fragpool IPC handle. */
 void fp_ipc_block_freed(uint64_t addr);
+/* Whether cuIpcGetMemHandle gives a handle for a live block (of a
+ * virtual-memory segment or not, at its segment's start or not). */
+bool fp_ipc_exportable(bool vmm, bool at_segment_start);
+/* For p inside memory opened through a fragpool handle: true, with the
+ * exporter's block as this process sees it (*base, *size). */
+bool fp_ipc_opened_range(uint64_t p, uint64_t *base, size_t *size);
 
 
 #endif

@@ -168,12 +168,16 @@ static struct ranked_lock {
     {"advice", fp_advice_fork_prepare, fp_advice_fork_after},
     /* a fence pass enters the capture gate under it; then the host pool */
     {"pinned host pool", fp_host_fork_prepare, fp_host_fork_after},
+    /* the table of stream-ordered blocks asks the pools under it */
+    {"stream-ordered blocks", NULL, NULL},    /* shim_mempool.c */
+    /* the IPC channel's answer finds a block in the pools under it */
+    {"IPC registry", NULL, NULL},             /* shim_ipc.c */
     /* grow lock, capture gate; per pool: the pool, its deferral, its VMM */
     {"device pools", fp_pools_fork_prepare, fp_pools_fork_after},
     /* leaves: taken under a pool's lock or under none */
     {"snapshot pending", fp_snap_pending_fork_prepare, fp_snap_pending_fork_after},
     {"trace", fp_trace_fork_prepare, trace_fork_after},
-    {"IPC registry and opens", NULL, NULL},   /* shim_ipc.c */
+    {"IPC opens", NULL, NULL},                /* shim_ipc.c */
     {"output claims", fp_path_fork_prepare, fp_path_fork_after},
 };
 

@@ -17,6 +17,7 @@
 #include "shim_defer.h"
 #include "shim_ipc.h"
 #include "shim_life.h"
+#include "shim_mempool.h"
 #include "shim_pools.h"
 #include "shim_real.h"
 #include "shim_sanitizer.h"
@@ -201,8 +202,11 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
 {
     uint64_t t0 = fp_time_begin();
     free_req r = {.p = p};
+    uint64_t so = fp_mempool_take(p); /* a stream-ordered block: out before it is reusable */
     fp_ctx_pool *d = free_block(&r, s, sync, res);
     fp_time_end(t0);
+    if (d && *res != CUDA_SUCCESS)
+        fp_mempool_untake(p, so); /* not freed: still live */
     if (!d)
         return 1;
     if (*res == CUDA_SUCCESS && !r.err && async && deferred())
@@ -270,6 +274,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
                             fp_PFN_cuMemAllocAsync real, fp_PFN_cuStreamIsCapturing is_capturing)
 {
     fp_ctx_pool *d = serving_pool();
+    if (d && fp_mempool_foreign(d->dev)) { /* the program's own current pool: the driver's */
+        count(FP_PT_ASYNC_POOL);
+        fp_pools_put(d);
+        d = NULL;
+    }
     bool cap = false;
     CUresult r = d && dptr && size ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && d && cap) /* a graph allocation node: the driver's */
@@ -279,6 +288,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
         return r != CUDA_SUCCESS ? r : real ? real(dptr, size, s) : CUDA_ERROR_NOT_SUPPORTED;
     }
     r = pool_alloc(d, dptr, size, s, true);
+    if (r == CUDA_SUCCESS)
+        fp_mempool_allocated(d->dev, *dptr, size);
     fp_pools_put(d);
     return r;
 }
@@ -478,6 +489,8 @@ CUresult cuCtxSynchronize(void)
     if (r == CUDA_SUCCESS && d)
         fp_defer_synchronized(d->defer, clock);
     fp_pools_put(d);
+    if (r == CUDA_SUCCESS)
+        fp_mempool_synchronized(); /* a release threshold: idle memory above it goes */
     return r;
 }
 
@@ -493,6 +506,7 @@ static CUresult ctx_destroy(fp_PFN_cuCtxDestroy_v2 real, CUcontext ctx)
     CUresult r = real(ctx);
     if (r == CUDA_SUCCESS) {
         fp_pools_retire(ctx, 0, false);
+        fp_mempool_ctx_gone();
         fp_capture_ctx_gone(ctx); /* its captures ended with it */
     }
     return r;
@@ -506,6 +520,7 @@ static CUresult primary_reset(fp_PFN_cuDevicePrimaryCtxReset_v2 real, CUdevice d
     CUresult r = real(dev);
     if (r == CUDA_SUCCESS) {
         fp_pools_retire(NULL, dev, true);
+        fp_mempool_ctx_gone();
         fp_capture_primary_gone(dev);
     }
     return r;
@@ -523,6 +538,7 @@ static CUresult primary_release(fp_PFN_cuDevicePrimaryCtxRelease_v2 real, CUdevi
     if (r == CUDA_SUCCESS && fp_real.cuDevicePrimaryCtxGetState &&
         fp_real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active) {
         fp_pools_retire(NULL, dev, true);
+        fp_mempool_ctx_gone();
         fp_capture_primary_gone(dev);
     }
     return r;

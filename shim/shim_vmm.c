@@ -6,6 +6,9 @@
  *   reserve_va   cuMemAddressReserve; free_va cuMemAddressFree;
  *   map          per granule cuMemCreate + cuMemMap, then one
  *                cuMemSetAccess for the device and every peer granted;
+ *                the granules ask for POSIX file descriptor handles where
+ *                the device offers them, so that IPC can export a block
+ *                (fp_vmm_export, shim_ipc_vmm.c);
  *   unmap        first the device must have finished the work queued
  *                before the pages' newest free (fp_defer_wait_done: the
  *                fence state, else a host wait, counted), then per
@@ -33,6 +36,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define FP_VMM_MAX_PEERS 32
 
@@ -49,6 +53,7 @@ struct fp_vmm {
     CUdevice dev;
     fp_defer *defer;
     size_t gran;                       /* 0 until asked               */
+    bool shareable;                    /* granules export as POSIX fds  */
     vmm_range *ranges;
     CUdevice peers[FP_VMM_MAX_PEERS];
     int npeers;
@@ -89,12 +94,23 @@ fp_vmm *fp_vmm_new(CUcontext ctx, CUdevice dev, fp_defer *defer)
     return v;
 }
 
-static CUmemAllocationProp device_prop(CUdevice dev)
+static CUmemAllocationProp device_prop(const fp_vmm *v)
 {
     CUmemAllocationProp p = {.type = CU_MEM_ALLOCATION_TYPE_PINNED};
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = dev;
+    p.location.id = v->dev;
+    if (v->shareable)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return p;
+}
+
+/* Whether the device's granules can be exported as POSIX file descriptors. */
+static bool fd_handles(CUdevice dev)
+{
+    int yes = 0;
+    return fp_real.cuMemExportToShareableHandle && fp_real.cuDeviceGetAttribute &&
+           fp_real.cuDeviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                        dev) == CUDA_SUCCESS && yes;
 }
 
 /* 0 when the driver lacks any VMM call: the pool stays classic. */
@@ -104,12 +120,23 @@ size_t fp_vmm_granularity(fp_vmm *v)
         !fp_real.cuMemAddressReserve || !fp_real.cuMemMap || !fp_real.cuMemSetAccess ||
         !fp_real.cuMemUnmap || !fp_real.cuMemRelease || !fp_real.cuMemAddressFree)
         return 0;
-    CUmemAllocationProp p = device_prop(v->dev);
+    v->shareable = fd_handles(v->dev);
+    CUmemAllocationProp p = device_prop(v);
     size_t g = 0;
     if (fp_real.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return 0;
     v->gran = g;
     return g;
+}
+
+size_t fp_vmm_page(fp_vmm *v)
+{
+    return v->gran;
+}
+
+bool fp_vmm_shareable(fp_vmm *v)
+{
+    return v->shareable;
 }
 
 /* ---- ranges ------------------------------------------------------------ */
@@ -128,6 +155,36 @@ bool fp_vmm_owns(fp_vmm *v, uint64_t addr)
     bool hit = find_range(v, addr) != NULL;
     pthread_mutex_unlock(&v->lock);
     return hit;
+}
+
+/* Closes fds[0..n). */
+static void close_all(const int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+int fp_vmm_export(fp_vmm *v, uint64_t addr, size_t n, int *fds)
+{
+    if (exiting() || !v->shareable)
+        return EIO;
+    pthread_mutex_lock(&v->lock);
+    vmm_range *r = find_range(v, addr);
+    size_t i = r ? (size_t)(addr - r->addr) / v->gran : 0, done = 0;
+    int err = !r || (addr - r->addr) % v->gran || i + n > r->size / v->gran ? EINVAL : 0;
+    while (!err && done < n) {
+        CUmemGenericAllocationHandle h = r->h[i + done];
+        int fd = -1;
+        err = !h ? EFAULT
+                 : drv(fp_real.cuMemExportToShareableHandle(&fd, h,
+                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        if (!err)
+            fds[done++] = fd;
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (err)
+        close_all(fds, done);
+    return err;
 }
 
 int fp_vmm_reserve_va(fp_vmm *v, size_t size, size_t align, uint64_t *addr)
@@ -220,7 +277,7 @@ static size_t access_list(const fp_vmm *v, CUmemAccessDesc *d)
 /* Maps granule k of r with a new handle; 0 or an errno. */
 static int map_granule(fp_vmm *v, vmm_range *r, size_t k)
 {
-    CUmemAllocationProp p = device_prop(v->dev);
+    CUmemAllocationProp p = device_prop(v);
     CUmemGenericAllocationHandle h = 0;
     int err = drv(fp_real.cuMemCreate(&h, v->gran, &p, 0));
     if (err)

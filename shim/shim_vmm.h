@@ -33,6 +33,16 @@ CUresult fp_vmm_last_error(void);
 int fp_vmm_add_peer(fp_vmm *v, CUdevice peer);
 /* 1 when addr lies inside one of v's ranges. */
 bool fp_vmm_owns(fp_vmm *v, uint64_t addr);
+/* The granularity found by fp_vmm_granularity (0 before). */
+size_t fp_vmm_page(fp_vmm *v);
+/* Whether v's granules can be exported (POSIX file descriptor handles). */
+bool fp_vmm_shareable(fp_vmm *v);
+/* Exports the n granules from addr (a granule's start) of a range: fds[i]
+ * a new descriptor of granule i, for another process to import.  0, or
+ * EINVAL (not n granules of one range from a granule's start), EFAULT
+ * (one is not mapped), EIO (the driver refused); on error nothing stays
+ * open. */
+int fp_vmm_export(fp_vmm *v, uint64_t addr, size_t n, int *fds);
 /* Pages still mapped because their unmap could not wait (capture). */
 uint64_t fp_vmm_kept(fp_vmm *v);
 void fp_vmm_forget(fp_vmm *v);   /* the context is gone: drop the table */

@@ -62,6 +62,11 @@ FPSIM_API int fpsim_stats(int dev, fpsim_counts *out);
 /* Zeroes the cumulative counters of device dev (-1: all) and resets the
  * peak to the current use; live figures are kept.  Returns 0 or -1. */
 FPSIM_API int fpsim_reset_stats(int dev);
+/* The allocation of the simulated driver that holds ptr (an interior
+ * pointer too), as the driver itself knows it: for a test under fragpool,
+ * the pool's segment rather than the block fragpool's range queries
+ * answer with.  Returns 0, or -1 when ptr is in no allocation. */
+FPSIM_API int fpsim_range(unsigned long long ptr, unsigned long long *base, size_t *size);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,12 @@
  *                      stack, the calls that only read or set them
  *      sim_devfile.c   the shared device file that backs IPC exports
  *      sim_capture.c   capture state and rules (what invalidates one)
+ *      sim_pool.c      each device's default stream-ordered pool: its
+ *                      accounting (fed by the registry, released at a
+ *                      synchronize) and the cuMemPool* / cuDevice*MemPool
+ *                      calls
+ *      sim_vmmfile.c   the memory file behind VMM handles: its pages,
+ *                      and the shareable descriptors that export them
  *   2  sim_registry.c  live allocations, capacity, memory counters
  *   3  sim_stream.c    streams, workers, ordering; the cuStream* calls
  *   4  sim_core.c      setup (FRAGPOOL_SIM_*), devices, and the context
@@ -20,7 +26,8 @@
  *      waits), sim_graph.c (capture calls, graphs), sim_mem.c (memory
  *      API), sim_copy.c (copies, memsets), sim_host.c (pinned host memory:
  *      flags, registration), sim_ipc.c (IPC handles across processes),
- *      sim_vmm.c (virtual memory management), sim_control.c (fpsim_*)
+ *      sim_vmm.c (virtual memory management, shareable handles),
+ *      sim_control.c (fpsim_*)
  *   6  sim_proc.c      cuGetProcAddress: names every entry point
  * Work flows down as calls; what a lower file must learn from a higher
  * one arrives as an argument (a stream, an op, a context).
@@ -32,7 +39,10 @@
  *   1b. vmm lock   - private to sim_vmm.c: reservations, handles,
  *                    mappings.  Never taken with g_sim.lock held.
  *   2. mem lock    - private to sim_registry.c: the allocation registry,
- *                    capacity accounting and memory counters.  A leaf.
+ *                    capacity accounting and memory counters, VMM
+ *                    reservations.
+ *   3. pool lock   - private to sim_pool.c: the pools' figures.  A leaf,
+ *                    taken inside the mem lock or g_sim.lock or alone.
  * g_sim.progress is broadcast (under g_sim.lock) whenever any stream
  * completes an operation or a draining stream is reaped; every wait for
  * completion waits on it.
@@ -134,6 +144,35 @@ bool sim_ctx_known(const sim_ctx *c);
 /* c was destroyed: it leaves the top of this thread's stack if there. */
 void sim_ctx_forget_current(const sim_ctx *c);
 
+/* ---- the default pools (sim_pool.c) ------------------------------------- */
+/* The registry's reports on a live SIM_MEM_ASYNC allocation of bytes:
+ * made; its free call (cuMemFreeAsync or cuMemFree); a cuMemFreeAsync
+ * that failed to enqueue, undone; its memory given back. */
+void sim_pool_alloc(int dev, size_t bytes);
+void sim_pool_free_call(int dev, size_t bytes);
+void sim_pool_free_undone(int dev, size_t bytes);
+void sim_pool_given_back(int dev, size_t bytes);
+/* dev was synchronized (stream, context, event): idle reserved memory
+ * above the release threshold goes. */
+void sim_pool_synced(int dev);
+
+/* ---- the VMM memory file (sim_vmmfile.c; vmm lock held where said) ------ */
+#define SIM_VMM_GRAN ((size_t)2 << 20)         /* an H200's granularity */
+/* First fit of n free pages of this process's file, marked used: 0, or
+ * an errno (vmm lock held).  *fd: the file's descriptor. */
+int sim_vmmfile_take(size_t n, size_t *first, int *fd);
+/* Pages given back: freed and reusable, unless they were ever exported
+ * (then kept, never reused: an importer may still map them). */
+void sim_vmmfile_give(size_t first, size_t n, bool exported);
+/* A new open file description of file fd whose position names the pages
+ * [first, first+n), recorded in the file's export table with dev: the
+ * new descriptor, or -1 (errno set). */
+int sim_vmmfile_export(int fd, size_t first, size_t n, int dev);
+/* A descriptor made by sim_vmmfile_export (in any process), checked
+ * without blocking: 0 with a descriptor of our own for the file (close
+ * it) and the pages and device recorded for it, or EINVAL. */
+int sim_vmmfile_import(int fd, int *own, size_t *first, size_t *n, int *dev);
+
 /* ---- setup and devices (sim_core.c) ------------------------------------- */
 void sim_setup(void);                       /* once: env, devices */
 /* cuDriverGetVersion's answer (FRAGPOOL_SIM_DRIVER_VERSION). */
@@ -201,6 +240,11 @@ CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out);
 CUresult sim_mem_charge_phys(int dev, size_t bytes);
 void sim_mem_uncharge_phys(int dev, size_t bytes);
 void sim_mem_remove_vmm(CUdeviceptr base);
+/* VMM reservations (sim_vmm.c adds and removes them), for the range
+ * attributes of pointer queries. */
+CUresult sim_mem_add_reservation(CUdeviceptr base, size_t size);
+void sim_mem_remove_reservation(CUdeviceptr base);
+bool sim_mem_find_reservation(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 /* cuMemHostRegister (sim_host.c): the caller's range [req->base,
  * +req->size) registered, never charged, never freed by the simulator;
  * HOST_MEMORY_ALREADY_REGISTERED when it overlaps a live entry.  Removed

@@ -64,3 +64,14 @@ int fpsim_reset_stats(int dev)
   sim_unlock();
   return 0;
 }
+
+int fpsim_range(unsigned long long ptr, unsigned long long *base, size_t *size)
+{
+  sim_setup();
+  sim_alloc a;
+  if (sim_mem_find((CUdeviceptr)ptr, &a) != CUDA_SUCCESS)
+    return -1;
+  *base = a.base;
+  *size = a.size;
+  return 0;
+}

@@ -229,6 +229,7 @@ static const struct { int attr; int value; } kAttrs[] = {
   {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1},
   {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
   {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0}, /* no VMM */
+  {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1},
   {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
 };
 
@@ -356,6 +357,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
                               CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   if (rc == CUDA_SUCCESS)
     sim_device_sync(c->dev);
+  if (rc == CUDA_SUCCESS)
+    sim_pool_synced(c->dev);
   sim_unlock();
   return rc;
 }

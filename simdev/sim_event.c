@@ -205,6 +205,8 @@ static CUresult event_wait(CUevent h, bool block)
     if (block && e->rec_stream != NULL)
       sim_stream_wait(e->rec_stream, e->rec_ticket);
   }
+  if (rc == CUDA_SUCCESS && block && e->rec_stream != NULL)
+    sim_pool_synced(e->rec_stream->dev);   /* its device's pool */
   sim_unlock();
   return rc;
 }

@@ -16,6 +16,16 @@
  *     would run at graph launch, which is not simulated);
  *   - allocation and free calls obey the capture-mode rules
  *     (sim_capture.c).
+ * Address-range queries, as the native driver answers them (H200, driver
+ * 580.159.04): cuMemGetAddressRange gives (base, requested size) of the
+ * allocation holding the pointer - for VMM memory the mapping (cuMemMap)
+ * that covers it - and CUDA_ERROR_NOT_FOUND elsewhere (one past the end,
+ * freed, never allocated, reserved but not mapped); NULL outputs are
+ * allowed.  cuPointerGetAttribute answers CUDA_ERROR_INVALID_VALUE there
+ * and for an unknown attribute; its RANGE_START_ADDR and RANGE_SIZE are
+ * the allocation's, for VMM memory the whole reservation's; BUFFER_ID is
+ * unique per allocation; IS_LEGACY_CUDA_IPC_CAPABLE is 1 for cuMemAlloc
+ * memory only.
  * Chosen where the documentation is silent: cuMemFree(0), cuMemFreeAsync(0)
  * and cuMemFreeHost(NULL) succeed; cuMemGetInfo accepts NULL outputs.
  */
@@ -326,6 +336,16 @@ static size_t attr_size(CUpointer_attribute attr)
   return 0;
 }
 
+/* RANGE_START_ADDR or RANGE_SIZE: the allocation's (base, size), or for
+ * VMM memory the reservation holding ptr (0 when there is none). */
+static uint64_t range_attr(CUdeviceptr base, size_t size,
+                           CUpointer_attribute attr, CUdeviceptr ptr, bool vmm)
+{
+  if (vmm && !sim_mem_find_reservation(ptr, &base, &size))
+    base = 0, size = 0;
+  return attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ? base : size;
+}
+
 /* The value of attr for ptr inside allocation a, as 8 bytes. */
 static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr,
                            CUdeviceptr ptr, uint64_t *v)
@@ -350,8 +370,10 @@ static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr,
   case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
     *v = a->kind == SIM_MEM_DEVICE;
     break;
-  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *v = a->base; break;
-  case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *v = a->size; break;
+  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+  case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    *v = range_attr(a->base, a->size, attr, ptr, a->kind == SIM_MEM_VMM);
+    break;
   case CU_POINTER_ATTRIBUTE_MAPPED: *v = 1; break;
   default: return CUDA_ERROR_INVALID_VALUE;
   }
@@ -388,7 +410,9 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
 }
 
 /* Unlike the singular form, unknown pointers and inapplicable attributes
- * read as zero / NULL (documented behaviour). */
+ * read as zero / NULL (documented behaviour), except that an address of
+ * a VMM reservation that is not mapped still reads the reservation's
+ * range, as natively. */
 CUresult cuPointerGetAttributes(unsigned int numAttributes,
                                 CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr)
@@ -406,8 +430,12 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes,
   bool known = sim_mem_find(ptr, &a) == CUDA_SUCCESS;
   for (unsigned i = 0; i < numAttributes; i++) {
     uint64_t v = 0;
+    bool range = attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+                 attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
     if (known && attr_value(&a, attributes[i], ptr, &v) != CUDA_SUCCESS)
       v = 0;
+    else if (!known && range)   /* reserved, not mapped: the reservation */
+      v = range_attr(0, 0, attributes[i], ptr, true);
     attr_store(data[i], attributes[i], v);
   }
   return CUDA_SUCCESS;

@@ -13,7 +13,12 @@
  *     shared device file); shared ones go back to private pages
  *     before they are freed; SIM_MEM_IPC entries are mappings of another
  *     process's memory, never charged, removed only by cuIpcCloseMemHandle
- *     or their context's end.
+ *     or their context's end;
+ *   - the default pool of each device (sim_pool.c) hears of every live
+ *     SIM_MEM_ASYNC entry's birth, free call (free_pending set, or a
+ *     cuMemFree) and end, under the mem lock;
+ *   - a table of VMM reservations (sim_vmm.c adds and removes them), so
+ *     that pointer queries can answer a reservation's range.
  * The device pointer of an allocation is its host address.
  */
 #include "sim.h"
@@ -185,6 +190,18 @@ static size_t alloc_align(const sim_alloc *req)
 
 /* ---- allocation and release ----------------------------------------------- */
 
+/* What the default pool (sim_pool.c) learns when the stream-ordered
+ * allocation a goes away: its free call, unless cuMemFreeAsync made it
+ * already, and the memory given back (mem lock held). */
+static void pool_gone(const sim_alloc *a)
+{
+  if (a->kind != SIM_MEM_ASYNC)
+    return;
+  if (!a->free_pending)
+    sim_pool_free_call(a->dev, a->size);
+  sim_pool_given_back(a->dev, a->size);
+}
+
 /* Registers the host block p for req (mem lock held). */
 static bool publish(sim_alloc *req, void *p)
 {
@@ -195,6 +212,8 @@ static bool publish(sim_alloc *req, void *p)
     return false;
   if (counted(req->kind))
     g_mem.dev[req->dev].c.live_allocations++;
+  if (req->kind == SIM_MEM_ASYNC)
+    sim_pool_alloc(req->dev, req->size);
   return true;
 }
 
@@ -259,6 +278,7 @@ CUresult sim_mem_release(CUdeviceptr base, sim_free_mode mode)
     return CUDA_ERROR_INVALID_VALUE;
   }
   uncharge(a, true, mode == SIM_FREE_ASYNC_RUN || mode == SIM_FREE_CAPTURED);
+  pool_gone(a);
   sim_alloc gone = *a;
   erase(a);
   mem_unlock();
@@ -274,6 +294,8 @@ CUresult sim_mem_mark_pending(CUdeviceptr base, sim_alloc *out)
   if (ok) {
     a->free_pending = true;
     *out = *a;
+    if (a->kind == SIM_MEM_ASYNC)
+      sim_pool_free_call(a->dev, a->size);
   }
   mem_unlock();
   return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -283,6 +305,8 @@ void sim_mem_unmark_pending(CUdeviceptr base)
 {
   mem_lock();
   sim_alloc *a = exact(base);
+  if (a != NULL && a->free_pending && a->kind == SIM_MEM_ASYNC)
+    sim_pool_free_undone(a->dev, a->size);
   if (a != NULL)
     a->free_pending = false;
   mem_unlock();
@@ -297,6 +321,7 @@ void sim_mem_release_ctx(const sim_ctx *ctx)
       continue;
     sim_alloc gone = *a;
     uncharge(a, true, false);
+    pool_gone(a);
     erase(a);
     release_host(&gone);
   }
@@ -375,6 +400,63 @@ void sim_mem_remove_vmm(CUdeviceptr base)
   if (a != NULL && a->kind == SIM_MEM_VMM)
     erase(a);
   mem_unlock();
+}
+
+/* ---- VMM reservations -------------------------------------------------------- */
+
+typedef struct mem_range {
+  CUdeviceptr base;
+  size_t size;
+} mem_range;
+
+static struct {
+  mem_range *v;
+  size_t n, cap;
+} g_res;   /* under the mem lock */
+
+CUresult sim_mem_add_reservation(CUdeviceptr base, size_t size)
+{
+  mem_lock();
+  bool ok = true;
+  if (g_res.n == g_res.cap) {
+    size_t ncap = g_res.cap ? g_res.cap * 2 : 16;
+    mem_range *nv = realloc(g_res.v, ncap * sizeof *nv);
+    ok = nv != NULL;
+    if (ok) {
+      g_res.v = nv;
+      g_res.cap = ncap;
+    }
+  }
+  if (ok)
+    g_res.v[g_res.n++] = (mem_range){base, size};
+  mem_unlock();
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void sim_mem_remove_reservation(CUdeviceptr base)
+{
+  mem_lock();
+  for (size_t i = 0; i < g_res.n; i++)
+    if (g_res.v[i].base == base) {
+      g_res.v[i] = g_res.v[--g_res.n];
+      break;
+    }
+  mem_unlock();
+}
+
+bool sim_mem_find_reservation(CUdeviceptr p, CUdeviceptr *base, size_t *size)
+{
+  mem_lock();
+  bool found = false;
+  for (size_t i = 0; i < g_res.n && !found; i++) {
+    found = p >= g_res.v[i].base && p - g_res.v[i].base < g_res.v[i].size;
+    if (found) {
+      *base = g_res.v[i].base;
+      *size = g_res.v[i].size;
+    }
+  }
+  mem_unlock();
+  return found;
 }
 
 /* ---- registered host memory ------------------------------------------------ */

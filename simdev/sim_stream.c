@@ -606,6 +606,8 @@ static CUresult stream_sync(CUstream h, bool pt, bool query)
     wait_streams(s->dev, pick_legacy_set);
   else if (rc == CUDA_SUCCESS)
     sim_stream_wait(s, s->enq);
+  if (rc == CUDA_SUCCESS && !query)
+    sim_pool_synced(s->dev);
   sim_unlock();
   return rc;
 }

@@ -1,10 +1,12 @@
 /* simdev/sim_vmm.c: the driver's virtual memory management API
  * (cuMemGetAllocationGranularity, cuMemAddressReserve/Free,
- * cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess, cuMemGetAccess).
+ * cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess, cuMemGetAccess)
+ * and its shareable handles (cuMemExportToShareableHandle,
+ * cuMemImportFromShareableHandle: POSIX file descriptors).
  *
- * Physical memory is one sparse memory file of the process: a handle is a
- * run of its 2 MiB pages, charged against the device's capacity
- * (CUDA_ERROR_OUT_OF_MEMORY when it is full).  A reservation is host
+ * Physical memory is one sparse memory file of the process
+ * (sim_vmmfile.c): a handle is a run of its 2 MiB pages, charged against
+ * the device's capacity (CUDA_ERROR_OUT_OF_MEMORY when it is full).  A reservation is host
  * address space mapped PROT_NONE.  cuMemMap maps the handle's file pages
  * there, still inaccessible; cuMemSetAccess makes them readable/writable
  * and registers the mapping with the registry (kind SIM_MEM_VMM), so that
@@ -13,17 +15,40 @@
  * reserved but not mapped with access fail with CUDA_ERROR_INVALID_VALUE,
  * as they would fault on a GPU.
  *
+ * Reservations are told to the registry too, so that pointer queries
+ * answer a reservation's range (sim_mem.c).
+ *
  * Rules kept (the driver's): sizes, addresses and offsets are multiples
  * of the granularity; a mapping lies inside one reservation and overlaps
  * no other; an unmap covers whole mappings; a handle released while
  * mapped lives until its last unmap; a reservation is freed whole, with
- * nothing mapped.
+ * nothing mapped; requestedHandleTypes may be NONE or
+ * POSIX_FILE_DESCRIPTOR.
+ *
+ * Shareable handles: an export gives the caller a new descriptor (it owns
+ * and closes it; no current context is needed) naming the handle's pages
+ * of the memory file (sim_vmmfile.c says how).  Another process - or this
+ * one - imports it as a handle of its own, mapped like any other: both
+ * then see the same bytes.  The import keeps a duplicate of the
+ * descriptor (the caller may close its own at once); an imported handle
+ * is not charged against capacity (the exporter's is) and cannot be
+ * mapped past the exported size.  An exported handle's pages outlive its
+ * release, as natively: the importer still reads them after the exporter
+ * unmapped and released it (the exporter's capacity comes back at the
+ * release; the pages are never reused).  Chosen where the documentation
+ * is silent: exporting a handle created without POSIX_FILE_DESCRIPTOR in
+ * requestedHandleTypes, an unknown or released handle, another handle
+ * type or flags != 0 is CUDA_ERROR_INVALID_VALUE; importing a descriptor
+ * that is not one of simdev's exports (a pipe, /dev/null, a closed
+ * number, any other file) is CUDA_ERROR_INVALID_VALUE, decided without
+ * reading anything that could wait.
  *
  * Lock: vmm lock, taken before the registry's mem lock (never the
  * reverse), never with g_sim.lock held.
  */
 #include "sim.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,14 +56,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define VMM_GRAN ((size_t)2 << 20)             /* an H200's granularity */
-#define VMM_FILE_PAGES ((size_t)1 << 19)       /* 1 TiB of sparse file  */
+#define VMM_GRAN SIM_VMM_GRAN
 
 typedef struct vmm_handle {
   size_t first, npages;   /* pages of the memory file */
+  int fd;                 /* that file: this process's, or (imported)
+                             a descriptor this handle owns */
   int dev;
   int maps;               /* live mappings */
   bool released;          /* cuMemRelease was called */
+  bool shareable;         /* may be exported (POSIX_FILE_DESCRIPTOR) */
+  bool exported;          /* was exported: pages never reused */
+  bool imported;          /* another export's pages, not charged */
 } vmm_handle;
 
 typedef struct vmm_map {
@@ -56,13 +85,11 @@ typedef struct vmm_range {
 
 static struct {
   pthread_mutex_t lock;
-  int fd;                 /* the memory file; -1 until first use */
-  uint64_t used[VMM_FILE_PAGES / 64];
   vmm_map *maps;
   size_t nmaps, capmaps;
   vmm_range *ranges;
   size_t nranges, capranges;
-} g_vmm = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+} g_vmm = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static bool aligned(size_t v) { return v % VMM_GRAN == 0; }
 
@@ -79,44 +106,16 @@ static CUresult grow(void **v, size_t *cap, size_t n, size_t elem)
   return CUDA_SUCCESS;
 }
 
-/* ---- the memory file ------------------------------------------------------- */
-
-static bool file_used(size_t i) { return (g_vmm.used[i / 64] >> (i % 64)) & 1; }
-
-static void file_mark(size_t first, size_t n, bool on)
-{
-  for (size_t i = first; i < first + n; i++) {
-    uint64_t bit = (uint64_t)1 << (i % 64);
-    g_vmm.used[i / 64] = on ? g_vmm.used[i / 64] | bit : g_vmm.used[i / 64] & ~bit;
-  }
-}
-
-/* First fit of n free file pages; false when none. */
-static bool file_take(size_t n, size_t *first)
-{
-  if (g_vmm.fd < 0) {
-    g_vmm.fd = memfd_create("fpsim-vmm", MFD_CLOEXEC);
-    if (g_vmm.fd < 0 || ftruncate(g_vmm.fd, (off_t)(VMM_FILE_PAGES * VMM_GRAN)) != 0)
-      return false;
-  }
-  size_t run = 0;
-  for (size_t i = 0; i < VMM_FILE_PAGES; i++) {
-    run = file_used(i) ? 0 : run + 1;
-    if (run == n) {
-      *first = i + 1 - n;
-      file_mark(*first, n, true);
-      return true;
-    }
-  }
-  return false;
-}
+/* ---- handles (vmm lock held) -------------------------------------------------- */
 
 static void handle_free(vmm_handle *h)
 {
-  fallocate(g_vmm.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-            (off_t)(h->first * VMM_GRAN), (off_t)(h->npages * VMM_GRAN));
-  file_mark(h->first, h->npages, false);
-  sim_mem_uncharge_phys(h->dev, h->npages * VMM_GRAN);
+  if (h->imported) {
+    close(h->fd);   /* its mappings keep the file */
+  } else {
+    sim_vmmfile_give(h->first, h->npages, h->exported);
+    sim_mem_uncharge_phys(h->dev, h->npages * VMM_GRAN);
+  }
   free(h);
 }
 
@@ -197,7 +196,9 @@ static void untrack(vmm_handle *h)
 static CUresult prop_ok(const CUmemAllocationProp *prop)
 {
   if (prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+       prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
     return CUDA_ERROR_INVALID_VALUE;
   return sim_check_dev(prop->location.id);
 }
@@ -240,6 +241,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
   pthread_mutex_lock(&g_vmm.lock);
   rc = grow((void **)&g_vmm.ranges, &g_vmm.capranges, g_vmm.nranges, sizeof(vmm_range));
   if (rc == CUDA_SUCCESS)
+    rc = sim_mem_add_reservation(start, size);
+  if (rc == CUDA_SUCCESS)
     g_vmm.ranges[g_vmm.nranges++] = (vmm_range){start, size};
   pthread_mutex_unlock(&g_vmm.lock);
   if (rc != CUDA_SUCCESS)
@@ -261,6 +264,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     if (r->ptr != ptr || r->size != size || overlaps_map(ptr, size))
       continue;
     munmap((void *)(uintptr_t)ptr, size);
+    sim_mem_remove_reservation(ptr);
     *r = g_vmm.ranges[--g_vmm.nranges];
     rc = CUDA_SUCCESS;
     break;
@@ -284,13 +288,14 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return CUDA_ERROR_OUT_OF_MEMORY;
   h->dev = prop->location.id;
   h->npages = size / VMM_GRAN;
+  h->shareable = prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   pthread_mutex_lock(&g_vmm.lock);
   rc = sim_mem_charge_phys(h->dev, size);
-  if (rc == CUDA_SUCCESS && !file_take(h->npages, &h->first)) {
+  if (rc == CUDA_SUCCESS && sim_vmmfile_take(h->npages, &h->first, &h->fd) != 0) {
     sim_mem_uncharge_phys(h->dev, size);
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   } else if (rc == CUDA_SUCCESS && (rc = track(h)) != CUDA_SUCCESS) {
-    file_mark(h->first, h->npages, false);
+    sim_vmmfile_give(h->first, h->npages, false);
     sim_mem_uncharge_phys(h->dev, size);
   }
   pthread_mutex_unlock(&g_vmm.lock);
@@ -340,7 +345,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   if (rc == CUDA_SUCCESS) {
     off_t at = (off_t)(h->first * VMM_GRAN + offset);
     void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                   g_vmm.fd, at);
+                   h->fd, at);
     if (p == MAP_FAILED) {
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
@@ -450,4 +455,74 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
   }
   pthread_mutex_unlock(&g_vmm.lock);
   return rc;
+}
+
+/* ---- API: shareable handles ------------------------------------------------------- */
+
+/* The CUresult of a failed export (errno of sim_vmmfile_export). */
+static CUresult export_error(int e)
+{
+  return e == EMFILE || e == ENFILE || e == ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY
+                                                   : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                      CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (shareableHandle == NULL || flags != 0 ||
+      handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_INVALID_VALUE;
+  vmm_handle *h = handle_of(handle);
+  int fd = -1;
+  pthread_mutex_lock(&g_vmm.lock);
+  if (!handle_known(h) || h->released || !h->shareable) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    h->exported = true;   /* from now on its pages are never reused */
+    fd = sim_vmmfile_export(h->fd, h->first, h->npages, h->dev);
+    rc = fd >= 0 ? CUDA_SUCCESS : export_error(errno);
+  }
+  pthread_mutex_unlock(&g_vmm.lock);
+  if (rc == CUDA_SUCCESS)
+    memcpy(shareableHandle, &fd, sizeof fd);
+  return rc;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                        void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+  CUresult rc = sim_check_init();
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (handle == NULL || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_INVALID_VALUE;
+  intptr_t fd = (intptr_t)osHandle;
+  vmm_handle *h = calloc(1, sizeof *h);
+  if (h == NULL)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  int e = fd < 0 || fd > INT32_MAX ? EINVAL
+                                   : sim_vmmfile_import((int)fd, &h->fd, &h->first,
+                                                        &h->npages, &h->dev);
+  if (e != 0) {
+    free(h);
+    return e == ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+  }
+  h->dev = sim_check_dev(h->dev) == CUDA_SUCCESS ? h->dev : 0;
+  h->imported = h->shareable = true;
+  pthread_mutex_lock(&g_vmm.lock);
+  rc = track(h);
+  pthread_mutex_unlock(&g_vmm.lock);
+  if (rc != CUDA_SUCCESS) {
+    close(h->fd);
+    free(h);
+    return rc;
+  }
+  *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  return CUDA_SUCCESS;
 }

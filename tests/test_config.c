@@ -116,7 +116,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
                  "defer_headroom_mb:0,summary:stderr," \
                  "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16," \
-                 "ipc_export:refuse,own_segment_mb:off," \
+                 "ipc_export:fragpool,own_segment_mb:off," \
                  "snapshot:off,trace_stacks:0,tools:passthrough," \
                  "expandable_segments:0,vmm_page_mb:granularity," \
                  "vmm_reserve_mb:device,host_pool:1," \
@@ -312,9 +312,9 @@ static void test_good_shim_keys(void **state)
     assert_int_equal(c.defer_headroom, 512 * MIB);
     assert_int_equal(fp_conf_parse("defer_headroom_mb:0", &c, NULL, NULL), 0);
     assert_int_equal(c.defer_headroom, 0);
-    assert_int_equal(c.ipc_export, FP_IPC_REFUSE);
-    assert_int_equal(fp_conf_parse("ipc_export:fragpool", &c, NULL, NULL), 0);
     assert_int_equal(c.ipc_export, FP_IPC_FRAGPOOL);
+    assert_int_equal(fp_conf_parse("ipc_export:refuse", &c, NULL, NULL), 0);
+    assert_int_equal(c.ipc_export, FP_IPC_REFUSE);
     assert_int_equal(c.own_segment, 0);
     assert_int_equal(fp_conf_parse("trace_stacks:32,snapshot:/tmp/s.%p", &c, NULL, NULL), 0);
     assert_int_equal(c.trace_stacks, 32);
@@ -513,10 +513,10 @@ static const bad_case bad[] = {
         "17592186044415)" KT("defer_headroom_mb", "0") "\n" },
     { "ipc_export:block", 1,
       P "'ipc_export:block': must be refuse or fragpool"
-        KT("ipc_export", "refuse") "\n" },
+        KT("ipc_export", "fragpool") "\n" },
     { "ipc_export:", 1,
       P "'ipc_export:': empty value; must be refuse or fragpool"
-        KT("ipc_export", "refuse") "\n" },
+        KT("ipc_export", "fragpool") "\n" },
     { "tools:maybe", 1,
       P "'tools:maybe': must be passthrough or pool" KT("tools", "passthrough") "\n" },
     { "trace_stacks:33", 1,

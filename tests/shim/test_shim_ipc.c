@@ -11,18 +11,26 @@
  *
  * What must hold, in every configuration: no importer ever reads a wrong
  * word.  Per FRAGPOOL_CONF:
- *   ipc_export:fragpool  every export succeeds; the importer under fragpool
- *                        reads every block; the one without fragpool reads
- *                        the blocks at offset 0 and gets an error for the
- *                        others (they carry fragpool handles);
- *   (default: refuse)    exports at offset 0 succeed and both importers read
+ *   ipc_export:fragpool  (the default) every export succeeds; the importer
+ *                        under fragpool reads every block; the one without
+ *                        fragpool reads the blocks at offset 0 and gets an
+ *                        error for the others (they carry fragpool handles);
+ *   ipc_export:refuse    exports at offset 0 succeed and both importers read
  *                        them; the others fail at export with
  *                        CUDA_ERROR_NOT_SUPPORTED and a line naming the keys;
- *   own_segment_mb:1     as the default, but blocks of 1 MiB or more are
- *                        segments of their own: exported, read by both.
+ *   own_segment_mb:1     as refuse, but blocks of 1 MiB or more are
+ *                        segments of their own: exported, read by both;
+ *   expandable_segments:True  every block is virtual memory, which has no
+ *                        driver handle: with fragpool handles, the importer
+ *                        under fragpool maps each block's granules (passed
+ *                        over the exporter's channel) and reads every block,
+ *                        the one without fragpool gets errors; with refuse
+ *                        every export fails.
  * Also: an interior pointer exports its block (as the driver exports its
- * allocation); the segment's start (cuMemGetAddressRange) exports the
- * segment, for programs that add the offset themselves (UCX, vLLM); a
+ * allocation), and cuMemGetAddressRange of an interior pointer gives the
+ * block, so programs that export the range's start and add the offset
+ * themselves (UCX, vLLM) read the right bytes; in the importer under
+ * fragpool the range of an opened pointer is the exporter's block; a
  * freed block's fragpool handle is refused; two opens need two closes;
  * the importer's summary counts its exports and opens.  A forged fragpool
  * handle (naming a FIFO with no writer, a regular file, /dev/zero, or a
@@ -32,6 +40,7 @@
  */
 #include "shim_test.h"
 #include "child_run.h"
+#include "fpsim.h"
 #include <stdlib.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -43,7 +52,7 @@
 #define MARK 0xC0DE0000u
 
 static CUcontext ctx;
-static int mode_fragpool, own_mb;
+static int mode_fragpool, mode_vmm, own_mb;
 
 /* One handle for the importer. */
 typedef struct rec {
@@ -93,6 +102,12 @@ static void import_one(const rec *r)
     uint32_t mark = MARK | (uint32_t)r->k;
     cuMemcpyHtoD_v2(p + r->add + r->size - 4, &mark, 4);
     free(v);
+    CUdeviceptr rb = 0;
+    size_t rs = 0;
+    if (r->fragpool && getenv("FRAGPOOL_CONF") && /* under fragpool: the exporter's block */
+        (cuMemGetAddressRange_v2(&rb, &rs, p + r->size / 2) != CUDA_SUCCESS || rb != p ||
+         rs != r->size))
+        printf("RANGE %d 0x%llx %zu\n", r->k, (unsigned long long)(rb - p), rs);
     e = cuIpcCloseMemHandle(p);
     if (bad)
         printf("BAD %d %zu\n", r->k, bad);
@@ -155,7 +170,8 @@ static int setup(void **state)
 {
     (void)state;
     const char *conf = getenv("FRAGPOOL_CONF");
-    mode_fragpool = conf && strstr(conf, "ipc_export:fragpool") != NULL;
+    mode_fragpool = !(conf && strstr(conf, "ipc_export:refuse"));
+    mode_vmm = conf && strstr(conf, "expandable_segments:True") != NULL;
     const char *o = conf ? strstr(conf, "own_segment_mb:") : NULL;
     own_mb = o ? atoi(o + strlen("own_segment_mb:")) : 0;
     CUdevice dev;
@@ -165,11 +181,14 @@ static int setup(void **state)
     return 0;
 }
 
+/* p's offset in the simulated driver's own allocation (the pool segment,
+ * or for virtual memory its granule's mapping): fragpool's range queries
+ * answer with the block, so the test asks the simulated driver. */
 static uint64_t seg_offset(CUdeviceptr p)
 {
-    CUdeviceptr base = 0;
+    unsigned long long base = 0;
     size_t size = 0;
-    CU(cuMemGetAddressRange_v2(&base, &size, p));
+    assert_int_equal(fpsim_range(p, &base, &size), 0);
     return p - base;
 }
 
@@ -191,8 +210,9 @@ static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice,
     char own[32] = "";
     if (own_mb)
         snprintf(own, sizeof own, ",own_segment_mb:%d", own_mb);
-    snprintf(conf, sizeof conf, "FRAGPOOL_CONF=debug_check:1%s%s,summary_format:json,summary:%s",
-             mode_fragpool ? ",ipc_export:fragpool" : "", own, sum_path);
+    snprintf(conf, sizeof conf, "FRAGPOOL_CONF=debug_check:1,ipc_export:%s%s%s,"
+             "summary_format:json,summary:%s", mode_fragpool ? "fragpool" : "refuse",
+             mode_vmm ? ",expandable_segments:True" : "", own, sum_path);
     const char *drop_fp[] = {"LD_PRELOAD=", "FRAGPOOL_CONF=", NULL};
     const char *drop_conf[] = {"FRAGPOOL_CONF=", NULL};
     const char *add[] = {conf, NULL};
@@ -221,12 +241,25 @@ static int has_line(const char *text, const char *fmt, int k)
     return 0;
 }
 
-/* What the export of a block at off of size n must give, in this mode. */
+/* Whether a block of n bytes is a driver allocation of its own. */
+static int own_segment(size_t n)
+{
+    return own_mb && n >= (size_t)own_mb * MIB;
+}
+
+/* Whether the export of a block at off of size n must succeed, in this
+ * mode. */
 static int export_expected(uint64_t off, size_t n)
 {
-    if (off == 0 || mode_fragpool)
+    if (own_segment(n) || mode_fragpool)
         return 1;
-    return own_mb && n >= (size_t)own_mb * MIB; /* whole: offset 0 anyway */
+    return !mode_vmm && off == 0;
+}
+
+/* Whether it gives a fragpool handle (else the driver's). */
+static int fragpool_expected(uint64_t off, size_t n)
+{
+    return !own_segment(n) && (mode_vmm || off != 0);
 }
 
 /* Exports p; returns 1 when exported (and fills r), 0 when refused. */
@@ -245,7 +278,7 @@ static int export_block(CUdeviceptr p, size_t n, int k, rec *r)
     if (!export_expected(off, n)) {
         assert_int_equal(e, CUDA_ERROR_NOT_SUPPORTED);
         assert_non_null(strstr(msg, "fragpool: cuIpcGetMemHandle("));
-        assert_non_null(strstr(msg, "ipc_export:fragpool"));
+        assert_non_null(strstr(msg, mode_vmm ? "own_segment_mb" : "ipc_export"));
         assert_int_equal(fp_t_count_of(msg, "\n"), 1);
         return 0;
     }
@@ -253,7 +286,7 @@ static int export_block(CUdeviceptr p, size_t n, int k, rec *r)
     assert_string_equal(msg, "");
     r->k = k;
     r->fragpool = memcmp(r->h.reserved, "fragpool", 8) == 0;
-    assert_int_equal(r->fragpool, off != 0);
+    assert_int_equal(r->fragpool, fragpool_expected(off, n));
     r->size = n;
     r->add = 0;
     return 1;
@@ -317,8 +350,10 @@ static void offsets(void **state)
     rec v[NBLK];
     size_t nv = 0;
     allocate(&l);
-    assert_true(count_offsets(&l, 0) >= 2);
-    assert_true(count_offsets(&l, 1) >= (own_mb ? 3 : 6));
+    if (!mode_vmm) {
+        assert_true(count_offsets(&l, 0) >= 2);
+        assert_true(count_offsets(&l, 1) >= (own_mb ? 3 : 6));
+    }
     for (int k = 0; k < NBLK; k++) {
         v[nv].seed = 1000u + (uint32_t)k;
         nv += (size_t)export_block(l.p[k], l.n[k], k, &v[nv]);
@@ -328,19 +363,27 @@ static void offsets(void **state)
         const char *out = run_importer(v, nv, with, with ? 1 + mode_fragpool : 0, &sum);
         check_importer(out, v, nv, with);
         check_marks(&l, v, nv);
+        assert_null(strstr(out, "RANGE"));
         if (with) {
-            assert_non_null(strstr(out, "TWICE OK\n"));
-            assert_true(strstr(out, mode_fragpool ? "OWN 0 0\n" : "OWN 0 801\n") != NULL);
+            if (nv)
+                assert_non_null(strstr(out, "TWICE OK\n"));
+            assert_true(strstr(out, mode_fragpool ? "OWN 0 0\n"
+                                    : mode_vmm    ? "OWN 801 801\n"
+                                                  : "OWN 0 801\n") != NULL);
             assert_non_null(sum);
             char want[64];
-            snprintf(want, sizeof want, "\"opens\":%zu,", nv + 2);
+            size_t twice = nv ? 2 : 0;  /* import_twice's two opens and closes */
+            snprintf(want, sizeof want, "\"opens\":%zu,", nv + twice);
             if (!strstr(sum, want))
                 fail_msg("importer summary lacks %s: %s", want, sum);
-            const char *own = mode_fragpool ? "\"exports\":2,\"exports_fragpool\":1,\"refused\":0"
-                                            : "\"exports\":1,\"exports_fragpool\":0,\"refused\":1";
+            const char *own =
+                mode_fragpool ? (mode_vmm ? "\"exports\":2,\"exports_fragpool\":2,\"refused\":0"
+                                          : "\"exports\":2,\"exports_fragpool\":1,\"refused\":0")
+                : mode_vmm    ? "\"exports\":0,\"exports_fragpool\":0,\"refused\":2"
+                              : "\"exports\":1,\"exports_fragpool\":0,\"refused\":1";
             if (!strstr(sum, own))
                 fail_msg("importer summary lacks %s: %s", own, sum);
-            snprintf(want, sizeof want, "\"closes\":%zu,", nv + 2);
+            snprintf(want, sizeof want, "\"closes\":%zu,", nv + twice);
             assert_non_null(strstr(sum, want));
         }
     }
@@ -348,33 +391,37 @@ static void offsets(void **state)
         CU(cuMemFree_v2(l.p[k]));
 }
 
-/* An interior pointer exports its block; the segment's start exports the
- * segment, and the receiver adds the offset itself (UCX, vLLM). */
+/* An interior pointer exports its block, and the range of an interior
+ * pointer is the block: a program that exports the range's start and adds
+ * the offset from it (UCX, vLLM) reads the right bytes, as one that
+ * exports the pointer it was given (PyTorch). */
 static void interior_and_range_start(void **state)
 {
     (void)state;
     CUdeviceptr a, b, base = 0;
-    size_t bn = 96 << 10, segsz = 0;   /* the small pool: pooled in every mode */
+    size_t bn = 96 << 10, size = 0;   /* the small pool: pooled in every mode */
     CU(cuMemAlloc_v2(&a, bn));
     CU(cuMemAlloc_v2(&b, bn));
     fill(b, bn, 77);
-    CU(cuMemGetAddressRange_v2(&base, &segsz, b));
-    assert_true(b > base);
+    CU(cuMemGetAddressRange_v2(&base, &size, b + 12345));
+    assert_true(base == b && size == bn);
     rec v[2] = {{.k = 0, .seed = 77, .size = bn}, {.k = 1, .seed = 77, .size = bn}};
-    CU(cuIpcGetMemHandle(&v[0].h, base));              /* the segment */
-    assert_int_equal(memcmp(v[0].h.reserved, "fragpool", 8) != 0, 1);
-    v[0].add = b - base;
-    size_t nv = 1;
-    if (export_expected(b - base, bn)) {                /* inside b: b itself */
-        CU(cuIpcGetMemHandle(&v[1].h, b + 12345));
-        v[1].fragpool = memcmp(v[1].h.reserved, "fragpool", 8) == 0;
-        nv = 2;
+    if (!export_expected(seg_offset(b), bn)) {
+        assert_int_equal(cuIpcGetMemHandle(&v[0].h, b + 12345), CUDA_ERROR_NOT_SUPPORTED);
+    } else {
+        CU(cuIpcGetMemHandle(&v[0].h, base));            /* from the range */
+        CU(cuIpcGetMemHandle(&v[1].h, b + 12345));       /* inside b: b itself */
+        for (int i = 0; i < 2; i++)
+            v[i].fragpool = memcmp(v[i].h.reserved, "fragpool", 8) == 0;
+        assert_int_equal(v[0].fragpool, fragpool_expected(seg_offset(b), bn));
+        assert_int_equal(memcmp(&v[0].h, &v[1].h, sizeof v[0].h), 0);
+        char *sum;
+        for (int with = 1; with >= 0; with--) {
+            const char *out = run_importer(v, 2, with, 0, &sum);
+            check_importer(out, v, 2, with);
+            assert_null(strstr(out, "RANGE"));
+        }
     }
-    char *sum;
-    const char *out = run_importer(v, nv, 1, 0, &sum);
-    check_importer(out, v, nv, 1);
-    out = run_importer(v, 1, 0, 0, &sum);
-    check_importer(out, v, 1, 0);
     CU(cuMemFree_v2(b));
     CU(cuMemFree_v2(a));
 }
@@ -388,9 +435,9 @@ static void freed_block(void **state)
         skip();
     CUdeviceptr keep[8], b = 0, b2;
     int nkeep = 0;
-    while (nkeep < 8 && !b) {   /* the first 3 MiB block inside its segment */
+    while (nkeep < 8 && !b) {   /* the first 3 MiB block with a fragpool handle */
         CU(cuMemAlloc_v2(&keep[nkeep], 3 * MIB));
-        if (seg_offset(keep[nkeep]) != 0)
+        if (fragpool_expected(seg_offset(keep[nkeep]), 3 * MIB))
             b = keep[nkeep];
         else
             nkeep++;
@@ -531,6 +578,15 @@ static void forged_handles(void **state)
     assert_int_equal(ftruncate(m, 1 << 20), 0);
     refused(m);
     refused(999);  /* no such descriptor */
+    /* a virtual-memory handle naming a process with no fragpool channel */
+    CUipcMemHandle h = forged(3);
+    uint32_t pid = (uint32_t)getppid(), version = 2;
+    memcpy(h.reserved + 8, &pid, 4);
+    memcpy(h.reserved + 28, &version, 4);
+    CUdeviceptr p = 0;
+    assert_int_equal(cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(p, 0);
     alarm(0);
 }
 

@@ -6,7 +6,7 @@
  *           most 1.05x its peak allocated (the simulated device's own peak
  *           of physical bytes), every block's ends keep what was written;
  *           many alloc/free rounds keep every live block intact; a VMM
- *           block has no IPC handle (CUDA_ERROR_NOT_SUPPORTED); an
+ *           block gets a fragpool IPC handle (no driver one exists); an
  *           allocation during stream capture passes over a fresh free; the
  *           single-device peer path (enabling access to itself is refused
  *           by the driver and changes nothing).
@@ -232,17 +232,22 @@ static void capture_passes_over_fresh_frees(void **state)
 
 /* ---- IPC and peers -------------------------------------------------------- */
 
-static void vmm_block_has_no_ipc_handle(void **state)
+/* A virtual-memory block has no driver IPC handle: it gets a fragpool
+ * handle (test_shim_ipc_vmm opens it in another process). */
+static void vmm_block_gets_fragpool_handle(void **state)
 {
     (void)state;
     init();
     CUdeviceptr p;
     CUipcMemHandle h;
     CU(cuMemAlloc_v2(&p, 4 * MIB));
-    assert_int_equal(cuIpcGetMemHandle(&h, p), CUDA_ERROR_NOT_SUPPORTED);
+    CU(cuIpcGetMemHandle(&h, p));
+    assert_memory_equal(h.reserved, "fragpool", 8);
     CU(cuMemFree_v2(p));
 }
 
+/* own_segment_mb:2: the big block is classic memory of its own and gets
+ * the driver's handle; the small one is virtual memory. */
 static void own_segment_is_exportable(void **state)
 {
     (void)state;
@@ -252,7 +257,9 @@ static void own_segment_is_exportable(void **state)
     CU(cuMemAlloc_v2(&big, 4 * MIB));
     CU(cuMemAlloc_v2(&small, MIB / 2));
     CU(cuIpcGetMemHandle(&h, big));
-    assert_int_equal(cuIpcGetMemHandle(&h, small), CUDA_ERROR_NOT_SUPPORTED);
+    assert_true(memcmp(h.reserved, "fragpool", 8) != 0);
+    CU(cuIpcGetMemHandle(&h, small));
+    assert_memory_equal(h.reserved, "fragpool", 8);
     CU(cuMemFree_v2(small));
     CU(cuMemFree_v2(big));
 }
@@ -405,7 +412,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest base[] = {
         cmocka_unit_test(trace_holds_near_peak_allocated),
         cmocka_unit_test(content_survives_rounds),
-        cmocka_unit_test(vmm_block_has_no_ipc_handle),
+        cmocka_unit_test(vmm_block_gets_fragpool_handle),
         cmocka_unit_test(capture_passes_over_fresh_frees),
         cmocka_unit_test(peer_access_single_device),
     };
