@@ -32,7 +32,9 @@
  * the block's too (context, device, memory type, mapping).  The driver is
  * always asked first, so its own errors (no context, a bad attribute, a
  * NULL argument) come back unchanged; fragpool only replaces values the
- * driver gave for the segment.
+ * driver gave for the segment.  For pool memory in no live block the
+ * driver is asked about a pointer that is nobody's (NOBODYS_POINTER), so
+ * that its error, and what it leaves in the outputs, are its own.
  */
 #include "shim_host.h"
 #include "shim_ipc.h"
@@ -127,11 +129,10 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     answer a = ask(dptr);
     if (!fp_real.cuMemGetAddressRange_v2)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fp_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
-    if (r != CUDA_SUCCESS || a.v == DRIVERS)
+    CUresult r = fp_real.cuMemGetAddressRange_v2(pbase, psize,
+                                                 a.v == NOBODYS ? NOBODYS_POINTER : dptr);
+    if (r != CUDA_SUCCESS || a.v != LIVE)
         return r;
-    if (a.v == NOBODYS)
-        return CUDA_ERROR_NOT_FOUND;
     if (pbase)
         *pbase = a.base;
     if (psize)
@@ -144,14 +145,13 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     answer a = ask(ptr);
     if (!fp_real.cuPointerGetAttribute)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fp_real.cuPointerGetAttribute(data, attribute, ptr);
+    CUresult r = fp_real.cuPointerGetAttribute(data, attribute,
+                                               a.v == NOBODYS ? NOBODYS_POINTER : ptr);
     if (r != CUDA_SUCCESS && a.v == LIVE && a.ctx && data &&
         attribute == CU_POINTER_ATTRIBUTE_CONTEXT)
         r = CUDA_SUCCESS; /* virtual memory has no context; the block has */
-    if (r != CUDA_SUCCESS || a.v == DRIVERS)
+    if (r != CUDA_SUCCESS || a.v != LIVE)
         return r;
-    if (a.v == NOBODYS)
-        return CUDA_ERROR_INVALID_VALUE;
     fill(&a, attribute, data);
     return CUDA_SUCCESS;
 }

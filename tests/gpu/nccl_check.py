@@ -132,11 +132,17 @@ def registration(torch, dist):
     if not hasattr(backend, "register_mem_pool") or not hasattr(backend, "deregister_mem_pool"):
         return "REGISTRATION unavailable", "unavailable (no register_mem_pool in this torch)"
     words, notes = [], []
-    if hasattr(backend, "mem_allocator"):
-        w, n = register(torch, dist, backend, lambda: torch.cuda.MemPool(backend.mem_allocator),
+    try:  # the property itself raises where this NCCL has no allocator
+        allocator = backend.mem_allocator
+    except Exception as e:  # noqa: BLE001 - the outcome, reported
+        allocator, why = None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:120])
+    else:
+        why = "no mem_allocator"
+    if allocator is not None:
+        w, n = register(torch, dist, backend, lambda: torch.cuda.MemPool(allocator),
                         "ncclMemAlloc")
     else:
-        w, n = "unavailable", "ncclMemAlloc: no mem_allocator"
+        w, n = "unavailable", "ncclMemAlloc: " + why
     words.append("ncclMemAlloc:" + w)
     notes.append(n)
     w, n = register(torch, dist, backend, lambda: torch.cuda.MemPool(), "caching")

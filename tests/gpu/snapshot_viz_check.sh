@@ -23,7 +23,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 lib=${FRAGPOOL_LIB:-${FP_LIB:-$root/build/lib/libfragpool.so}}
-cli=${FRAGPOOL_BIN:-${FP_BIN:+$FP_BIN/fragpool}}
+cli=${FRAGPOOL_BIN:-${FP_BUILD_DIR:+$FP_BUILD_DIR/bin/fragpool}}
 cli=${cli:-$root/build/bin/fragpool}
 py=${PYTHON:-python3}
 out=${FP_OUT_DIR:+$FP_OUT_DIR/snap}
