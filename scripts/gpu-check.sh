@@ -641,8 +641,11 @@ check_train() {
 }
 
 check_py() {   # NAME SCRIPT EXPECT TIMEOUT: under fragpool; a plain control run only if that fails
-  local name=$1 script="$ROOT/tests/gpu/$2" expect=$3
-  fp_run "${name}_fp" "$4" strict "$expect" -- python3 "$script"
+  local name=$1 script="$ROOT/tests/gpu/$2" expect=$3 how=strict
+  # In the vmm mode a reuse that maps pages is no cache hit, and a program
+  # of few large allocations (JAX preallocates) may have none: served.
+  [ "$SEGS" = vmm ] && how=served
+  fp_run "${name}_fp" "$4" "$how" "$expect" -- python3 "$script"
   local res=$J_RES note="${STEP_SECS}s; $J_NOTE"
   if [ "$res" = FAIL ]; then
     plain_run "${name}_native" "$4" "$expect" -- python3 "$script"
