@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,23 +18,16 @@
 #include <ctype.h>
 #include <unistd.h>
 
-static const char usage[] =
-    "usage: fragpool COMMAND [ARGS]\n"
-    "  demo                                 run the bundled workload under fragpool\n"
-    "                                       (real GPU if present, else the simulated device)\n"
-    "  run [--simulate] [--conf K:V,...] [--keep-framework-cache] -- CMD...\n"
-    "                                       run CMD with libfragpool.so preloaded\n"
-    "  replay TRACE [--conf K:V,...] [--budget SIZE] [--json]\n"
-    "                                       replay an allocation trace offline, print the summary\n"
-    "  tune TRACE [--budget SIZE]           rank settings by peak reserved, with the smallest\n"
-    "                                       budget each runs in without an OOM\n"
-    "  report TRACE|SUMMARY.json -o OUT.html\n"
-    "                                       a self-contained HTML report\n"
-    "  snapshot TRACE -o OUT.pickle [--conf K:V,...] [--budget SIZE]\n"
-    "                                       a trace as PyTorch's memory snapshot (memory_viz)\n"
-    "  merge SUMMARY.json...                one table of several ranks' JSON summaries\n"
-    "  config [K:V,...]                     list every FRAGPOOL_CONF key, or check a setting\n"
-    "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n";
+/* One row per command: what `fragpool`, `fragpool help CMD` and
+ * `fragpool CMD --help` print.  The commands' own usage lines (printed on
+ * a usage error) repeat the synopsis. */
+typedef struct command {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *synopsis;   /* after "fragpool NAME"                   */
+    const char *what;       /* one line                                */
+    const char *options;    /* the options, one per line; or NULL      */
+} command;
 
 #if !FP_CLI_TRACE
 /* replay, tune and report need zlib, which this build was made without. */
@@ -50,21 +44,124 @@ static int no_trace(int argc, char **argv)
 #define fp_cmd_snapshot no_trace
 #endif
 
+static const char conf_opt[] =
+    "  --conf K:V,...     the settings, as FRAGPOOL_CONF takes them (fragpool config)\n";
+static const char budget_opt[] =
+    "  --budget SIZE      a device of SIZE: what does not fit is an OOM\n";
+
+static const command commands[] = {
+    {"demo", fp_cmd_demo, "",
+     "the bundled workload on the driver, then under fragpool (GPU, else simulated)", NULL},
+    {"run", fp_cmd_run, "[--simulate] [--conf K:V,...] [--keep-framework-cache] -- CMD...",
+     "run CMD with libfragpool.so preloaded",
+     "  --simulate               on fragpool's simulated device instead of the GPU\n"
+     "  --conf K:V,...           FRAGPOOL_CONF for CMD (fragpool config lists the keys)\n"
+     "  --keep-framework-cache   leave PyTorch's own caching allocator on\n"},
+    {"replay", fp_cmd_replay, "TRACE [--conf K:V,...] [--budget SIZE] [--json]",
+     "replay an allocation trace offline and print the summary", NULL},
+    {"tune", fp_cmd_tune, "TRACE [--budget SIZE] [--json] [--threads N] [--full]",
+     "rank settings by peak reserved, each with the smallest budget it runs in",
+     "  --budget SIZE      also: which settings fit a device of SIZE\n"
+     "  --json             the table and the verdict as JSON\n"
+     "  --threads N        replay workers (default: one per CPU; 0..64)\n"
+     "  --full             garbage-collection variants of every setting, not the best 3\n"},
+    {"report", fp_cmd_report,
+     "TRACE|SUMMARY.json -o OUT.html [--conf K:V,...] [--budget SIZE] "
+     "[--at reserved|allocated|end|N]",
+     "a self-contained HTML page: timeline, segment map, sizes, summary",
+     "  -o OUT.html        the page\n"
+     "  --at WHEN          the map's moment: peak reserved (default), peak allocated,\n"
+     "                     the end, or after event N\n"},
+    {"snapshot", fp_cmd_snapshot, "TRACE -o OUT.pickle [--conf K:V,...] [--budget SIZE]",
+     "a trace as PyTorch's memory snapshot, for memory_viz",
+     "  -o OUT.pickle      the snapshot\n"},
+    {"merge", fp_cmd_merge, "SUMMARY.json...", "one table of several ranks' JSON summaries",
+     NULL},
+    {"config", fp_cmd_config, "[K:V,...]",
+     "list every FRAGPOOL_CONF key, or check a setting", NULL},
+};
+#define NCOMMANDS (sizeof commands / sizeof *commands)
+
+static const command *find(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return &commands[i];
+    return NULL;
+}
+
+static bool takes(const command *c, const char *opt)
+{
+    return strstr(c->synopsis, opt) != NULL;
+}
+
+/* fragpool help CMD, fragpool CMD --help. */
+static int command_help(const command *c)
+{
+    printf("usage: fragpool %s%s%s\n%s\n", c->name, *c->synopsis ? " " : "", c->synopsis,
+           c->what);
+    if (c->options)
+        fputs(c->options, stdout);
+    if (takes(c, "--conf") && !(c->options && strstr(c->options, "--conf")))
+        fputs(conf_opt, stdout);
+    if (takes(c, "--budget") && !(c->options && strstr(c->options, "--budget")))
+        fputs(budget_opt, stdout);
+    if (takes(c, "--json") && !(c->options && strstr(c->options, "--json")))
+        fputs("  --json             the summary as JSON\n", stdout);
+    if (takes(c, "SIZE"))
+        fputs("SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", stdout);
+    return fp_cli_output_done(c->name, 0);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: fragpool COMMAND [ARGS]   (fragpool help COMMAND: its options)\n", f);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %s%s%s\n      %s\n", commands[i].name, *commands[i].synopsis ? " " : "",
+                commands[i].synopsis, commands[i].what);
+    fputs("  help [COMMAND]\n  --version\n"
+          "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", f);
+}
+
+static bool is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+/* fragpool help [COMMAND] */
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        usage(stdout);
+        return fp_cli_output_done("help", 0);
+    }
+    const command *c = find(argv[2]);
+    if (c)
+        return command_help(c);
+    fprintf(stderr, "fragpool help: no command '%s'; the commands are listed by `fragpool "
+            "help`\n", argv[2]);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-    } cmds[] = {{"demo", fp_cmd_demo},     {"run", fp_cmd_run},   {"replay", fp_cmd_replay},
-                {"tune", fp_cmd_tune},     {"merge", fp_cmd_merge}, {"report", fp_cmd_report},
-                {"config", fp_cmd_config}, {"snapshot", fp_cmd_snapshot}};
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2 || is_help(argv[1])) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : fp_cli_output_done("help", 0);
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
-        if (!strcmp(argv[1], cmds[i].name))
-            return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "fragpool: unknown command '%s'\n%s", argv[1], usage);
-    return 2;
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("fragpool %s\n", FP_VERSION);
+        return fp_cli_output_done("version", 0);
+    }
+    if (!strcmp(argv[1], "help"))
+        return help(argc, argv);
+    const command *c = find(argv[1]);
+    if (!c) {
+        fprintf(stderr, "fragpool: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    if (argc > 2 && is_help(argv[2])) /* `run -- CMD --help` is CMD's */
+        return command_help(c);
+    return c->fn(argc - 1, argv + 1);
 }

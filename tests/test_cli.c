@@ -19,7 +19,8 @@
  *  - --budget: one parser for every command, config's number rules;
  *  - a request over 2^48 - 1 bytes: the OOM cause says too large, tune's
  *    verdict says every setting runs out of memory (text and JSON);
- *  - no error says line 0; defer_headroom_mb's help says it has no effect.
+ *  - no error says line 0; defer_headroom_mb's help says it has no effect;
+ *  - every command answers --help, -h and `help NAME`; --version.
  */
 #include "child_run.h"
 #include <errno.h>
@@ -90,6 +91,46 @@ static const char *small_trace(void)
     write_text(path, "seq,op,id,size,stream\n0,a,1,1000,0\n1,a,2,3000000,0\n2,f,1,0,0\n"
                      "3,f,9,0,0\n4,a,2,50,0\n5,f,2,0,0\n");
     return path;
+}
+
+/* ---- help ------------------------------------------------------------------------ */
+
+/* Every command answers --help, -h and `fragpool help NAME` with its usage
+ * (exit 0, stdout, nothing run); an unknown one gets one line, exit 2;
+ * --version prints the version. */
+static void help_everywhere(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"demo", "run", "replay", "tune", "report",
+                                        "snapshot", "merge", "config"};
+    cli_run r;
+    char want[64];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(want, sizeof want, "usage: fragpool %s", names[i]);
+        const char *ways[3][3] = {{names[i], "--help", NULL}, {names[i], "-h", NULL},
+                                  {"help", names[i], NULL}};
+        for (int w = 0; w < 3; w++) {
+            run_cli(&r, NULL, ways[w]);
+            expect(&r, 0, NULL);
+            if (strncmp(r.out, want, strlen(want)) != 0 || *r.err)
+                fail_msg("fragpool %s %s: stdout '%.80s', stderr '%s'", ways[w][0], ways[w][1],
+                         r.out, r.err);
+        }
+    }
+    run_cli(&r, NULL, (const char *[]){"help", NULL});
+    expect(&r, 0, NULL);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        assert_non_null(strstr(r.out, names[i]));
+    assert_non_null(strstr(r.out, "--threads N"));   /* every option is in the overview */
+    assert_non_null(strstr(r.out, "--at "));
+    run_cli(&r, NULL, (const char *[]){"help", "nope", NULL});
+    expect(&r, 2, "no command 'nope'");
+    assert_int_equal(lines(r.err), 1);
+    run_cli(&r, NULL, (const char *[]){"--version", NULL});
+    expect(&r, 0, NULL);
+    assert_true(strncmp(r.out, "fragpool ", 9) == 0 && lines(r.out) == 1);
+    run_cli(&r, "/dev/full", (const char *[]){"replay", "--help", NULL});
+    expect(&r, 1, NULL);
 }
 
 /* ---- inputs that are not regular files (item 4) ------------------------------ */
@@ -491,6 +532,7 @@ static int cleanup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(help_everywhere, fp_t_release_held),
         cmocka_unit_test_teardown(non_regular_inputs, fp_t_release_held),
         cmocka_unit_test_teardown(tune_huge_request, fp_t_release_held),
         cmocka_unit_test_teardown(tune_fits_says_nothing, fp_t_release_held),
