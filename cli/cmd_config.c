@@ -1,8 +1,9 @@
 /* cmd_config.c - `fragpool config [K:V,...]`: every key of the option
  * table with its default, accepted values and meaning; with an argument,
- * that text is checked as FRAGPOOL_CONF would be and the effective
- * configuration is printed (exit status 1 when it has problems, or when
- * stdout cannot be written: one line on stderr says so). */
+ * that text is checked as FRAGPOOL_CONF would be: its problems, one line
+ * each, and exit status 1; or, with none, the effective configuration
+ * (exit status 1 when stdout cannot be written: one line on stderr says
+ * so). */
 #include "cli.h"
 #include <stdio.h>
 
@@ -31,10 +32,10 @@ int fp_cmd_config(int argc, char **argv)
     }
     fp_conf c;
     fp_conf_default(&c);
-    int problems = fp_conf_parse(argv[1], &c, print_problem, NULL);
+    if (fp_conf_parse(argv[1], &c, print_problem, NULL))
+        return 1; /* the problems said what; the whole setting would bury them */
     char buf[4096];
     fp_conf_format(&c, buf, sizeof buf);
     printf("%s\n", buf);
-    int rc = fp_cli_output_done("config", 0);
-    return problems || rc ? 1 : 0;
+    return fp_cli_output_done("config", 0) ? 1 : 0;
 }

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,38 @@ static int arm_env(const fp_paths *p, int simulate, const char *conf)
     if (rc)
         fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
     return rc;
+}
+
+/* ---- before the program starts ------------------------------------------ */
+
+static void say_line(void *ud, const char *line)
+{
+    (void)ud;
+    fprintf(stderr, "%s\n", line);
+}
+
+/* --conf's problems, each in one line (with a "did you mean" for a typo'd
+ * key); true when there was one: the program is not started. */
+static bool conf_has_problems(const char *conf)
+{
+    fp_conf c;
+    fp_conf_default(&c);
+    return conf && fp_conf_parse_as(conf, "--conf", 0, &c, say_line, NULL) > 0;
+}
+
+/* Without --simulate: one line when this machine has no CUDA driver, since
+ * the program would only say it cannot open libcuda.so.1. */
+static void driver_hint(int simulate)
+{
+    void *lib = simulate ? NULL : dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (lib || simulate) {
+        if (lib)
+            dlclose(lib);
+        return;
+    }
+    fprintf(stderr, "fragpool run: no CUDA driver here (libcuda.so.1 cannot be loaded), so the "
+            "program will find no GPU; add --simulate to run it on fragpool's simulated "
+            "device\n");
 }
 
 /* ---- is it Python? ---------------------------------------------------- */
@@ -217,6 +250,11 @@ int fp_cmd_run(int argc, char **argv)
             fputs(run_usage, stdout);
         return rc < 0 ? 0 : rc;
     }
+    if (conf_has_problems(o.conf)) {
+        fprintf(stderr, "fragpool run: --conf has the problems above; nothing was run\n");
+        return 2;
+    }
+    driver_hint(o.simulate);
     if (fp_find_paths(&p) || arm_env(&p, o.simulate, o.conf))
         return 1;
     if ((rc = framework_cache(&o)) != 0) {

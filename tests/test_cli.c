@@ -20,7 +20,9 @@
  *  - a request over 2^48 - 1 bytes: the OOM cause says too large, tune's
  *    verdict says every setting runs out of memory (text and JSON);
  *  - no error says line 0; defer_headroom_mb's help says it has no effect;
- *  - every command answers --help, -h and `help NAME`; --version.
+ *  - every command answers --help, -h and `help NAME`; --version;
+ *  - a typo'd key gets "did you mean"; `config` with a problem prints only
+ *    the problem; `run` with a problem in --conf starts nothing.
  */
 #include "child_run.h"
 #include <errno.h>
@@ -131,6 +133,30 @@ static void help_everywhere(void **state)
     assert_true(strncmp(r.out, "fragpool ", 9) == 0 && lines(r.out) == 1);
     run_cli(&r, "/dev/full", (const char *[]){"replay", "--help", NULL});
     expect(&r, 1, NULL);
+}
+
+/* A mistake in a setting: `config` prints the problem alone (not the whole
+ * setting after it), exit 1; `run` names the key meant and starts nothing,
+ * exit 2. */
+static void setting_mistakes(void **state)
+{
+    (void)state;
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:abc", NULL});
+    expect(&r, 1, "'max_split_size_mb:abc': must be");
+    assert_string_equal(r.out, "");
+    assert_int_equal(lines(r.err), 1);
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_sise_mb:512", NULL});
+    expect(&r, 1, "did you mean max_split_size_mb?");
+    assert_string_equal(r.out, "");
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:512", NULL});
+    expect(&r, 0, NULL);
+    assert_true(strncmp(r.out, "max_split_size_mb:512,", 22) == 0);
+    run_cli(&r, NULL, (const char *[]){"run", "--simulate", "--conf", "expandable_segment:True",
+                                       "--", "sh", "-c", "echo RAN", NULL});
+    expect(&r, 2, "did you mean expandable_segments?");
+    assert_non_null(strstr(r.err, "nothing was run"));
+    assert_null(strstr(r.out, "RAN"));
 }
 
 /* ---- inputs that are not regular files (item 4) ------------------------------ */
@@ -533,6 +559,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(help_everywhere, fp_t_release_held),
+        cmocka_unit_test_teardown(setting_mistakes, fp_t_release_held),
         cmocka_unit_test_teardown(non_regular_inputs, fp_t_release_held),
         cmocka_unit_test_teardown(tune_huge_request, fp_t_release_held),
         cmocka_unit_test_teardown(tune_fits_says_nothing, fp_t_release_held),

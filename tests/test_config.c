@@ -565,7 +565,20 @@ static const bad_case bad[] = {
     { "foo:1", 1, P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n" },
     { "Max_split_size_mb:512", 1,
       P "unknown key 'Max_split_size_mb' (in 'Max_split_size_mb:512'); "
-        KNOWN T "\n" },
+        "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n" },
+    /* typos: two edits at most (a swap of neighbours is one), one for short keys */
+    { "max_split_sise_mb:512", 1,
+      P "unknown key 'max_split_sise_mb' (in 'max_split_sise_mb:512'); "
+        "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n" },
+    { "expnadable_segmnts:True", 1,
+      P "unknown key 'expnadable_segmnts' (in 'expnadable_segmnts:True'); "
+        "did you mean expandable_segments? (fragpool config lists every key)" T "\n" },
+    { "tool:pool", 1,
+      P "unknown key 'tool' (in 'tool:pool'); "
+        "did you mean tools? (fragpool config lists every key)" T "\n" },
+    { "tol:pool", 1, P "unknown key 'tol' (in 'tol:pool'); " KNOWN T "\n" },
+    { "max_split_mb:512", 1,
+      P "unknown key 'max_split_mb' (in 'max_split_mb:512'); " KNOWN T "\n" },
     { "max_split_size_mb", 1,
       P "'max_split_size_mb': no ':' in entry; expected key:value" T "\n" },
     { ":5", 1, P "':5': empty key; expected key:value" T "\n" },
@@ -689,7 +702,8 @@ static const bad_case bad[] = {
     { "strict:\x01y\x7f\xff", 1,
       P "'strict:\\x01y\\x7f\\xff': " ST "\n" },
     { "stri\nct:1", 1,
-      P "unknown key 'stri\\x0act' (in 'stri\\x0act:1'); " KNOWN T "\n" },
+      P "unknown key 'stri\\x0act' (in 'stri\\x0act:1'); "
+        "did you mean strict? (fragpool config lists every key)" T "\n" },
     /* long keys and values are cut at 64 bytes */
     { A64 "aaaa:1", 1,
       P "unknown key '" A64 "...' (in '" A64 "...'); " KNOWN T "\n" },
