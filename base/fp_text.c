@@ -344,3 +344,45 @@ fp_slice fp_trim(const char *p, size_t n)
         n--;
     return (fp_slice){p, n};
 }
+
+/* ---- typos ------------------------------------------------------------------ */
+
+/* The edit distance of w and name (insert, delete, replace, or swap two
+ * neighbours: one each), or SIZE_MAX when either is too long for a typo. */
+static size_t distance(fp_slice w, const char *name)
+{
+    enum { MAXLEN = 48 };
+    size_t m = strlen(name);
+    if (w.n >= MAXLEN || m >= MAXLEN)
+        return SIZE_MAX;
+    size_t d[MAXLEN + 1][MAXLEN + 1];
+    for (size_t i = 0; i <= w.n; i++)
+        for (size_t j = 0; j <= m; j++) {
+            if (!i || !j) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t v = d[i - 1][j - 1] + (w.p[i - 1] != name[j - 1]);
+            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+            if (i > 1 && j > 1 && w.p[i - 1] == name[j - 2] && w.p[i - 2] == name[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[w.n][m];
+}
+
+const char *fp_closest(fp_slice word, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t least = word.n < 6 ? 1 : 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t dist = distance(word, names[i]);
+        if (dist <= least && (!best || dist < least)) {
+            best = names[i];
+            least = dist;
+        }
+    }
+    return best;
+}

@@ -1,6 +1,7 @@
 /* fp_text.h - the ground floor's text and number unit: sinks (where
  * output goes), integer and fixed-point formatting, printable text, and
- * the lexical helpers every parser uses.  config/, report/, shim/ and cli/
+ * the lexical helpers every parser uses (trim, the name a typo stands
+ * for).  config/, report/, shim/ and cli/
  * all write through these; none of them keeps a copy.
  *
  * Invariants:
@@ -97,5 +98,10 @@ typedef struct fp_kv {
 int fp_is_space(char c);
 /* p[0..n) without the white space at either end. */
 fp_slice fp_trim(const char *p, size_t n);
+/* The name of names[0..n) that word is a typo of: at most two edits (a
+ * byte added, left out, changed, or two neighbours swapped), one for
+ * words shorter than 6 bytes; the nearest, the first of equals; NULL when
+ * none is that near.  For "did you mean" (config keys, commands). */
+const char *fp_closest(fp_slice word, const char *const *names, size_t n);
 
 #endif

@@ -123,6 +123,24 @@ static void usage(FILE *f)
           "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", f);
 }
 
+/* An unknown command: "did you mean" for a typo, else the overview. */
+static int unknown(const char *word)
+{
+    const char *names[NCOMMANDS + 1];
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        names[i] = commands[i].name;
+    names[NCOMMANDS] = "help";
+    const char *guess = fp_closest((fp_slice){word, strlen(word)}, names, NCOMMANDS + 1);
+    if (guess) {
+        fprintf(stderr, "fragpool: unknown command '%s'; did you mean %s? (fragpool help lists "
+                "them)\n", word, guess);
+        return 2;
+    }
+    fprintf(stderr, "fragpool: unknown command '%s'\n", word);
+    usage(stderr);
+    return 2;
+}
+
 static bool is_help(const char *a)
 {
     return !strcmp(a, "-h") || !strcmp(a, "--help");
@@ -138,9 +156,7 @@ static int help(int argc, char **argv)
     const command *c = find(argv[2]);
     if (c)
         return command_help(c);
-    fprintf(stderr, "fragpool help: no command '%s'; the commands are listed by `fragpool "
-            "help`\n", argv[2]);
-    return 2;
+    return unknown(argv[2]);
 }
 
 int main(int argc, char **argv)
@@ -156,11 +172,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "help"))
         return help(argc, argv);
     const command *c = find(argv[1]);
-    if (!c) {
-        fprintf(stderr, "fragpool: unknown command '%s'\n", argv[1]);
-        usage(stderr);
-        return 2;
-    }
+    if (!c)
+        return unknown(argv[1]);
     if (argc > 2 && is_help(argv[2])) /* `run -- CMD --help` is CMD's */
         return command_help(c);
     return c->fn(argc - 1, argv + 1);

@@ -1009,45 +1009,13 @@ static void problem_empty(fp_parser *ps, size_t at)
     emit(ps, buf);
 }
 
-/* The edit distance of k and name (insert, delete, replace, or swap two
- * neighbours: one each), or SIZE_MAX when k is too long to be a typo. */
-static size_t distance(fp_slice k, const char *name)
-{
-    enum { MAXLEN = 48 };
-    size_t m = strlen(name);
-    if (k.n >= MAXLEN || m >= MAXLEN)
-        return SIZE_MAX;
-    size_t d[MAXLEN + 1][MAXLEN + 1];
-    for (size_t i = 0; i <= k.n; i++)
-        for (size_t j = 0; j <= m; j++) {
-            if (!i || !j) {
-                d[i][j] = i + j;
-                continue;
-            }
-            size_t cost = k.p[i - 1] != name[j - 1];
-            size_t v = d[i - 1][j - 1] + cost;
-            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
-            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
-            if (i > 1 && j > 1 && k.p[i - 1] == name[j - 2] && k.p[i - 2] == name[j - 1] &&
-                d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[k.n][m];
-}
-
-/* The key k most likely stands for (a typo of at most 2 edits, fewer for
- * short keys), or NULL. */
+/* The key k most likely stands for (fp_closest), or NULL. */
 static const char *meant(fp_slice k)
 {
-    const char *best = NULL;
-    size_t least = k.n < 6 ? 1 : 2;
-    for (size_t i = 0; i < FP_NOPTIONS; i++) {
-        size_t dist = distance(k, fp_options[i].name);
-        if (dist <= least && (!best || dist < least))
-            best = fp_options[i].name, least = dist;
-    }
-    return best;
+    const char *names[FP_NOPTIONS];
+    for (size_t i = 0; i < FP_NOPTIONS; i++)
+        names[i] = fp_options[i].name;
+    return fp_closest(k, names, FP_NOPTIONS);
 }
 
 static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)

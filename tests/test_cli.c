@@ -21,7 +21,7 @@
  *    verdict says every setting runs out of memory (text and JSON);
  *  - no error says line 0; defer_headroom_mb's help says it has no effect;
  *  - every command answers --help, -h and `help NAME`; --version;
- *  - a typo'd key gets "did you mean"; `config` with a problem prints only
+ *  - a typo'd key or command gets "did you mean"; `config` with a problem prints only
  *    the problem; `run` with a problem in --conf starts nothing.
  */
 #include "child_run.h"
@@ -126,8 +126,12 @@ static void help_everywhere(void **state)
     assert_non_null(strstr(r.out, "--threads N"));   /* every option is in the overview */
     assert_non_null(strstr(r.out, "--at "));
     run_cli(&r, NULL, (const char *[]){"help", "nope", NULL});
-    expect(&r, 2, "no command 'nope'");
+    expect(&r, 2, "unknown command 'nope'");
+    run_cli(&r, NULL, (const char *[]){"replya", "x.csv", NULL});  /* a typo */
+    expect(&r, 2, "unknown command 'replya'; did you mean replay?");
     assert_int_equal(lines(r.err), 1);
+    run_cli(&r, NULL, (const char *[]){"help", "tnue", NULL});
+    expect(&r, 2, "did you mean tune?");
     run_cli(&r, NULL, (const char *[]){"--version", NULL});
     expect(&r, 0, NULL);
     assert_true(strncmp(r.out, "fragpool ", 9) == 0 && lines(r.out) == 1);
