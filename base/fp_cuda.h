@@ -60,8 +60,8 @@ typedef enum cudaError_enum {
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
-  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712, /* pinned host memory (issue 17) */
-  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,     /* pinned host memory (issue 17) */
+  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712, /* pinned host memory */
+  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,     /* pinned host memory */
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_NOT_PERMITTED = 800,
   CUDA_ERROR_NOT_SUPPORTED = 801,
@@ -190,7 +190,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
-/* ---- pinned host memory (issue 17): cuMemHostRegister flags ---- */
+/* ---- pinned host memory: cuMemHostRegister flags ---- */
 #define CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_MEMHOSTREGISTER_IOMEMORY 0x04
@@ -425,7 +425,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
   X(cuEventRecordWithFlags_ptsz, (CUevent hEvent, CUstream hStream,            \
                                   unsigned int flags))
 
-/* ---- virtual memory management (issue 13: VMM segments) ----------------
+/* ---- virtual memory management (VMM segments) ----------------
  * The types of cuMemCreate/cuMemMap/cuMemSetAccess, from the public driver
  * API reference, and the VMM functions not in FP_CUDA_FUNCS. */
 typedef enum CUmemAllocationType_enum {
@@ -516,7 +516,7 @@ typedef enum CUmemPool_attribute_enum {
                             void *value))                                      \
   X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))
 
-/* ---- pinned host memory (issue 17): the calls beyond cuMemHostAlloc ---- */
+/* ---- pinned host memory: the calls beyond cuMemHostAlloc ---- */
 #define FP_CUDA_FUNCS_HOST(X)                                                  \
   X(cuMemHostGetFlags, (unsigned int *pFlags, void *p))                        \
   X(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int Flags))      \

@@ -796,7 +796,7 @@ static const fp_option fp_options[] = {
         .off_word = "off", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
-    /* ---- issue 16: snapshot:PATH and trace_stacks:N ---- */
+    /* ---- snapshot:PATH and trace_stacks:N ---- */
     {
         .name = "snapshot", .type = "destination", .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
@@ -826,8 +826,8 @@ static const fp_option fp_options[] = {
         .words = (const char *const[]){"passthrough", "pool", NULL},
         .parse = parse_word, .format = format_word,
     },
-    /* ---- end issue 16 ---- */
-    /* ---- virtual-memory segments (issue 13) ---- */
+    /* ---- end of the snapshot keys ---- */
+    /* ---- virtual-memory segments ---- */
     {
         .name = "expandable_segments", .type = "bool", .deflt = "0",
         .words = fp_bool_words,
@@ -854,7 +854,7 @@ static const fp_option fp_options[] = {
         .off_word = "device", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
-    /* ---- pinned host memory (issue 17) ---- */
+    /* ---- pinned host memory ---- */
     FP_BOOL_OPTION(host_pool, "1",
                    "1: cuMemHostAlloc/cudaHostAlloc and cuMemAllocHost/"
                    "cudaMallocHost are served from a pool of pinned memory "

@@ -49,7 +49,7 @@ typedef struct fp_conf {
                             a block inside its segment                     */
     size_t own_segment;  /* allocations of this many bytes or more go to
                             the driver whole; 0 = off                      */
-    /* ---- pinned host memory (issue 17, shim/shim_host.c) ---- */
+    /* ---- pinned host memory ---- */
     int host_pool;       /* 1: cuMemHostAlloc/cuMemAllocHost from a pool  */
     size_t host_max_reserved; /* cap on pinned bytes the pool holds; 0 = none */
     size_t host_max_cached;   /* requests above this go to the driver

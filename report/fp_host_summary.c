@@ -1,4 +1,4 @@
-/* fp_host_summary.c - pinned host memory in the summary (issue 17): the
+/* fp_host_summary.c - pinned host memory in the summary: the
  * rows of the "pinned" section and the OOM explanation's note.
  *
  * Invariants: the section is one list of rows (fp_host_rows, below) in

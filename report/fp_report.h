@@ -97,7 +97,7 @@ typedef struct fp_dev_report {
                                    parent made them): no leaks; 0: none      */
 } fp_dev_report;
 
-/* ---- pinned host memory (issue 17): the shim's host pool ---- */
+/* ---- pinned host memory: the shim's host pool ---- */
 typedef struct fp_host_report {
     fp_pool_stats stats;        /* the host pool's counters (zero: no pool)   */
     uint64_t alloc_ns;          /* time in the host allocator                 */

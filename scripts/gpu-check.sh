@@ -717,7 +717,7 @@ check_real() {
 }
 
 
-# ---- IPC (issue #12): every export correct or refused, never wrong data ------
+# ---- IPC: every export correct or refused, never wrong data ------
 
 ipc_note() {   # NAME: the IPC counters of check NAME's JSON summaries, summed
   judge_py ipc "$JSON_DIR" "$1"

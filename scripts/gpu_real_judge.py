@@ -48,7 +48,7 @@ import sys
 VARIANTS = ("torch", "fp", "fpsync", "fpvmm", "fpvmm512")
 VARIANT_TXT = {"torch": "PyTorch caching", "fp": "fragpool default", "fpsync": "fragpool sync",
                "fpvmm": "fragpool VMM", "fpvmm512": "fragpool VMM max_split 512"}
-# Virtual-memory variants: their NVML peak / fragpool's peak allocated target (issue 13).
+# Virtual-memory variants: their NVML peak / fragpool's peak allocated target.
 VMM_NVML_TARGET = {"fpvmm": 1.05, "fpvmm512": 1.10}
 
 

@@ -33,7 +33,7 @@
     X(cuThreadExchangeStreamCaptureMode)                                    \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2)     \
     X(cuIpcCloseMemHandle)                                                  \
-    /* pinned host memory (issue 17): shim_host_api.c */                   \
+    /* pinned host memory: shim_host_api.c */                               \
     X(cuMemFreeHost) X(cuMemHostGetFlags) X(cuMemHostGetDevicePointer_v2)   \
     /* address ranges: shim_ranges.c */                                     \
     X(cuPointerGetAttribute) X(cuPointerGetAttributes)                      \
@@ -42,7 +42,7 @@
     X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)    \
     X(cuDeviceSetMemPool) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) \
     X(cuEventSynchronize)                                                   \
-    /* virtual-memory segments (issue 13): shim_mem.c */                   \
+    /* virtual-memory segments: shim_mem.c */                               \
     X(cuCtxEnablePeerAccess)
 
 #define FP_FORWARDED_FUNCS(X)                                               \
@@ -54,9 +54,9 @@
     X(cuEventCreate) X(cuDriverGetVersion)                                  \
     X(cuCtxRecordEvent) X(cuCtxWaitEvent) X(cuStreamWaitEvent)             \
     X(cuDeviceGetDefaultMemPool) /* shim_mempool.c */                       \
-    /* pinned host memory (issue 17): shim_host.c */                       \
+    /* pinned host memory: shim_host.c */                                   \
     X(cuEventQuery)                                                         \
-    /* virtual-memory segments (issue 13): shim_vmm.c, shim_mem.c */       \
+    /* virtual-memory segments: shim_vmm.c, shim_mem.c */                   \
     X(cuCtxGetDevice_v2) X(cuMemGetAllocationGranularity) X(cuMemSetAccess) \
     X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)                       \
     /* IPC of virtual-memory blocks: shim_vmm.c, shim_ipc_vmm.c */          \

@@ -1,4 +1,4 @@
-/* shim_host.c - pinned host memory from a pool (issue 17), the core under
+/* shim_host.c - pinned host memory from a pool, the core under
  * cuMemHostAlloc, cuMemAllocHost_v2 and cuMemFreeHost (so cudaHostAlloc,
  * cudaMallocHost and cudaFreeHost too) and the queries that must answer
  * for the blocks; the wrappers are in shim_host_api.c.

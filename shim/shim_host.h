@@ -1,4 +1,4 @@
-/* shim_host.h - pinned host memory from a pool (issue 17): what the
+/* shim_host.h - pinned host memory from a pool: what the
  * wrappers of shim_host_api.c, the summary and shim_life.c ask of
  * shim_host.c.  Functions return 0 or an errno; the wrappers speak CUresult.
  *

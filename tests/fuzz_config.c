@@ -41,7 +41,7 @@ static void check_round_trip(const fp_conf *c)
     if (memcmp(&back.pool, &c->pool, sizeof c->pool) != 0 ||
         back.strict != c->strict)
         abort();
-    /* every other field too: paths with [ ] , % included (issue 15, 13) */
+    /* every other field too: paths with [ ] , % included */
     if (strcmp(back.summary, c->summary) || strcmp(back.trace, c->trace) ||
         back.summary_format != c->summary_format || back.free_policy != c->free_policy ||
         back.defer_headroom != c->defer_headroom || back.debug_check != c->debug_check ||

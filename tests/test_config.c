@@ -163,7 +163,7 @@ static void test_table(void **state)
         snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s:%s",
                  i ? "," : "", o->name, o->deflt);
     }
-    /* ranges and messages come from the bounds (finding 7 of issue 11) */
+    /* ranges and messages come from the bounds */
     static const char *const ranges[][3] = {
         {"max_split_size_mb", "21..17592186044415, unlimited",
          "an integer number of MiB >= 21 (up to 17592186044415), or unlimited"},
@@ -883,7 +883,7 @@ static void test_format_divs(void **state)
 }
 
 /* Paths holding [ ] , and % round-trip, and the formatted text splits
- * into every key (issue 15, item 13). */
+ * into every key. */
 static void test_path_round_trip(void **state)
 {
     (void)state;
@@ -978,7 +978,7 @@ static int from_env(const char *const *env, fp_conf *c, capture *cap, const char
 
 /* A label names the source in every line; FP_CONF_LENIENT drops only the
  * keys PyTorch alone knows, silently, and nothing else. */
-/* The pinned host pool's keys (issue 17), and PyTorch's name for one. */
+/* The pinned host pool's keys, and PyTorch's name for one. */
 static void test_host_keys(void **state)
 {
     (void)state;

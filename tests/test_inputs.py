@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_inputs.py - fragpool replay, tune and report read RMM's CSV log and
-PyTorch snapshot pickles directly, detected by content (issue 16).
+PyTorch snapshot pickles directly, detected by content.
 
   - An RMM logging_resource_adaptor log, written here from the shared
     ResNet-50 trace in RMM's format (Thread,Time,Action,Pointer,Size,Stream;

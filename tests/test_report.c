@@ -375,7 +375,7 @@ static void text_edge_cases(void **state)
     has(t, "| Configuration         | defaults");
     has(t, "| Config errors         | none");
     has(t, "| Process               | unknown");
-    run.config_errors_more = 7;   /* problems that did not fit (issue 15, item 15) */
+    run.config_errors_more = 7;   /* problems that did not fit */
     t = text_summary();
     has(t, "| Config errors         | none ");
     has(t, "|                       | ... and 7 more (all were printed on stderr at ");
@@ -776,7 +776,7 @@ static void oom_over_cap(void **state)
     oom_run(&o, &opts, 80 * FP_GIB, 30 * FP_GIB);
     has(oom, "; fragmentation too: 2.00 GiB idle in cached blocks");
 
-    /* a tiny fraction shows its digits, not "0.00" (issue 15, item 17) */
+    /* a tiny fraction shows its digits, not "0.00" */
     fp_pool_opts_default(&opts);
     opts.memory_fraction = 0.00012;
     opts.device_total = 80 * FP_GIB;
@@ -1081,7 +1081,7 @@ static void ipc_counts(void **state)
     assert_int_equal(jint(&d, "devices.0.ipc.own_segments"), 1);
 }
 
-/* ---- pinned host memory (issue 17) ------------------------------------------------ */
+/* ---- pinned host memory ------------------------------------------------ */
 
 static void host_section(void **state)
 {

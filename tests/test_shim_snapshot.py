@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_shim_snapshot.py - snapshot:PATH written by the shim on the
-simulated device (issue 16).
+simulated device.
 
 The client (tests/shim/exit_paths) runs under LD_PRELOAD=libfragpool.so
 with snapshot:PATH and a JSON summary.  Checked:

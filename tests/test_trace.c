@@ -1,6 +1,5 @@
-/* test_trace.c - the trace loader and replay on bad input (issue 15,
- * items 2, 4, 7, 8, 9, 10): every malformed, cut, corrupt, empty or
- * non-regular input is an error naming the file and the line (or byte),
+/* test_trace.c - the trace loader and replay on bad input: every
+ * malformed, cut, corrupt, empty or non-regular input is an error naming the file and the line (or byte),
  * never a shorter trace and never a hang; ids cover all of uint64; the
  * replay counts frees of unknown ids and allocations of live ids; tune
  * ends on sizes near 2^64.

@@ -1,4 +1,4 @@
-// host_check.cu - pinned host memory on a real GPU (issue 17), run natively
+// host_check.cu - pinned host memory on a real GPU, run natively
 // and under fragpool by tests/gpu/host_check.sh.
 //
 //   host_check cost     the host cost of one cudaHostAlloc+cudaFreeHost pair

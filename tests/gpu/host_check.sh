@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/host_check.sh - the pinned-host-memory checks of issue 17 on a GPU,
+# tests/gpu/host_check.sh - the pinned-host-memory checks on a GPU,
 # standalone (not part of scripts/gpu-check.sh).  Run in the repo root:
 #     bash tests/gpu/host_check.sh
 # Needs build/lib/libfragpool.so (cmake --build build), nvcc, python3 with

@@ -1,5 +1,5 @@
 """host_dataloader.py - a PyTorch DataLoader with pin_memory=True, run under
-fragpool by tests/gpu/host_check.sh (issue 17).
+fragpool by tests/gpu/host_check.sh.
 
 Each sample is a deterministic tensor (its index in every element, plus a
 ramp); batches come from 2 worker processes, are pinned by the DataLoader's

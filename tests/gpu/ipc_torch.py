@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ipc_torch.py - CUDA tensors shared with a spawned process through
-torch.multiprocessing (issue #12), for scripts/gpu-check.sh (group ipc).
+torch.multiprocessing, for scripts/gpu-check.sh (group ipc).
 
 The parent makes several CUDA tensors of different sizes (small pool and
 large pool, with pads between them, so they sit in several of PyTorch's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # memcheck_check.sh - compute-sanitizer's memcheck sees the same errors
-# with and without fragpool (issue 16).
+# with and without fragpool.
 #
 #   tests/gpu/memcheck_check.sh            (in the repo root, on a GPU host
 #                                           with nvcc and compute-sanitizer;

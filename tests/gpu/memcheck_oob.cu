@@ -1,5 +1,5 @@
 // memcheck_oob.cu - the programs compute-sanitizer's memcheck must judge
-// the same with and without fragpool (issue 16), and a CUDA C++ workload
+// the same with and without fragpool, and a CUDA C++ workload
 // for the memory_viz snapshot check.
 //
 // Usage: memcheck_oob MODE

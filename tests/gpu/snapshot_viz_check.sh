@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # snapshot_viz_check.sh - fragpool's snapshot of a CUDA program opens in
-# PyTorch's own viewer code (issue 16).
+# PyTorch's own viewer code.
 #
 #   tests/gpu/snapshot_viz_check.sh        (in the repo root, on a GPU host
 #                                           with nvcc, PyTorch and CuPy;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vmm_check.sh - virtual-memory segments (expandable_segments:True) on a
-# real GPU (issue 13): the allocation and stream-safety programs pass under
+# real GPU: the allocation and stream-safety programs pass under
 # fragpool serving from VMM ranges, and the summary shows that it did.
 #
 #   tests/gpu/vmm_check.sh      (in the repo root, on a GPU host with nvcc;

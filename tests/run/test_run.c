@@ -18,7 +18,7 @@
  *    PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF), PyTorch's own keys
  *    make no error, one line says so, and the summary shows the source;
  *    FRAGPOOL_CONF (or --conf) wins when set;
- *  - issue #15, item 16: an unknown option, or --conf without a value,
+ *  - an unknown option, or --conf without a value,
  *    prints the usage, exits 2 and runs nothing; LD_PRELOAD and
  *    LD_LIBRARY_PATH of 9,000 and 20,000 bytes are passed on whole.
  */
@@ -267,7 +267,7 @@ static void fragpool_conf_wins(void **state)
     has(r.err, "| Config source         | FRAGPOOL_CONF ");
 }
 
-/* ---- issue #15, item 16 ------------------------------------------------------ */
+/* ---- usage errors --------------------------------------------------------------- */
 
 static void usage_errors_run_nothing(void **state)
 {

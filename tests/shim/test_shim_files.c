@@ -1,6 +1,5 @@
 /* test_shim_files.c - the shim's summary:PATH and trace:PATH files on
- * hostile or broken destinations (issue 15, items 3, 5, 6, 12, 13, 14,
- * 15).  Each case fork/execs tests/shim/exit_paths.c under the shim with
+ * hostile or broken destinations.  Each case fork/execs tests/shim/exit_paths.c under the shim with
  * its own FRAGPOOL_CONF, with a deadline (a blocking open is a timeout,
  * then a failure), and checks its stderr and the files.
  *

@@ -1,4 +1,4 @@
-/* test_shim_host.c - pinned host memory under the shim (issue 17), on the
+/* test_shim_host.c - pinned host memory under the shim, on the
  * simulated device, whose streams run on worker threads (a queued copy
  * really runs later).
  *

@@ -1,5 +1,5 @@
 /* test_shim_ipc.c - IPC on pooled memory, two processes on the simulated
- * device (issue #12).
+ * device.
  *
  * The exporter (this test, under fragpool) allocates blocks that fragpool
  * places at several offsets of its segments (offset 0 and inside, in the

@@ -1,5 +1,5 @@
 /* tests/simdev/host.c: pinned host memory on the simulated device
- * (simdev/, libcuda.so.1) on its own, linked as -lcuda (issue 17).
+ * (simdev/, libcuda.so.1) on its own, linked as -lcuda.
  *
  * Covers cuMemHostAlloc with each flag, cuMemAllocHost, cuMemFreeHost,
  * cuMemHostGetFlags, cuMemHostGetDevicePointer, cuPointerGetAttribute on

@@ -194,7 +194,7 @@ static void test_pitch(void **state)
   assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 0, 10, 4), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 100, 0, 8), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuMemAllocPitch_v2(&p, NULL, 100, 1, 8), CUDA_ERROR_INVALID_VALUE);
-  /* widths past 2^31 - 1, as the H200's driver takes them (issue 15, 18a):
+  /* widths past 2^31 - 1, as the H200's driver takes them:
    * 2^31 succeeds with pitch 2^31, 2^40 is out of memory, and a width
    * whose rounding would wrap is out of memory too, not a crash */
   OK(cuMemAllocPitch_v2(&p, &pitch, (size_t)1 << 31, 1, 4));
