@@ -55,6 +55,7 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
                                .total_capacity = budget, .device_free = (size_t)-1};
     fp_report_fill_pool(&out->dev, p, &r->stats, out->leaks);
+    out->dev.segments_why = fp_segments_why(c->pool.expandable_segments, fp_pool_is_vmm(p));
     /* The shim's groups are null in a replay (no driver, no deferral, no
      * IPC): the JSON keeps the keys of the shim's summary. */
     out->groups[0] = (fp_group){.key = "passthrough"};
@@ -261,6 +262,12 @@ static void on_change(void *ud, int kind, uint64_t addr, uint64_t size, size_t e
         break;
     case FP_REPLAY_SEGMENT_ALLOC:
         push(e, FP_SNAP_SEGMENT_ALLOC, addr, size, event);
+        break;
+    case FP_REPLAY_SEGMENT_MAP:   /* pages of a range: as PyTorch's expandable segments */
+        push(e, FP_SNAP_SEGMENT_MAP, addr, size, event);
+        break;
+    case FP_REPLAY_SEGMENT_UNMAP:
+        push(e, FP_SNAP_SEGMENT_UNMAP, addr, size, event);
         break;
     default:
         push(e, FP_SNAP_SEGMENT_FREE, addr, size, event);

@@ -11,7 +11,8 @@
  * --keep-framework-cache leaves PyTorch's cache on.
  *
  * demo: runs the bundled workload straight on the driver, then under
- * fragpool within a limit where PyTorch's rules run out of memory, takes
+ * fragpool within a limit where PyTorch's rules (classic segments, set by
+ * name: fragpool's default is virtual memory) run out of memory, takes
  * the fix fragpool's OOM message proves, runs it verbatim within the same
  * limit, and ends with one line: memory and time, before and after.  On
  * the real GPU when one answers, else on the simulated device, and says
@@ -387,9 +388,11 @@ int fp_cmd_demo(int argc, char **argv)
     printf("== 1. straight on the driver (cuMemAlloc/cuMemFree per buffer)\n");
     if (run_workload(&p, NULL, !gpu, driver_out))
         return 1;
-    snprintf(limit, sizeof limit, "max_reserved_mb:%d,summary:off", DEMO_LIMIT_MB);
-    printf("\n== 2. under fragpool, PyTorch's rules, within %d MiB: FRAGPOOL_CONF=%s\n",
-           DEMO_LIMIT_MB, limit);
+    snprintf(limit, sizeof limit, "max_reserved_mb:%d,summary:off,expandable_segments:False",
+             DEMO_LIMIT_MB);
+    printf("\n== 2. under fragpool, PyTorch's rules (classic segments, PyTorch's default; "
+           "fragpool's is virtual memory), within %d MiB: FRAGPOOL_CONF=%s\n", DEMO_LIMIT_MB,
+           limit);
     int rc = run_workload(&p, limit, !gpu, oom_out);
     if (rc != 3 || take_field(oom_out, "fragpool: fix: FRAGPOOL_CONF=", " \n", conf, sizeof conf)) {
         fprintf(stderr, "fragpool demo: expected an out-of-memory failure with a proven fix "

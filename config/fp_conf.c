@@ -269,11 +269,16 @@ static void format_dbl(const fp_option *o, const fp_conf *c, fp_sink *out)
         fp_put_real(out, v);
 }
 
-/* 0/1/true/false/True/False stored as int. */
+/* 0/1/true/false/True/False stored as int; off_word (a third state, such
+ * as "auto") stores off_value. */
 static int parse_bool(const fp_option *o, const char *v, size_t n,
                       fp_conf *c, fp_sink *why)
 {
     (void)why;
+    if (o->off_word && slice_is(v, n, o->off_word)) {
+        *(int *)field(c, o) = (int)o->off_value;
+        return 0;
+    }
     for (int i = 0; o->words[i]; i++)   /* "0", "1", then pairs true/false */
         if (slice_is(v, n, o->words[i])) {
             *(int *)field(c, o) = i < 2 ? i : i % 2 == 0;
@@ -284,7 +289,11 @@ static int parse_bool(const fp_option *o, const char *v, size_t n,
 
 static void format_bool(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
-    fp_puts(out, *(const int *)cfield(c, o) ? "1" : "0");
+    int v = *(const int *)cfield(c, o);
+    if (o->off_word && (size_t)v == o->off_value)
+        fp_puts(out, o->off_word);
+    else
+        fp_puts(out, v ? "1" : "0");
 }
 
 /* One of o->words, stored as its index (int). */
@@ -590,6 +599,7 @@ static void put_range(fp_sink *b, const fp_option *o)
         put_off(b, o, ", ");
     } else if (o->words) {
         put_words(b, o->words, ", ");
+        put_off(b, o, ", ");
     } else {
         fp_puts(b, o->range);
     }
@@ -620,7 +630,8 @@ static void put_accept(fp_sink *b, const fp_option *o)
         fp_puts(b, " (at most 15 decimals)");
         put_off(b, o, ", or ");
     } else if (o->words) {
-        put_words(b, o->words, " or ");
+        put_words(b, o->words, o->off_word ? ", " : " or ");
+        put_off(b, o, " or ");
     } else {
         fp_puts(b, o->accept);
     }
@@ -829,11 +840,12 @@ static const fp_option fp_options[] = {
     /* ---- end of the snapshot keys ---- */
     /* ---- virtual-memory segments ---- */
     {
-        .name = "expandable_segments", .type = "bool", .deflt = "0",
-        .words = fp_bool_words,
+        .name = "expandable_segments", .type = "bool", .deflt = "auto",
+        .words = fp_bool_words, .off_word = "auto", .off_value = FP_VMM_AUTO,
         .help = "1: serve from large reserved address ranges whose physical "
                 "pages are mapped on demand and moved to where they are "
-                "needed (docs/vmm.md)",
+                "needed (docs/vmm.md); 0: PyTorch's classic segments; auto: "
+                "1 wherever the driver has virtual memory management",
         .offset = POOL_FIELD(expandable_segments),
         .parse = parse_bool, .format = format_bool,
     },

@@ -16,8 +16,8 @@
  *  - every live block is in the address map, and nothing else is;
  *  - the stats equal what a walk of the segments counts.
  *
- * With expandable_segments and a backend that has the virtual-memory
- * ops, segments are instead large reserved virtual ranges whose physical
+ * With expandable_segments (on by default) and a backend that has the
+ * virtual-memory ops, segments are instead large reserved virtual ranges whose physical
  * pages are mapped on demand (pool_vmm.c, docs/vmm.md); then also:
  *  - every page of a live block is mapped;
  *  - reserved bytes == mapped pages x page size.
@@ -53,7 +53,8 @@ typedef struct fp_pool_opts {
     size_t   max_reserved;         /* cap in bytes; 0 = none                      */
     size_t   device_total;         /* device capacity, for memory_fraction        */
     /* ---- virtual-memory segments (pool_vmm.c) ---- */
-    int      expandable_segments;  /* 1: reserved ranges, pages mapped on demand  */
+    int      expandable_segments;  /* FP_VMM_*: whether segments are reserved
+                                      ranges with pages mapped on demand   */
     size_t   vmm_page;             /* page size; 0 = the backend's granularity    */
     size_t   vmm_reserve;          /* bytes of address space per range; 0 = the
                                       device's total (64 GiB when unknown)        */
@@ -65,8 +66,15 @@ typedef struct fp_pool_opts {
                                       rounded up to this (pinned host memory) */
 } fp_pool_opts;
 
-/* PyTorch's defaults: no max_split, 20 MiB rounding slack, no rounding,
- * no GC, no cap. */
+/* expandable_segments: classic segments; virtual-memory segments asked
+ * for by name; or the default, virtual-memory segments wherever the backend
+ * offers them.  The pool treats the last two alike (any nonzero value uses
+ * the backend's VMM ops when it has them); the shim tells them apart only
+ * to say why a mode ran. */
+enum { FP_VMM_OFF = 0, FP_VMM_ON = 1, FP_VMM_AUTO = 2 };
+
+/* PyTorch's defaults, but virtual-memory segments where the backend can:
+ * no max_split, 20 MiB rounding slack, no rounding, no GC, no cap. */
 void fp_pool_opts_default(fp_pool_opts *o);
 
 /* The cap in bytes that the options imply; SIZE_MAX when there is none. */
@@ -270,7 +278,11 @@ typedef enum fp_block_state {
     FP_BLOCK_ALLOCATED = 1
 } fp_block_state;
 
-/* Walk every segment in address order, then every block of it. */
+/* Walk every segment in address order, then every block of it.  A
+ * virtual-memory range is walked as one segment per run of mapped pages,
+ * its blocks clipped to the run (as PyTorch's snapshot shows expandable
+ * segments): a free block that spans unmapped pages shows only its mapped
+ * part. */
 typedef struct fp_block_info {
     uint64_t addr;
     size_t   size;

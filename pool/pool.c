@@ -25,6 +25,7 @@ void fp_pool_opts_default(fp_pool_opts *o)
     memset(o, 0, sizeof *o);
     o->max_split_size = SIZE_MAX;
     o->max_non_split_rounding = FP_LARGE_SEGMENT;
+    o->expandable_segments = FP_VMM_AUTO;
 }
 
 size_t fp_pool_opts_cap(const fp_pool_opts *o)
@@ -338,6 +339,8 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
 
 static size_t largest_free_locked(fp_pool *p)
 {
+    if (p->page)
+        return fp_vmm_largest_free(p);
     fp_block *s = fp_index_max(&p->free_small), *l = fp_index_max(&p->free_large);
     size_t a = s ? s->size : 0, c = l ? l->size : 0;
     return a > c ? a : c;

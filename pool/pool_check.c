@@ -282,6 +282,26 @@ int fp_pool_check(fp_pool *p, char *msg, size_t len)
     return err;
 }
 
+/* The blocks of s that lie in [lo, hi), clipped to it, into *v. */
+static size_t blocks_in(const fp_segment *s, uint64_t lo, uint64_t hi, fp_block_info **v,
+                        size_t *cap)
+{
+    size_t n = 0;
+    for (const fp_block *b = s->first; b; b = b->next) {
+        uint64_t a = b->addr > lo ? b->addr : lo, e = b->addr + b->size;
+        e = e < hi ? e : hi;
+        if (a >= e)
+            continue;
+        fp_block_info *nv = fp_vec_grow(*v, cap, n + 1, sizeof *nv, 64);
+        if (!nv)
+            break;
+        *v = nv;
+        nv[n++] = (fp_block_info){a, (size_t)(e - a), fp_block_requested(b), b->state,
+                                  b->state == FP_BLOCK_ALLOCATED ? b->stamp : 0};
+    }
+    return n;
+}
+
 void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
 {
     pthread_mutex_lock(&p->lock);
@@ -289,18 +309,16 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
     fp_block_info *v = NULL;
     for (size_t i = 0; i < p->segs.n; i++) {
         const fp_segment *s = p->segs.v[i];
-        size_t n = 0;
-        for (const fp_block *b = s->first; b; b = b->next)
-            n++;
-        fp_block_info *nv = fp_vec_grow(v, &cap, n, sizeof *nv, n);
-        if (!nv)
-            break;
-        v = nv;
-        n = 0;
-        for (const fp_block *b = s->first; b; b = b->next)
-            v[n++] = (fp_block_info){b->addr, b->size, fp_block_requested(b), b->state,
-                                     b->state == FP_BLOCK_ALLOCATED ? b->stamp : 0};
-        fn(ud, s->addr, s->size, s->small, v, n);
+        if (!s->vmm) {
+            size_t n = blocks_in(s, s->addr, s->addr + s->size, &v, &cap);
+            fn(ud, s->addr, s->size, s->small, v, n);
+            continue;
+        }
+        for (size_t k = 0, end; (k = fp_vmm_mapped_run(s, k, &end)) < s->npages; k = end) {
+            uint64_t lo = s->addr + k * s->page, hi = s->addr + end * s->page;
+            size_t n = blocks_in(s, lo, hi, &v, &cap);
+            fn(ud, lo, (size_t)(hi - lo), s->small, v, n);
+        }
     }
     free(v);
     pthread_mutex_unlock(&p->lock);

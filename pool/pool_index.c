@@ -196,6 +196,23 @@ fp_block *fp_index_max(const fp_index *ix)
     return t;
 }
 
+/* In-order from the largest key down; false from fn stops the walk. */
+static bool visit_desc(const fp_block *t, fp_index_fn fn, void *ud)
+{
+    return !t || (visit_desc(t->right, fn, ud) && fn(t, ud) && visit_desc(t->left, fn, ud));
+}
+
+void fp_index_visit_desc(const fp_index *ix, fp_index_fn fn, void *ud)
+{
+    for (unsigned w = FP_NBINWORDS; w-- > 0;)
+        for (uint64_t used = ix->used[w]; used;) {
+            unsigned bit = 63u - (unsigned)__builtin_clzll(used);
+            used &= ~((uint64_t)1 << bit);
+            if (!visit_desc(ix->bins[w * 64 + bit], fn, ud))
+                return;
+        }
+}
+
 bool fp_index_contains(const fp_index *ix, const fp_block *b)
 {
     for (fp_block *t = ix->bins[bin_of(b->size)]; t;) {

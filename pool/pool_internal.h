@@ -106,6 +106,10 @@ void      fp_index_insert(fp_index *ix, fp_block *b);
 void      fp_index_remove(fp_index *ix, fp_block *b);
 fp_block *fp_index_lower_bound(const fp_index *ix, size_t size);
 fp_block *fp_index_max(const fp_index *ix);
+/* Calls fn on every block, largest (size, address) first, until fn
+ * returns false. */
+typedef bool (*fp_index_fn)(const fp_block *b, void *ud);
+void      fp_index_visit_desc(const fp_index *ix, fp_index_fn fn, void *ud);
 bool      fp_index_contains(const fp_index *ix, const fp_block *b);
 const fp_block *fp_index_bin(const fp_index *ix, unsigned bin); /* checker */
 
@@ -221,6 +225,14 @@ int  fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_blo
 int  fp_vmm_back(fp_pool *p, uint64_t addr, size_t size);
 /* Unmaps every idle page (empty_cache); returns the bytes. */
 size_t fp_vmm_trim(fp_pool *p);
+/* The largest free run of memory the pool holds: in a range, free bytes
+ * in mapped pages (address space alone serves nothing); a classic
+ * segment's free blocks whole.  Walks the free blocks largest first and
+ * stops at the first no larger than the best run found. */
+size_t fp_vmm_largest_free(const fp_pool *p);
+/* The first page >= i of the next run of mapped pages of s, the run's end
+ * in *end; s->npages when none is left. */
+size_t fp_vmm_mapped_run(const fp_segment *s, size_t i, size_t *end);
 /* Unmaps idle pages, oldest free first, until at least want bytes are
  * back or none is left (each unmap names its pages' newest free stamp);
  * returns the bytes. */

@@ -304,6 +304,58 @@ int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
 
 /* ---- queries -------------------------------------------------------------------- */
 
+size_t fp_vmm_mapped_run(const fp_segment *s, size_t i, size_t *end)
+{
+    i = next_in_state(s, i, s->npages, true);
+    *end = next_in_state(s, i, s->npages, false);
+    return i;
+}
+
+/* The longest run of bytes of free block b that lie in mapped pages. */
+static size_t mapped_run(const fp_segment *s, const fp_block *b)
+{
+    uint64_t off = b->addr - s->addr, end = off + b->size;
+    size_t best = 0, last = (size_t)((end - 1) / s->page) + 1;
+    for (size_t i = (size_t)(off / s->page); i < last;) {
+        size_t j = next_in_state(s, i, last, false);   /* mapped: [i, j) */
+        if (j > i) {
+            uint64_t lo = (uint64_t)i * s->page, hi = (uint64_t)j * s->page;
+            lo = lo > off ? lo : off;
+            hi = hi < end ? hi : end;
+            if (hi - lo > best)
+                best = (size_t)(hi - lo);
+        }
+        i = j < last ? next_in_state(s, j, last, true) : last;
+    }
+    return best;
+}
+
+typedef struct largest_acc {
+    const fp_pool *p;
+    size_t best;
+} largest_acc;
+
+/* Blocks come largest first: once one is no larger than the best run
+ * found, no later one can beat it. */
+static bool largest_step(const fp_block *b, void *ud)
+{
+    largest_acc *a = ud;
+    if (b->size <= a->best)
+        return false;
+    const fp_segment *s = fp_segtab_find(&a->p->segs, b->addr);
+    size_t n = s && s->vmm ? mapped_run(s, b) : b->size;
+    a->best = n > a->best ? n : a->best;
+    return true;
+}
+
+size_t fp_vmm_largest_free(const fp_pool *p)
+{
+    largest_acc a = {p, 0};
+    fp_index_visit_desc(&p->free_small, largest_step, &a);
+    fp_index_visit_desc(&p->free_large, largest_step, &a);
+    return a.best;
+}
+
 int fp_pool_is_vmm(const fp_pool *p)
 {
     return p->page != 0;

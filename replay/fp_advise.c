@@ -44,7 +44,7 @@ static void make_over(const fp_conf *cur, fp_conf *over)
     over->pool.max_split_size = d.pool.max_split_size;
     memcpy(over->pool.roundup_divisions, d.pool.roundup_divisions,
            sizeof d.pool.roundup_divisions);
-    over->pool.expandable_segments = 0;
+    over->pool.expandable_segments = d.pool.expandable_segments;
     over->pool.gc_threshold = 0;
     over->pool.memory_fraction = 0;
     over->pool.max_reserved = 0;
@@ -71,14 +71,33 @@ static void current_setting(const fp_conf *cur, fp_tune_setting *s)
     s->order = SIZE_MAX;
 }
 
+/* expandable_segments:True and the default (auto) are one policy. */
 static int same_policy(const fp_pool_opts *a, const fp_pool_opts *b)
 {
     return a->max_split_size == b->max_split_size &&
-           a->expandable_segments == b->expandable_segments && a->gc_threshold == b->gc_threshold &&
+           !a->expandable_segments == !b->expandable_segments &&
+           a->gc_threshold == b->gc_threshold &&
            !memcmp(a->roundup_divisions, b->roundup_divisions, sizeof a->roundup_divisions);
 }
 
 /* ---- the text printed ------------------------------------------------------ */
+
+/* cand, naming virtual-memory segments when it runs them without saying
+ * so (it leaves expandable_segments at fragpool's default): a verdict
+ * must mean the same under any configuration, and PyTorch's default is
+ * classic segments. */
+static int explicit_text(const char *cand, char *out, size_t len)
+{
+    fp_conf c;
+    fp_conf_default(&c);
+    if (fp_conf_parse(cand, &c, NULL, NULL))
+        return EINVAL;
+    uint64_t es = key_bit("expandable_segments");
+    int n = c.pool.expandable_segments && !(c.set_mask & es)
+                ? snprintf(out, len, "expandable_segments:True%s%s", cand[0] ? "," : "", cand)
+                : snprintf(out, len, "%s", cand);
+    return n < 0 || (size_t)n >= len ? ENOSPC : 0;
+}
 
 /* s without ",per_process_memory_fraction:1" (tune's GC cap), into out;
  * 1 when it was there. */
@@ -102,11 +121,13 @@ static int strip_gc_cap(const char *s, char *out, size_t len)
  * alone, when every key of it is PyTorch's. */
 static int verdict_text(const fp_conf *cur, const char *cand, size_t budget, fp_advice *a)
 {
-    char core[FP_ADVICE_CONF_MAX], others[FP_ADVICE_CONF_MAX] = "";
-    int gc = strip_gc_cap(cand, core, sizeof core);
+    char core[FP_ADVICE_CONF_MAX], bare[FP_ADVICE_CONF_MAX], others[FP_ADVICE_CONF_MAX] = "";
+    int gc = strip_gc_cap(cand, bare, sizeof bare);
+    if (explicit_text(bare, core, sizeof core))
+        return EINVAL;
     fp_conf c, named;
     fp_conf_default(&named);
-    if (fp_conf_parse(cand, &named, NULL, NULL))
+    if (fp_conf_parse(core, &named, NULL, NULL))
         return EINVAL;
     if (cur) {
         c = *cur;
@@ -263,9 +284,10 @@ static int choose_fit(const fp_trace *t, const fp_tune_row **v, size_t n, const 
         return 0;
     a->kind = FP_ADVICE_NONE_FITS;
     for (size_t i = 0; i < n && !a->best_need; i++)   /* the leanest setting's need */
-        if ((a->best_need = need_of(t, v[i], a)) != 0)
+        if ((a->best_need = need_of(t, v[i], a)) != 0 &&
+            explicit_text(v[i]->set.conf, a->leanest, sizeof a->leanest))
             snprintf(a->leanest, sizeof a->leanest, "%s", v[i]->set.conf);
-    if (a->current_need && (!a->best_need || a->current_need < a->best_need)) {
+    if (a->current_need && (!a->best_need || a->current_need <= a->best_need)) {
         a->best_need = a->current_need;
         snprintf(a->leanest, sizeof a->leanest, "the settings in force");
     }

@@ -79,18 +79,19 @@ static int sim_map(void *ctx, uint64_t addr, size_t size)
 {
     sim_dev *d = ctx;
     size_t limit = d->budget ? d->budget : SIZE_MAX;
-    (void)addr;
     if (size > limit || d->in_use > limit - size)
         return ENOMEM;
     d->in_use += size;
+    note(d->h, FP_REPLAY_SEGMENT_MAP, addr, size, d->idx);
     return 0;
 }
 
 static int sim_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
 {
     sim_dev *d = ctx;
-    (void)addr, (void)freed_at;
+    (void)freed_at;
     d->in_use -= size;
+    note(d->h, FP_REPLAY_SEGMENT_UNMAP, addr, size, d->idx);
     return 0;
 }
 

@@ -75,7 +75,7 @@ typedef struct fp_replay_hook {
 } fp_replay_hook;
 
 enum { FP_REPLAY_ALLOC, FP_REPLAY_FREE, FP_REPLAY_OOM, FP_REPLAY_SEGMENT_ALLOC,
-       FP_REPLAY_SEGMENT_FREE };
+       FP_REPLAY_SEGMENT_FREE, FP_REPLAY_SEGMENT_MAP, FP_REPLAY_SEGMENT_UNMAP };
 
 /* fp_replay with a hook (may be NULL).  r->events counts the events
  * replayed, fewer than t->n when the hook stopped the replay. */

@@ -1,10 +1,11 @@
 /* fp_tune.c - settings search for `fragpool tune` (design in fp_tune.h and
  * docs/replay.md).
  *
- * Stage 1 crosses the max_split_size_mb values derived from the trace with
- * a fixed set of roundup_power2_divisions values, and adds
- * expandable_segments:True (virtual-memory segments, where max_split has
- * no effect on placement) with each roundup value.  Stage 2 adds
+ * Stage 1 takes the default segments (virtual memory, where max_split has
+ * no effect on placement) with a fixed set of roundup_power2_divisions
+ * values, and the classic segments (expandable_segments:False) crossing
+ * the max_split_size_mb values derived from the trace with the same
+ * roundup values.  Stage 2 adds
  * garbage_collection_threshold variants (0.6, 0.8) of the defaults and of
  * the gc_top settings with the smallest budgets: GC acts only under a cap,
  * so a GC variant differs from its base only in the budget search, where
@@ -267,6 +268,9 @@ static int add_setting(fp_tune_row *rows, size_t *n, const char *conf, const fp_
     return err;
 }
 
+/* The default segments (virtual memory) with each roundup value, then the
+ * classic segments (expandable_segments:False) crossing the max_split
+ * values with the roundup values: max_split shapes classic placement only. */
 static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const fp_conf *over,
                          int lean)
 {
@@ -274,29 +278,28 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const 
     size_t mb[TUNE_MAX_SPLITS + 1];
     size_t nmb = fp_tune_split_values(t, mb + 1, TUNE_MAX_SPLITS);
     mb[0] = 0;   /* unset */
-    for (size_t i = 0; i <= nmb; i++)
-        for (size_t k = 0; k < nroundups; k++) {
-            char conf[FP_TUNE_CONF_MAX];
-            int m = 0;
-            if (mb[i])
-                m = snprintf(conf, sizeof conf, "max_split_size_mb:%zu", mb[i]);
-            if (roundups[k])
-                snprintf(conf + m, sizeof conf - (size_t)m, "%sroundup_power2_divisions:%s",
-                         m ? "," : "", roundups[k]);
-            else
-                conf[m] = '\0';
-            int err = add_setting(rows, n, conf, over);
-            if (err)
-                return err;
-        }
     for (size_t k = 0; k < nroundups; k++) {
         char conf[FP_TUNE_CONF_MAX];
-        snprintf(conf, sizeof conf, "expandable_segments:True%s%s",
-                 roundups[k] ? ",roundup_power2_divisions:" : "", roundups[k] ? roundups[k] : "");
+        snprintf(conf, sizeof conf, "%s%s", roundups[k] ? "roundup_power2_divisions:" : "",
+                 roundups[k] ? roundups[k] : "");
         int err = add_setting(rows, n, conf, over);
         if (err)
             return err;
     }
+    for (size_t i = 0; i <= nmb; i++)
+        for (size_t k = 0; k < nroundups; k++) {
+            char conf[FP_TUNE_CONF_MAX];
+            int m = snprintf(conf, sizeof conf, "expandable_segments:False");
+            if (mb[i])
+                m += snprintf(conf + m, sizeof conf - (size_t)m, ",max_split_size_mb:%zu",
+                              mb[i]);
+            if (roundups[k])
+                snprintf(conf + m, sizeof conf - (size_t)m, ",roundup_power2_divisions:%s",
+                         roundups[k]);
+            int err = add_setting(rows, n, conf, over);
+            if (err)
+                return err;
+        }
     return 0;
 }
 

@@ -95,7 +95,14 @@ typedef struct fp_dev_report {
     uint64_t since_seq;         /* blocks of this allocation number or lower
                                    are not this process's (a forked child's
                                    parent made them): no leaks; 0: none      */
+    const char *segments_why;   /* why the pool's segments are what they are
+                                   (fp_segments_why); NULL: not said          */
 } fp_dev_report;
+
+/* Why a pool runs the segments it runs, from expandable_segments as set
+ * (FP_VMM_*) and whether the pool has virtual-memory segments: the one
+ * text the summary, the replay and the docs use. */
+const char *fp_segments_why(int asked, int vmm);
 
 /* ---- pinned host memory: the shim's host pool ---- */
 typedef struct fp_host_report {

@@ -6,7 +6,8 @@
  *    is freed but still in use, its frees go straight back to best fit),
  *    requested_size (bytes asked for), stream (0: the pool is per context,
  *    not per stream), segment_type "small"/"large", segment_pool_id (0, 0),
- *    is_expandable False, frames [], blocks;
+ *    is_expandable (virtual-memory segments: one segment per run of
+ *    mapped pages, as PyTorch shows expandable ones), frames [], blocks;
  *  - block: address, size, requested_size (0 when free), state
  *    "active_allocated" or "inactive", frames;
  *  - trace entry: action, addr, size, stream, time_us, frames; an oom has
@@ -102,7 +103,7 @@ static void put_segment(void *ud, uint64_t addr, size_t size, int small,
     fp_pk_int(k, 0);
     fp_pk_end_tuple(k);
     fp_pk_key(k, "is_expandable");
-    fp_pk_bool(k, false);
+    fp_pk_bool(k, fp_pool_is_vmm(w->d->pool));
     put_frames(k, w->s, 0);
     fp_pk_key(k, "blocks");
     fp_pk_list(k);
@@ -164,7 +165,7 @@ static void put_settings(fp_pk *k, const fp_snap *s)
     fp_pk_key(k, "garbage_collection_threshold");
     fp_pk_float(k, o ? o->gc_threshold : 0.0);
     fp_pk_key(k, "expandable_segments");
-    fp_pk_bool(k, false);
+    fp_pk_bool(k, o && o->expandable_segments);
     fp_pk_key(k, "pinned_num_register_threads");
     fp_pk_int(k, 1);
     fp_pk_key(k, "release_lock_on_cudamalloc");

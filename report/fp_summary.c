@@ -392,22 +392,46 @@ static void fp_text_cache(fp_sink *s, const fp_pool_stats *st)
     fp_val_end(&v, s, "Driver calls saved");
 }
 
-/* Virtual-memory segments only: page size and the map/unmap calls. */
-static void fp_text_vmm(fp_sink *s, const fp_pool_stats *st)
+const char *fp_segments_why(int asked, int vmm)
 {
-    if (!st->page_size)
-        return;
+    if (vmm)
+        return asked == FP_VMM_ON ? "expandable_segments:True"
+                                  : "the default where the driver has virtual memory "
+                                    "management; expandable_segments:False for classic";
+    return asked == FP_VMM_OFF ? "expandable_segments:False"
+                               : "the driver has no virtual memory management here";
+}
+
+/* Which segments ran and why; with virtual memory, the page size and the
+ * map/unmap calls. */
+static void fp_text_segments(fp_sink *s, const fp_dev_report *d)
+{
+    const fp_pool_stats *st = &d->stats;
     fp_val v;
     fp_sink *o = fp_val_begin(&v);
-    fp_put_size(o, st->page_size);
-    fp_puts(o, " pages; ");
+    if (st->page_size) {
+        fp_puts(o, "virtual memory, ");
+        fp_put_size(o, st->page_size);
+        fp_puts(o, " pages");
+    } else {
+        fp_puts(o, "classic, as PyTorch's");
+    }
+    if (d->segments_why) {
+        fp_puts(o, " (");
+        fp_puts(o, d->segments_why);
+        fp_putc(o, ')');
+    }
+    fp_val_end(&v, s, "Segments");
+    if (!st->page_size)
+        return;
+    o = fp_val_begin(&v);
     fp_put_u64(o, st->num_map_calls);
     fp_puts(o, " maps, ");
     fp_put_u64(o, st->num_unmap_calls);
     fp_puts(o, " unmaps, ");
     fp_put_u64(o, st->num_reclaims);
     fp_puts(o, " reclaims");
-    fp_val_end(&v, s, "Virtual memory");
+    fp_val_end(&v, s, NULL);
 }
 
 static void fp_text_time(fp_sink *s, const fp_dev_report *d)
@@ -559,10 +583,10 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_tbl_rule(s, '=');
     fp_tbl_text(s, title, sizeof title - 1, 1);
     fp_tbl_rule(s, '-');
+    fp_text_segments(s, d);
     fp_text_frag(s, &d->stats);
     fp_text_free(s, d);
     fp_text_cache(s, &d->stats);
-    fp_text_vmm(s, &d->stats);
     fp_text_time(s, d);
     fp_text_pool_counts(s, &d->stats);
     for (size_t i = 0; i < d->ngroups && d->groups; i++)
@@ -813,6 +837,8 @@ static void fp_json_device(fp_json *j, const fp_dev_report *d)
     fp_json_size(j, "total_capacity", d->total_capacity, 0);
     fp_json_size(j, "device_free", d->device_free, (size_t)-1);
     fp_json_u64(j, "idle", d->idle_now);
+    fp_json_str(j, "segments_mode", d->stats.page_size ? "virtual memory" : "classic");
+    fp_json_str(j, "segments_why", d->segments_why);
     fp_json_metrics(j, &d->stats, FP_ALL);
     for (size_t i = 0; i < FP_COUNT(fp_oversize); i++)
         fp_json_stat(j, fp_oversize[i].key,

@@ -355,7 +355,7 @@ static CUresult refuse_vmm(CUdeviceptr p, const char *why)
 {
     bump(&fp_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation lies in a fragpool virtual-memory "
-           "range (expandable_segments:True), which has no driver IPC handle, and %s; "
+           "range, which has no driver IPC handle, and %s; "
            "returning CUDA_ERROR_NOT_SUPPORTED. Set own_segment_mb:N so that allocations of N "
            "MiB or more get classic memory of their own, which any process can open",
            (unsigned long long)p, why);

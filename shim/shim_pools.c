@@ -6,7 +6,8 @@
  * address (each pool knows its segments), so a free from another thread or
  * with another context current goes back to the right pool.  When a
  * context is destroyed or reset, the driver frees its memory: the pool is
- * retired (its stats stay for the summary, its segments are forgotten).
+ * retired (its stats stay for the summary, its segments are forgotten;
+ * its virtual-memory pages, which the driver keeps, are released).
  *
  * Slots.  Once all FP_MAX_POOLS slots have been used, a new context takes
  * the slot of a retired one, whose pool is destroyed then (its numbers
@@ -114,34 +115,49 @@ static size_t be_granularity(void *ud)
     return fp_vmm_granularity(vmm_of(ud));
 }
 
+/* A range is a segment in the trace ('s', 'r'); its pages mapped and
+ * unmapped are the snapshot's segment_map and segment_unmap. */
 static int be_reserve_va(void *ud, size_t size, size_t align, uint64_t *addr)
 {
-    return vmm_result(fp_vmm_reserve_va(vmm_of(ud), size, align, addr));
+    int err = vmm_result(fp_vmm_reserve_va(vmm_of(ud), size, align, addr));
+    if (!err)
+        fp_trace_event('s', *addr, size, NULL);
+    return err;
 }
 
 static int be_free_va(void *ud, uint64_t addr, size_t size)
 {
-    return vmm_result(fp_vmm_free_va(vmm_of(ud), addr, size));
+    int err = vmm_result(fp_vmm_free_va(vmm_of(ud), addr, size));
+    if (!err)
+        fp_trace_event('r', addr, size, NULL);
+    return err;
 }
 
 static int be_map(void *ud, uint64_t addr, size_t size)
 {
-    return vmm_result(fp_vmm_map(vmm_of(ud), addr, size));
+    int err = vmm_result(fp_vmm_map(vmm_of(ud), addr, size));
+    if (!err)
+        fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'm', addr, size);
+    return err;
 }
 
 static int be_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
 {
-    return vmm_result(fp_vmm_unmap(vmm_of(ud), addr, size, freed_at));
+    int err = vmm_result(fp_vmm_unmap(vmm_of(ud), addr, size, freed_at));
+    if (!err)
+        fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'u', addr, size);
+    return err;
 }
 
-/* Said once: the driver cannot map pages (no VMM calls). */
-static void note_no_vmm(void)
+/* Said once, when expandable_segments:True was asked for by name: the
+ * driver cannot map pages here.  The default says nothing (the summary
+ * says which segments ran and why). */
+static void note_no_vmm(int asked)
 {
     static atomic_bool said;
-    if (!atomic_exchange(&said, true))
+    if (asked == FP_VMM_ON && !atomic_exchange(&said, true))
         fp_say("expandable_segments:True: the driver has no virtual memory "
-               "management here (cuMemGetAllocationGranularity failed); serving from "
-               "classic segments");
+               "management here; serving from classic segments");
 }
 
 /* Said once: vmm_page_mb was rounded up to the device's granularity. */
@@ -203,7 +219,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     o.device_total = total;
     fp_backend be = {.ctx = d, .reserve = be_reserve, .release = be_release,
                      .synchronize = be_synchronize};
-    if (o.expandable_segments) {
+    d->segments_asked = o.expandable_segments;
+    if (o.expandable_segments && fp_vmm_supported(dev)) {
         be.granularity = be_granularity;
         be.reserve_va = be_reserve_va;
         be.free_va = be_free_va;
@@ -223,8 +240,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         return ENOMEM;
     }
     int err = fp_pool_create(&o, &be, &d->pool);
-    if (!err && o.expandable_segments && !fp_pool_is_vmm(d->pool))
-        note_no_vmm();
+    if (!err && !fp_pool_is_vmm(d->pool))
+        note_no_vmm(o.expandable_segments);
     if (!err && fp_pool_is_vmm(d->pool))
         note_page(d, o.vmm_page);
     if (err) {
@@ -365,7 +382,7 @@ static void retire_one(fp_ctx_pool *d)
         return;
     fp_defer_forget(d->defer);
     fp_pool_forget_segments(d->pool);
-    fp_vmm_forget(d->vmm);
+    fp_vmm_release_all(d->vmm);
     atomic_store(&d->state, FP_SLOT_RETIRED);
 }
 

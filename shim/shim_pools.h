@@ -34,6 +34,7 @@ typedef struct fp_ctx_pool {
     fp_pool *pool;
     fp_defer *defer;              /* deferred reuse of its frees        */
     fp_vmm *vmm;                  /* its VMM backend (expandable_segments) */
+    int segments_asked;           /* expandable_segments as set (FP_VMM_*) */
     size_t total;                 /* device memory, bytes               */
     char name[64];                /* device name, for the summary       */
     atomic_int state;             /* FP_SLOT_*                          */

@@ -214,7 +214,10 @@ void fp_snap_segment(int dev, char op, uint64_t addr, size_t size)
     if (!fp_snap_on())
         return;
     fp_snap_entry e = {.addr = addr, .size = size, .device = dev, .time_us = now_us(),
-                       .action = op == 's' ? FP_SNAP_SEGMENT_ALLOC : FP_SNAP_SEGMENT_FREE};
+                       .action = op == 's'   ? FP_SNAP_SEGMENT_ALLOC
+                                 : op == 'm' ? FP_SNAP_SEGMENT_MAP
+                                 : op == 'u' ? FP_SNAP_SEGMENT_UNMAP
+                                             : FP_SNAP_SEGMENT_FREE};
     pthread_mutex_lock(&pend_lock);
     if (npend == pend_cap) {
         size_t cap = pend_cap ? pend_cap * 2 : 256;

@@ -151,6 +151,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     r->device_name = c->names[c->n][0] ? c->names[c->n] : NULL;
     r->total_capacity = d->total;
     r->device_free = (size_t)-1;
+    r->segments_why = fp_segments_why(d->segments_asked, fp_pool_is_vmm(d->pool));
     fp_pool_get_stats(d->pool, &st);
     if (d->forked) { /* a forked child: what it did itself, not its parent */
         fp_pool_stats_since(&st, &d->at_fork);

@@ -113,6 +113,14 @@ static bool fd_handles(CUdevice dev)
                                         dev) == CUDA_SUCCESS && yes;
 }
 
+bool fp_vmm_supported(CUdevice dev)
+{
+    int yes = 0;
+    return fp_real.cuDeviceGetAttribute &&
+           fp_real.cuDeviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                        dev) == CUDA_SUCCESS && yes;
+}
+
 /* 0 when the driver lacks any VMM call: the pool stays classic. */
 size_t fp_vmm_granularity(fp_vmm *v)
 {
@@ -403,9 +411,13 @@ static void drop_table(fp_vmm *v)
     v->kept = 0;
 }
 
-void fp_vmm_forget(fp_vmm *v)
+void fp_vmm_release_all(fp_vmm *v)
 {
     pthread_mutex_lock(&v->lock);
+    for (vmm_range *r = v->ranges; r && !exiting(); r = r->next) {
+        drop_granules(v, r, 0, r->size / v->gran);
+        fp_real.cuMemAddressFree(r->addr, r->size);
+    }
     drop_table(v);
     pthread_mutex_unlock(&v->lock);
 }

@@ -23,6 +23,9 @@ fp_vmm *fp_vmm_new(CUcontext ctx, CUdevice dev, fp_defer *defer);
 /* The backend's ops (fp_backend): errno-style results; a failed driver
  * call leaves its CUresult for fp_vmm_last_error on this thread. */
 size_t fp_vmm_granularity(fp_vmm *v);
+/* Whether the driver says dev has virtual memory management
+ * (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED). */
+bool fp_vmm_supported(CUdevice dev);
 int fp_vmm_reserve_va(fp_vmm *v, size_t size, size_t align, uint64_t *addr);
 int fp_vmm_free_va(fp_vmm *v, uint64_t addr, size_t size);
 int fp_vmm_map(fp_vmm *v, uint64_t addr, size_t size);
@@ -45,7 +48,11 @@ bool fp_vmm_shareable(fp_vmm *v);
 int fp_vmm_export(fp_vmm *v, uint64_t addr, size_t n, int *fds);
 /* Pages still mapped because their unmap could not wait (capture). */
 uint64_t fp_vmm_kept(fp_vmm *v);
-void fp_vmm_forget(fp_vmm *v);   /* the context is gone: drop the table */
+/* The context is gone, and with it all its work: every granule is
+ * unmapped and released and every range freed (the driver does not tie
+ * them to the context, so they would outlive it), then the table dropped.
+ * No driver call once the process is exiting. */
+void fp_vmm_release_all(fp_vmm *v);
 void fp_vmm_free(fp_vmm *v);     /* the pool is dropped */
 void fp_vmm_fork_prepare(fp_vmm *v);
 void fp_vmm_fork_after(fp_vmm *v, bool child);

@@ -115,6 +115,8 @@ typedef struct sim_state {
   bool forked;                /* a fork child of an initialized process:
                                  cuInit and every call fail (sim_core.c) */
   int ndev;                   /* FRAGPOOL_SIM_DEVICES */
+  bool vmm;                   /* FRAGPOOL_SIM_VMM: the devices have virtual
+                                 memory management (default 1) */
   sim_device dev[SIM_MAX_DEVICES];
   sim_ctx *ctxs;              /* created contexts, never freed */
   sim_event *events;          /* live events */

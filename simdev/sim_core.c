@@ -86,6 +86,7 @@ static void setup_once(void)
   g_driver_version = (int)env_number("FRAGPOOL_SIM_DRIVER_VERSION", SIM_DRIVER_VERSION,
                                      2000, SIM_DRIVER_VERSION);
   g_sim.ndev = ndev;
+  g_sim.vmm = env_number("FRAGPOOL_SIM_VMM", 1, 0, 1) != 0;
   for (int d = 0; d < ndev; d++) {
     g_sim.dev[d].primary.dev = d;
     g_sim.dev[d].primary.primary = true;
@@ -228,7 +229,7 @@ static const struct { int attr; int value; } kAttrs[] = {
   {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
   {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1},
   {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
-  {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0}, /* no VMM */
+  {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1}, /* FRAGPOOL_SIM_VMM */
   {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1},
   {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
 };
@@ -245,6 +246,8 @@ int sim_attr_value(CUdevice_attribute attr, int dev, int *out)
   for (size_t i = 0; i < sizeof kAttrs / sizeof kAttrs[0]; i++)
     if (kAttrs[i].attr == (int)attr)
       *out = kAttrs[i].value;
+  if (attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+    *out = g_sim.vmm;
   return 0;
 }
 

@@ -212,6 +212,8 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
   if (granularity == NULL || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
                               option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
     return CUDA_ERROR_INVALID_VALUE;
+  if (!g_sim.vmm)
+    return CUDA_ERROR_NOT_SUPPORTED;   /* FRAGPOOL_SIM_VMM=0 */
   rc = prop_ok(prop);
   if (rc == CUDA_SUCCESS)
     *granularity = VMM_GRAN;
@@ -281,6 +283,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return rc;
   if (handle == NULL || size == 0 || !aligned(size) || flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
+  if (!g_sim.vmm)
+    return CUDA_ERROR_NOT_SUPPORTED;   /* FRAGPOOL_SIM_VMM=0 */
   if ((rc = prop_ok(prop)) != CUDA_SUCCESS)
     return rc;
   vmm_handle *h = calloc(1, sizeof *h);

@@ -2,11 +2,12 @@
  * traces of tests/data:
  *  - the ResNet trace at 4,600 MiB: no setting fits (the leanest,
  *    expandable_segments:True, needs 4,602 MiB): no setting is named;
- *  - at 4,650 MiB: expandable_segments:True, and its text replays clean at
- *    the budget, while the defaults and roundup_power2_divisions:4 (the
- *    old rule of thumb's) do not;
- *  - never the setting in force: with expandable_segments:True in force at
- *    4,650 MiB, the verdict is that the settings in force already fit;
+ *  - at 4,650 MiB, for a run of the classic pool: expandable_segments:True,
+ *    and its text replays clean at the budget, while the classic pool and
+ *    roundup_power2_divisions:4 (the old rule of thumb's) do not;
+ *  - never the setting in force: with expandable_segments:True or the
+ *    defaults (virtual memory too) in force at 4,650 MiB, the verdict is
+ *    that the settings in force already fit;
  *  - the run's other keys are kept (summary, trace), the chosen keys are
  *    replaced, and a GC verdict names its cap as max_reserved_mb;
  *  - a cap that binds: the verdict raises it to what the replay needs;
@@ -73,11 +74,24 @@ static const char *fix_line(const fp_advice *a)
     return line;
 }
 
+/* The current configuration: the defaults with text over them. */
+static const fp_conf *conf_of(const char *text)
+{
+    static fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse(text, &c, NULL, NULL), 0);
+    return &c;
+}
+
 static void nothing_fits_4600(void **state)
 {
     (void)state;
     fp_advice a;
-    advise(&resnet, 4600 * FP_MIB, NULL, &a);
+    advise(&resnet, 4600 * FP_MIB, NULL, &a);   /* the defaults are the leanest */
+    assert_int_equal(a.kind, FP_ADVICE_NONE_FITS);
+    assert_int_equal(a.best_need, 4602 * FP_MIB);
+    assert_string_equal(a.leanest, "the settings in force");
+    advise(&resnet, 4600 * FP_MIB, conf_of("expandable_segments:False"), &a);
     assert_int_equal(a.kind, FP_ADVICE_NONE_FITS);
     assert_int_equal(a.best_need, 4602 * FP_MIB);
     assert_string_equal(a.leanest, "expandable_segments:True");
@@ -95,14 +109,17 @@ static void expandable_fits_4650(void **state)
 {
     (void)state;
     fp_advice a;
-    advise(&resnet, 4650 * FP_MIB, NULL, &a);
+    advise(&resnet, 4650 * FP_MIB, conf_of("expandable_segments:False"), &a);
     assert_int_equal(a.kind, FP_ADVICE_FIX);
     assert_string_equal(a.conf, "expandable_segments:True");
     assert_string_equal(a.torch, "expandable_segments:True");
     assert_int_equal(a.need, 4602 * FP_MIB);
     assert_true(clean_at(&resnet, a.conf, 4650 * FP_MIB));   /* what is printed is proven */
-    assert_false(clean_at(&resnet, "", 4650 * FP_MIB));       /* the defaults OOM there */
-    assert_false(clean_at(&resnet, "roundup_power2_divisions:4", 4650 * FP_MIB));
+    /* the classic pool OOMs there, with the old rule of thumb too */
+    assert_false(clean_at(&resnet, "expandable_segments:False", 4650 * FP_MIB));
+    assert_false(clean_at(&resnet, "expandable_segments:False,roundup_power2_divisions:4",
+                          4650 * FP_MIB));
+    assert_true(clean_at(&resnet, "", 4650 * FP_MIB));   /* fragpool's defaults fit */
     fix_line(&a);
     assert_string_equal(line, "fragpool: fix: FRAGPOOL_CONF=expandable_segments:True \xe2\x80\x94 "
                               "a replay of this run up to this failure fits in 4,602 MiB; it had "
@@ -114,19 +131,21 @@ static void expandable_fits_4650(void **state)
                               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n");
 }
 
+/* expandable_segments:True and the defaults (virtual memory too) are the
+ * setting in force alike. */
 static void never_the_setting_in_force(void **state)
 {
     (void)state;
-    fp_conf cur;
-    fp_conf_default(&cur);
-    assert_int_equal(fp_conf_parse("expandable_segments:True", &cur, NULL, NULL), 0);
-    fp_advice a;
-    advise(&resnet, 4650 * FP_MIB, &cur, &a);
-    assert_int_equal(a.kind, FP_ADVICE_CURRENT_FITS);
-    assert_int_equal(a.current_need, 4602 * FP_MIB);
-    fix_line(&a);
-    assert_non_null(strstr(line, "none proven"));
-    assert_null(strstr(line, "FRAGPOOL_CONF="));
+    const fp_conf *in_force[] = {conf_of("expandable_segments:True"), NULL};
+    for (int i = 0; i < 2; i++) {
+        fp_advice a;
+        advise(&resnet, 4650 * FP_MIB, in_force[i], &a);
+        assert_int_equal(a.kind, FP_ADVICE_CURRENT_FITS);
+        assert_int_equal(a.current_need, 4602 * FP_MIB);
+        fix_line(&a);
+        assert_non_null(strstr(line, "none proven"));
+        assert_null(strstr(line, "FRAGPOOL_CONF="));
+    }
 }
 
 static void other_keys_kept(void **state)
@@ -186,26 +205,26 @@ static void gpt_budget(void **state)
 {
     (void)state;
     fp_advice a;
-    advise(&gpt, 17400 * FP_MIB, NULL, &a);   /* the defaults need 17,656 MiB */
+    /* the classic pool needs 17,656 MiB */
+    advise(&gpt, 17400 * FP_MIB, conf_of("expandable_segments:False"), &a);
     assert_int_equal(a.kind, FP_ADVICE_FIX);
     assert_true(a.need <= 17400 * FP_MIB);
     assert_true(clean_at(&gpt, a.conf, 17400 * FP_MIB));
-    assert_false(clean_at(&gpt, "", 17400 * FP_MIB));
+    assert_false(clean_at(&gpt, "expandable_segments:False", 17400 * FP_MIB));
 }
 
 static void without_budget(void **state)
 {
     (void)state;
     fp_advice a;
-    advise(&resnet, 0, NULL, &a);
+    advise(&resnet, 0, conf_of("expandable_segments:False"), &a);
     assert_int_equal(a.kind, FP_ADVICE_BEST);   /* 4,606 against 6,142 MiB */
     assert_string_equal(a.conf, "expandable_segments:True");
     assert_true(a.need * 100 <= a.current_need * 95);
-    fp_conf cur;
-    fp_conf_default(&cur);
-    assert_int_equal(fp_conf_parse("expandable_segments:True", &cur, NULL, NULL), 0);
-    advise(&resnet, 0, &cur, &a);
+    advise(&resnet, 0, conf_of("expandable_segments:True"), &a);
     assert_int_equal(a.kind, FP_ADVICE_KEEP);   /* nothing is 5% leaner than it */
+    advise(&resnet, 0, NULL, &a);
+    assert_int_equal(a.kind, FP_ADVICE_KEEP);   /* nor than the defaults */
 }
 
 static void mib_format(void **state)

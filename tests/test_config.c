@@ -118,7 +118,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16," \
                  "ipc_export:fragpool,own_segment_mb:off," \
                  "snapshot:off,trace_stacks:0,tools:passthrough," \
-                 "expandable_segments:0,vmm_page_mb:granularity," \
+                 "expandable_segments:auto,vmm_page_mb:granularity," \
                  "vmm_reserve_mb:device,host_pool:1," \
                  "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited," \
                  "pinned_max_cached_size_mb:unlimited"
@@ -136,9 +136,23 @@ static void test_defaults(void **state)
     assert_true(c.pool.memory_fraction == 0.0);
     assert_int_equal(c.pool.max_reserved, 0);
     assert_int_equal(c.strict, 0);
+    assert_int_equal(c.pool.expandable_segments, FP_VMM_AUTO);
     assert_int_equal(c.set_mask, 0);
     assert_int_equal(fp_conf_format(&c, buf, sizeof buf), 0);
     assert_string_equal(buf, DEFAULTS);
+    /* the three states of expandable_segments, each printed back */
+    static const struct { const char *text; int v; const char *printed; } es[] = {
+        {"expandable_segments:False", FP_VMM_OFF, "expandable_segments:0"},
+        {"expandable_segments:True", FP_VMM_ON, "expandable_segments:1"},
+        {"expandable_segments:auto", FP_VMM_AUTO, "expandable_segments:auto"},
+    };
+    for (size_t i = 0; i < sizeof es / sizeof *es; i++) {
+        fp_conf_default(&c);
+        assert_int_equal(fp_conf_parse(es[i].text, &c, NULL, NULL), 0);
+        assert_int_equal(c.pool.expandable_segments, es[i].v);
+        assert_int_equal(fp_conf_format_set(&c, buf, sizeof buf), 0);
+        assert_string_equal(buf, es[i].printed);
+    }
 }
 
 /* Each row's documented default is what the formatter prints. */
@@ -502,6 +516,9 @@ static const bad_case bad[] = {
     { "dump_on_sigusr1:2", 1,
       P "'dump_on_sigusr1:2': must be 0, 1, true, false, True or False"
         KT("dump_on_sigusr1", "0") "\n" },
+    { "expandable_segments:maybe", 1,
+      P "'expandable_segments:maybe': must be 0, 1, true, false, True, False or auto"
+        KT("expandable_segments", "auto") "\n" },
     { "trace:", 1,
       P "'trace:': empty value; must be off, or a file path shorter than 256 "
         "bytes (%p pid, %r rank, %h host)" KT("trace", "off") "\n" },

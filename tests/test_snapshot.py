@@ -105,7 +105,8 @@ class Checks:
         blocks = [b for seg in segs for b in seg["blocks"]]
         live = [b for b in blocks if b["state"] == "active_allocated"]
         self.assertEqual(sum(x["total_size"] for x in segs), s["reserved"]["current"])
-        self.assertEqual(len(segs), s["segments"]["current"])
+        if not any(x["is_expandable"] for x in segs):   # else one per run of mapped pages
+            self.assertEqual(len(segs), s["segments"]["current"])
         self.assertEqual(sum(b["size"] for b in live), s["allocated"]["current"])
         self.assertEqual(sum(b["requested_size"] for b in live), s["requested"]["current"])
         self.assertEqual(len(live), s["allocations"]["current"])
@@ -119,11 +120,19 @@ class Checks:
                                                         if b["state"] == "active_allocated"))
 
     def check_playback(self, d):
-        """The trace played from empty ends in the snapshot's state."""
-        segs, blocks = {}, {}
+        """The trace played from empty ends in the snapshot's state; mapped
+        pages of virtual-memory ranges (segment_map, segment_unmap) make one
+        segment per run, as PyTorch's viewer plays expandable segments."""
+        segs, blocks, pages = {}, {}, set()
+        page = 2 << 20
         for e in d["device_traces"][0]:
             a = e["action"]
-            if a == "segment_alloc":
+            if a in ("segment_map", "segment_unmap"):
+                self.assertEqual(e["addr"] % page, 0)
+                run = set(range(e["addr"] // page, (e["addr"] + e["size"]) // page))
+                self.assertEqual(pages & run, run if a == "segment_unmap" else set())
+                pages = pages - run if a == "segment_unmap" else pages | run
+            elif a == "segment_alloc":
                 self.assertNotIn(e["addr"], segs)
                 segs[e["addr"]] = e["size"]
             elif a == "segment_free":
@@ -133,6 +142,12 @@ class Checks:
                 blocks[e["addr"]] = e["size"]
             elif a == "free_completed":
                 self.assertEqual(blocks.pop(e["addr"]), e["size"])
+        for p in sorted(pages):   # runs of mapped pages
+            if p - 1 not in pages:
+                n = 1
+                while p + n in pages:
+                    n += 1
+                segs[p * page] = n * page
         self.assertEqual(segs, {s["address"]: s["total_size"] for s in d["segments"]})
         self.assertEqual(blocks, {b["address"]: b["requested_size"] for s in d["segments"]
                                   for b in s["blocks"] if b["state"] == "active_allocated"})
@@ -164,7 +179,16 @@ class Snapshot(Checks, unittest.TestCase):
         self.check_summary(d, summary(trace))
         self.check_playback(d)
         self.round_trip(trace, path)
+        # the default: one segment per run of mapped pages, one per range here
+        self.assertEqual(len(d["segments"]), 2)
+        self.assertTrue(all(x["is_expandable"] for x in d["segments"]))
+        self.assertTrue(d["allocator_settings"]["expandable_segments"])
+        classic = ("--conf", "expandable_segments:False")
+        path, d = self.snap(trace, *classic)
+        self.check_summary(d, summary(trace, *classic))
+        self.check_playback(d)
         self.assertEqual(len(d["segments"]), 162)
+        self.assertFalse(any(x["is_expandable"] for x in d["segments"]))
 
     def test_small_with_setting_and_oom(self):
         trace = self.path("t.csv")

@@ -82,24 +82,31 @@ static void check_min_budget(const fp_trace *t, const char *conf, fp_tune_row *r
     assert_true(row->min_budget >= fp_trace_peak_live(t, &s.opts));
 }
 
+/* The default (virtual-memory segments) holds its pages within 1% of the
+ * blocks, and fits in less; the classic pool as PyTorch's. */
 static void shared_default_budget(void **state)
 {
     (void)state;
     fp_tune_row row;
     check_min_budget(&shared, "", &row);
     assert_true(row.is_default);
+    assert_int_equal(row.peak_reserved, 4854906880ULL);
+    assert_int_equal(row.peak_allocated, 4814778368ULL);
+    assert_true(row.min_budget < row.peak_reserved);   /* reclaim packs tighter */
+    assert_true(row.replays < 16);   /* bisection, not a scan */
+    check_min_budget(&shared, "expandable_segments:False", &row);
+    assert_false(row.is_default);
     assert_int_equal(row.peak_reserved, 6440353792ULL);
     assert_int_equal(row.peak_allocated, 4835815424ULL);
     /* Under pressure release-and-retry packs tighter than an unlimited run. */
     assert_true(row.min_budget < row.peak_reserved);
-    assert_true(row.replays < 16);   /* bisection, not a scan */
 }
 
 static void shared_max_split_budget(void **state)
 {
     (void)state;
     fp_tune_row row;
-    check_min_budget(&shared, "max_split_size_mb:100", &row);
+    check_min_budget(&shared, "expandable_segments:False,max_split_size_mb:100", &row);
     assert_true(row.peak_reserved > 6440353792ULL);
 }
 
@@ -132,7 +139,8 @@ static void synth_other_settings_budget(void **state)
 {
     (void)state;
     fp_tune_row row;
-    check_min_budget(&synth, "max_split_size_mb:32,roundup_power2_divisions:4", &row);
+    check_min_budget(&synth, "expandable_segments:False,max_split_size_mb:32,"
+                             "roundup_power2_divisions:4", &row);
     check_min_budget(&synth, "roundup_power2_divisions:[32:1,>:4]", &row);
     check_min_budget(&synth,
                      "garbage_collection_threshold:0.6,per_process_memory_fraction:1", &row);
@@ -202,10 +210,13 @@ static void shared_ranking(void **state)
     assert_int_equal(fp_tune_run(&shared, &p, &rows, &n), 0);
     check_ranked(rows, n);
     for (size_t i = 0; i < n; i++) {
+        static const char split[] = "expandable_segments:False,max_split_size_mb:";
+        const char *c = rows[i].set.conf;
         if (rows[i].is_default)
+            assert_int_equal(rows[i].peak_reserved, 4854906880ULL);
+        if (!strcmp(c, "expandable_segments:False"))
             assert_int_equal(rows[i].peak_reserved, 6440353792ULL);
-        if (!strncmp(rows[i].set.conf, "max_split_size_mb:", 18) &&
-            !strchr(rows[i].set.conf, ','))
+        if (!strncmp(c, split, sizeof split - 1) && !strchr(c + sizeof split - 1, ','))
             nsplit++, assert_true(rows[i].peak_reserved > 6440353792ULL);
     }
     assert_true(nsplit >= 3);

@@ -22,21 +22,25 @@
  *    defaults need 17,656 MiB, expandable_segments:True 16,896 MiB (the
  *    shim ran it on 16,896 MiB too).  The defaults OOM at event 4,305.
  * Cases:
- *  - the loop on each trace: the first run exits 3 with the OOM headline,
- *    the cause line and a fix line that names a FRAGPOOL_CONF keeping this
- *    run's summary:off and says "it had <capacity> MiB"; the second run,
- *    with that FRAGPOOL_CONF verbatim, exits 0 with no OOM message;
- *  - nothing fits: ResNet on 1,000 MiB fails at event 533 with 953 MiB live
+ *  - the loop on each trace, for a run of the classic pool
+ *    (expandable_segments:False): the first run exits 3 with the OOM
+ *    headline, the cause line and a fix line that names a FRAGPOOL_CONF
+ *    keeping this run's summary:off and says "it had <capacity> MiB"; the
+ *    second run, with that FRAGPOOL_CONF verbatim, exits 0 with no OOM
+ *    message;
+ *  - the default: the same runs under fragpool's defaults (virtual-memory
+ *    segments) on the same devices exit 0 with no OOM message;
+ *  - nothing fits: ResNet under the defaults on 1,000 MiB fails at event 533 with 953 MiB live
  *    and a 72 MiB request: the fix line says "no setting fits" and names
  *    no FRAGPOOL_CONF.  (A capacity below the whole trace's peak live
  *    bytes is not enough: the proof covers the run up to the failure, and
  *    at 3,000 MiB, say, the first failure comes early, where a setting
  *    does fit.)
- *  - the exit summary's note: ResNet run whole on a large device under
- *    the defaults with the JSON summary on stderr (the text summary wraps
+ *  - the exit summary's note: ResNet run whole on a large device on the
+ *    classic pool with the JSON summary on stderr (the text summary wraps
  *    the note across lines); its note names expandable_segments:True and
  *    "% less than" the settings in force (24% less: 4,630 MiB, not
- *    6,142).  Only ResNet: the whole GPT trace under the defaults takes
+ *    6,142).  Only ResNet: the whole GPT trace on the classic pool takes
  *    two minutes under ASan (the simulated device's multi-GiB segments).
  * Every fix line, note and run time is printed, so the CI log shows the
  * loop.  About 8 s in all; under ASan+UBSan about 2.5 minutes, most of it
@@ -179,9 +183,11 @@ static char *expect_oom(const run *r, const char *trace, unsigned mib)
 
 /* ---- the loop -------------------------------------------------------------------- */
 
+#define CLASSIC "summary:off,expandable_segments:False"
+
 static void loop(const char *trace, unsigned mib)
 {
-    run first = run_client(trace, mib, "summary:off");
+    run first = run_client(trace, mib, CLASSIC);
     char *fix = expect_oom(&first, trace, mib);
     if (strncmp(fix, FIX_CONF, strlen(FIX_CONF)) != 0)
         fail_msg("the fix line names no FRAGPOOL_CONF: %s", fix);
@@ -224,6 +230,22 @@ static void loop_gpt(void **state)
     loop(GPT, 17300);
 }
 
+static void default_runs(const char *trace, unsigned mib)
+{
+    run r = run_client(trace, mib, "summary:off");
+    if (r.status != 0 || !strstr(r.out, "TRACE_CLIENT DONE events ") ||
+        strstr(r.err, "fragpool: CUDA out of memory"))
+        fail_msg("the defaults on %u MiB: exit %d; stdout:\n%s\nstderr:\n%s", mib, r.status,
+                 r.out, r.err);
+}
+
+static void default_fits(void **state)
+{
+    (void)state;
+    default_runs(RESNET, 4650);
+    default_runs(GPT, 17300);
+}
+
 /* ---- nothing fits ------------------------------------------------------------------ */
 
 static void nothing_fits(void **state)
@@ -246,7 +268,7 @@ static void nothing_fits(void **state)
 static void record_off(void **state)
 {
     (void)state;
-    run r = run_client(RESNET, 4650, "summary:off,record_mb:off");
+    run r = run_client(RESNET, 4650, CLASSIC ",record_mb:off");
     assert_int_equal(r.status, 3);
     char *fix = need_line(&r, "fragpool: fix: ");
     printf("  %s\n", fix);
@@ -282,7 +304,8 @@ static char *replay_note(const char *json)
 
 static void exit_note(const char *trace)
 {
-    run r = run_client(trace, 65536, "summary:stderr,summary_format:json");
+    run r = run_client(trace, 65536,
+                       "summary:stderr,summary_format:json,expandable_segments:False");
     if (r.status != 0 || !strstr(r.out, "TRACE_CLIENT DONE events "))
         fail_msg("trace_client %s on 65536 MiB: exit %d; stdout:\n%s\nstderr:\n%s",
                  base_name(trace), r.status, r.out, r.err);
@@ -320,6 +343,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(loop_resnet, fp_t_release_held),
         cmocka_unit_test_teardown(loop_gpt, fp_t_release_held),
+        cmocka_unit_test_teardown(default_fits, fp_t_release_held),
         cmocka_unit_test_teardown(nothing_fits, fp_t_release_held),
         cmocka_unit_test_teardown(record_off, fp_t_release_held),
         cmocka_unit_test_teardown(exit_note_resnet, fp_t_release_held),

@@ -39,8 +39,11 @@
 
 #define LIVE_SIZE 5767168u               /* exit_paths' live block, 5.50 MiB  */
 #define PEAK_ALLOCATED (1024u + (3u << 20) + LIVE_SIZE)
-#define PEAK_RESERVED ((2u << 20) + (20u << 20)) /* a small and a large segment */
-#define LARGEST_FREE (20u * 1048576u - (3u << 20) - LIVE_SIZE) /* 11.50 MiB  */
+/* Virtual-memory segments (the default): a 2 MiB page of the small range,
+ * and the 3 MiB + 5.50 MiB of the large one on five 2 MiB pages. */
+#define PEAK_RESERVED ((2u << 20) + (10u << 20))
+/* The largest free run in mapped pages: the freed 3 MiB block. */
+#define LARGEST_FREE (3u << 20)
 #define RUN_TIMEOUT_S 30
 
 /* ---- running exit_paths -------------------------------------------------- */
@@ -273,6 +276,10 @@ static void check_json(const char *text, fp_jdoc *d, int pid)
     assert_int_equal(jint(d, "devices.0.oom_count"), 0);
     assert_int_equal(jint(d, "devices.0.alloc_retries"), 0);
     assert_int_equal(jint(d, "devices.0.largest_free_block"), LARGEST_FREE);
+    assert_int_equal(jint(d, "devices.0.page_size"), 2u << 20);
+    assert_int_not_equal(fp_jdoc_str(d, fp_jdoc_path(d, "devices.0.segments_mode"), buf, sizeof buf),
+                         (size_t)-1);
+    assert_string_equal(buf, "virtual memory");
     int f = fp_jdoc_path(d, "devices.0.fragmentation");
     assert_true(f >= 0);
     assert_int_equal(d->tok[f].type, FP_JNUM);
@@ -314,6 +321,51 @@ static void json_summary_stderr(void **state)
     expect_exit(&r, 0);
     fp_jdoc d;
     check_json(r.err, &d, r.pid);
+}
+
+/* The JSON summary's segments_mode and segments_why (devices.0). */
+static void expect_segments(const char *json, const char *mode, const char *why)
+{
+    fp_jdoc d;
+    size_t errpos = 0;
+    char buf[128];
+    if (fp_jdoc_parse(&d, json, strlen(json), toks, NTOK, &errpos))
+        fail_msg("JSON summary does not parse at byte %zu: %s", errpos, json);
+    assert_int_not_equal(fp_jdoc_str(&d, fp_jdoc_path(&d, "devices.0.segments_mode"), buf,
+                                     sizeof buf), (size_t)-1);
+    assert_string_equal(buf, mode);
+    assert_int_not_equal(fp_jdoc_str(&d, fp_jdoc_path(&d, "devices.0.segments_why"), buf,
+                                     sizeof buf), (size_t)-1);
+    assert_string_equal(buf, why);
+}
+
+/* Which segments ran and why: the default on a device with and without
+ * virtual memory management (silent), expandable_segments:False, and
+ * expandable_segments:True where the driver cannot (one line). */
+static void segments_said(void **state)
+{
+    (void)state;
+    static const char *const no_vmm[] = {"FRAGPOOL_SIM_VMM=0", NULL};
+    static const char no_vmm_why[] = "the driver has no virtual memory management here";
+    run r;
+    run_client(&r, "return", "summary_format:json", NULL);
+    expect_exit(&r, 0);
+    expect_segments(r.err, "virtual memory",
+                    "the default where the driver has virtual memory management; "
+                    "expandable_segments:False for classic");
+    run_client(&r, "return", "summary_format:json,expandable_segments:False", NULL);
+    expect_exit(&r, 0);
+    expect_segments(r.err, "classic", "expandable_segments:False");
+    run_client(&r, "return", "summary_format:json", no_vmm);
+    expect_exit(&r, 0);
+    assert_null(strstr(r.err, "fragpool: expandable_segments"));
+    expect_segments(r.err, "classic", no_vmm_why);
+    run_client(&r, "return", "summary_format:json,expandable_segments:True", no_vmm);
+    expect_exit(&r, 0);
+    assert_int_equal(fp_t_count_of(r.err, "fragpool: expandable_segments:True: the driver has no "
+                                          "virtual memory management here; serving from classic "
+                                          "segments\n"), 1);
+    expect_segments(strchr(r.err, '{'), "classic", no_vmm_why);
 }
 
 static void rank_and_host_in_path(void **state)
@@ -423,6 +475,7 @@ int main(void)
         cmocka_unit_test_teardown(summary_off_silent, fp_t_release_held),
         cmocka_unit_test_teardown(json_summary_file, fp_t_release_held),
         cmocka_unit_test_teardown(json_summary_stderr, fp_t_release_held),
+        cmocka_unit_test_teardown(segments_said, fp_t_release_held),
         cmocka_unit_test_teardown(rank_and_host_in_path, fp_t_release_held),
         cmocka_unit_test_teardown(strict_exits_before_main, fp_t_release_held),
         cmocka_unit_test_teardown(bad_key_reported_once, fp_t_release_held),

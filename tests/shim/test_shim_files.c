@@ -66,14 +66,16 @@ static bool xfsz_default;
 
 /* exit_paths MODE under FRAGPOOL_CONF=conf; with fsize > 0 under that
  * RLIMIT_FSIZE (SIGXFSZ ignored, or default with xfsz_default), stdout
- * and stderr being pipes. */
+ * and stderr being pipes.  Under a size limit the pool runs classic
+ * segments: the simulated device keeps virtual-memory pages in a file,
+ * which the limit would cap too (a GPU's pages are not files). */
 static void run_client(run *r, const char *mode, const char *conf, long fsize)
 {
     static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
                                        "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
                                        NULL};
-    char *confvar = fp_t_hold(malloc(strlen(conf) + 16));
-    sprintf(confvar, "FRAGPOOL_CONF=%s", conf);
+    char *confvar = fp_t_hold(malloc(strlen(conf) + 64));
+    sprintf(confvar, "FRAGPOOL_CONF=%s%s", conf, fsize > 0 ? ",expandable_segments:False" : "");
     const char *add[] = {confvar, NULL};
     char **env = fp_t_hold(fp_t_child_env(drop, add));
     int po[2], pe[2];

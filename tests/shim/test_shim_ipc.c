@@ -171,7 +171,7 @@ static int setup(void **state)
     (void)state;
     const char *conf = getenv("FRAGPOOL_CONF");
     mode_fragpool = !(conf && strstr(conf, "ipc_export:refuse"));
-    mode_vmm = conf && strstr(conf, "expandable_segments:True") != NULL;
+    mode_vmm = !fp_test_classic();
     const char *o = conf ? strstr(conf, "own_segment_mb:") : NULL;
     own_mb = o ? atoi(o + strlen("own_segment_mb:")) : 0;
     CUdevice dev;
@@ -212,7 +212,7 @@ static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice,
         snprintf(own, sizeof own, ",own_segment_mb:%d", own_mb);
     snprintf(conf, sizeof conf, "FRAGPOOL_CONF=debug_check:1,ipc_export:%s%s%s,"
              "summary_format:json,summary:%s", mode_fragpool ? "fragpool" : "refuse",
-             mode_vmm ? ",expandable_segments:True" : "", own, sum_path);
+             mode_vmm ? "" : ",expandable_segments:False", own, sum_path);
     const char *drop_fp[] = {"LD_PRELOAD=", "FRAGPOOL_CONF=", NULL};
     const char *drop_conf[] = {"FRAGPOOL_CONF=", NULL};
     const char *add[] = {conf, NULL};

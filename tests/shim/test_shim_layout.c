@@ -7,7 +7,9 @@
  * under the shim.  The same sequence goes through a private pool with
  * frees that take effect at once (the synchronous model that `fragpool
  * replay` runs).  The device's peak bytes in use must equal the model's
- * peak reserved: deferral changes no placement.  Run under every policy:
+ * peak reserved: deferral changes no placement, in virtual-memory segments
+ * (the default; the model counts pages) and in classic ones
+ * (expandable_segments:False).  Run under every policy:
  * deferred (default), free_policy:sync, and deferred on a driver without
  * context events (FRAGPOOL_SIM_DRIVER_VERSION=12040).
  */
@@ -35,6 +37,31 @@ static int m_release(void *ud, uint64_t addr, size_t size)
 {
     (void)ud, (void)addr, (void)size;
     return 0;
+}
+
+/* Virtual-memory segments (the default): the pool counts its pages. */
+static size_t m_granularity(void *ud)
+{
+    (void)ud;
+    return 2u << 20;
+}
+
+static int m_reserve_va(void *ud, size_t size, size_t align, uint64_t *addr)
+{
+    (void)align;
+    return m_reserve(ud, size, addr);
+}
+
+static int m_pages(void *ud, uint64_t addr, size_t size)
+{
+    (void)ud, (void)addr, (void)size;
+    return 0;
+}
+
+static int m_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
+{
+    (void)freed_at;
+    return m_pages(ud, addr, size);
 }
 
 /* ---- the workload -------------------------------------------------------- */
@@ -115,7 +142,15 @@ static void peak_matches_the_model(void **state)
     CU(cuStreamCreate(&o.busy, CU_STREAM_NON_BLOCKING));
     fp_pool_opts opts;
     fp_pool_opts_default(&opts);
+    opts.device_total = (size_t)16 << 30;   /* the simulated device's */
     fp_backend be = {.reserve = m_reserve, .release = m_release};
+    if (!fp_test_classic()) {
+        be.granularity = m_granularity;
+        be.reserve_va = m_reserve_va;
+        be.free_va = m_release;
+        be.map = m_pages;
+        be.unmap = m_unmap;
+    }
     assert_int_equal(fp_pool_create(&opts, &be, &o.model), 0);
     assert_int_equal(fpsim_reset_stats(0), 0);
     both weights[8];

@@ -19,7 +19,7 @@
  * allocating and freeing asynchronously leave the sum exact (a reader
  * asking meanwhile); fork() while threads allocate and contexts come and
  * go: no child hangs (a child frees an inherited block through the
- * table's lock), and a child gets the driver's answer.  Run in the classic and the expandable_segments:True modes.
+ * table's lock), and a child gets the driver's answer.  Run with virtual-memory segments (the default) and classic ones.
  */
 #include "shim_test.h"
 #include "fpsim.h"

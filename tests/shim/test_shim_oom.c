@@ -24,6 +24,14 @@
  *    would pass the cap -> "cause: the cap refused" and "fix:
  *    FRAGPOOL_CONF=...max_reserved_mb:80" (nothing fits under the cap, the
  *    settings in force fit in 80 MiB).
+ * Those run on classic segments (expandable_segments:False).  Under the
+ * default, virtual-memory segments ("test_shim_oom vmm"):
+ *  - exhaustion_vmm: the same 4 blocks hold 96 MiB of pages; the fifth
+ *    needs 24 MiB more -> "cause: exhaustion", "fix: no setting fits";
+ *  - fragmentation_served: the same 20 blocks of 8 MiB hold 160 MiB of
+ *    pages; with every other freed, the request of 25 MiB + 512 B that
+ *    fails on classic segments is served: idle pages are unmapped and
+ *    mapped where it lands, and no message is written.
  * The default free_policy (deferred) is in force: the frees are pending
  * when the failing request comes, and must be reclaimed before the OOM.
  */
@@ -242,6 +250,54 @@ static void fragmentation_then_recovery(void **state)
     drop_context(ctx);
 }
 
+static void exhaustion_vmm(void **state)
+{
+    (void)state;
+    CUcontext ctx = fresh_context(100 * MiB);
+    CUdeviceptr p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc_quiet(24 * MiB);
+    assert_int_equal(in_use(), 96 * MiB);
+    char *msg = alloc_expect_oom(24 * MiB);
+    has(msg, "Tried to allocate 24.00 MiB (GPU 0; 100.00 MiB total capacity; 96.00 MiB "
+             "allocated; 96.00 MiB reserved by fragpool, of which 0 bytes idle in cached blocks; "
+             "4.00 MiB free on the device; largest free block 0 bytes)\n");
+    has(msg, "\nfragpool: cause: exhaustion");
+    has(msg, "\nfragpool: fix: no setting fits");
+    free(msg);
+    CU(cuMemFree_v2(p[2]));
+    p[2] = alloc_quiet(24 * MiB);
+    for (int i = 0; i < 4; i++)
+        CU(cuMemFree_v2(p[i]));
+    drop_context(ctx);
+}
+
+static void fragmentation_served(void **state)
+{
+    (void)state;
+    CUcontext ctx = fresh_context(200 * MiB);
+    CUdeviceptr p[NFRAG];
+    for (int i = 0; i < NFRAG; i++) {
+        p[i] = alloc_quiet(FRAG_BLOCK);
+        fill_check(p[i], FRAG_BLOCK, (unsigned char)(i + 1));
+    }
+    assert_int_equal(in_use(), 160 * MiB);   /* pages, not 20 MiB segments */
+    for (int i = 0; i < NFRAG; i += 2)
+        CU(cuMemFree_v2(p[i]));
+    CUdeviceptr q = alloc_quiet(FRAG_REQUEST);
+    fill_check(q, FRAG_REQUEST, 0x5a);
+    for (int i = 1; i < NFRAG; i += 2) {   /* the live blocks kept their bytes */
+        unsigned char b;
+        CU(cuMemcpyDtoH_v2(&b, p[i] + FRAG_BLOCK - 1, 1));
+        assert_int_equal(b, i + 1);
+    }
+    assert_true(in_use() <= 200 * MiB);
+    CU(cuMemFree_v2(q));
+    for (int i = 1; i < NFRAG; i += 2)
+        CU(cuMemFree_v2(p[i]));
+    drop_context(ctx);
+}
+
 static void cap_refuses(void **state)
 {
     (void)state;
@@ -260,7 +316,8 @@ static void cap_refuses(void **state)
     has(msg, "\nfragpool: cause: the cap refused");
     has(msg, "reserved 60.00 MiB plus the 20.00 MiB segment it needed would pass the cap "
              "64.00 MiB (max_reserved_mb:64)\n");
-    has(msg, "\nfragpool: fix: FRAGPOOL_CONF=debug_check:1,summary:off,max_reserved_mb:80 "
+    has(msg, "\nfragpool: fix: FRAGPOOL_CONF=debug_check:1,summary:off,expandable_segments:0,"
+             "max_reserved_mb:80 "
              "\xe2\x80\x94 the cap binds: a replay of this run up to this failure under the "
              "settings in force fits in 80 MiB, over the cap's 64 MiB, and no setting fits under the cap; the "
              "device had 16,384 MiB\n");
@@ -296,7 +353,13 @@ int main(int argc, char **argv)
     const struct CMUnitTest capped[] = {
         cmocka_unit_test(cap_refuses),
     };
+    const struct CMUnitTest vmm[] = {
+        cmocka_unit_test(exhaustion_vmm),
+        cmocka_unit_test(fragmentation_served),
+    };
     if (argc > 1 && strcmp(argv[1], "cap") == 0)
         return cmocka_run_group_tests_name("cap", capped, setup, NULL);
+    if (argc > 1 && strcmp(argv[1], "vmm") == 0)
+        return cmocka_run_group_tests_name("vmm", vmm, setup, NULL);
     return cmocka_run_group_tests(normal, setup, NULL);
 }

@@ -1,6 +1,6 @@
 /* test_shim_ranges.c - the driver's range queries answer for the block the
  * program was given, not for the pool segment that holds it, in both
- * modes (ctest runs this classic and with expandable_segments:True).
+ * modes (ctest runs this under the default, virtual memory, and classic).
  *
  * Natively (H200, driver 580) a cuMemAlloc of n bytes answers (its start,
  * n) from any pointer inside it; one byte past the end, or once freed:
