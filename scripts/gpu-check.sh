@@ -29,7 +29,8 @@
 #                        expandable_segments:True to each one's FRAGPOOL_CONF
 #                        (after the check's own entries, unless it sets the
 #                        key itself), classic adds expandable_segments:False;
-#                        unset: nothing added (fragpool's default, classic).
+#                        unset: nothing added (fragpool's default: virtual
+#                        memory where the driver has it).
 #                        The header and every row of the table name it; the
 #                        expectations that depend on it (ipc) follow it.
 #                        Groups whose scripts write their own FRAGPOOL_CONF
@@ -81,8 +82,8 @@ fi
 # The segments the fragpool runs get (vmm or classic), for the expectations
 # that depend on them.
 case ",$EXTRA_CONF,$MODE_CONF," in
-  *,expandable_segments:[Tt]rue,* | *,expandable_segments:1,*) SEGS=vmm ;;
-  *) SEGS=classic ;;
+  *,expandable_segments:[Ff]alse,* | *,expandable_segments:0,*) SEGS=classic ;;
+  *) SEGS=vmm ;;
 esac
 ROW_MODE=""   # the mode tag of the rows being recorded ("" without GPU_CHECK_MODE)
 BIN=$BUILD_DIR/bin/gpu

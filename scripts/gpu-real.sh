@@ -9,11 +9,15 @@
 #   gpt_compile    GPT, nn.MultiheadAttention, torch.compile
 #   cnn            torchvision ResNet-50, image size changing every step
 # Variants:
-#   torch   PyTorch's caching allocator
-#   fp      PYTORCH_NO_CUDA_MEMORY_CACHING=1 under fragpool's default (deferred frees)
-#   fpsync  the same with free_policy:sync
-#   fpvmm   as fp, with expandable_segments:True (virtual-memory segments)
-#   fpvmm512  as fpvmm, plus max_split_size_mb:512
+#   torch       PyTorch's caching allocator, its defaults
+#   torchexp    the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#   torchasync  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (the driver's pool)
+#   fp          PYTORCH_NO_CUDA_MEMORY_CACHING=1 under fragpool's defaults
+#               (virtual-memory segments, deferred frees)
+#   fpclassic   as fp, with expandable_segments:False (PyTorch's segment rules)
+#   fpsync      as fp, with free_policy:sync
+#   fpvmm       as fp, with expandable_segments:True named
+#   fpvmm512    as fpvmm, plus max_split_size_mb:512
 # Each workload runs its variants back to back, their order rotated from one
 # workload and round to the next (A/B interleaved); round 2 (REAL_REPEAT=2)
 # starts after round 1 of every workload, if the time budget allows.  Then,
@@ -103,9 +107,12 @@ variant_env() {   # VARIANT JSON_PREFIX -> sets VENV (array)
   VENV=()
   case $1 in
     torch) ;;
-    fp | fpsync | fpvmm | fpvmm512)
+    torchexp) VENV=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") ;;
+    torchasync) VENV=("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync") ;;
+    fp | fpclassic | fpsync | fpvmm | fpvmm512)
       conf="summary_format:json,summary:$JSON_DIR/$2-%p.json"
       [ "$1" = fpsync ] && conf="$conf,free_policy:sync"
+      [ "$1" = fpclassic ] && conf="$conf,expandable_segments:False"
       [ "$1" = fpvmm ] && conf="$conf,expandable_segments:True"
       [ "$1" = fpvmm512 ] && conf="$conf,expandable_segments:True,max_split_size_mb:512"
       [ -n "$EXTRA_CONF" ] && conf="$conf,$EXTRA_CONF"
@@ -151,7 +158,7 @@ run_one() {
     return
   fi
   [ "$t" -gt $((l - 10)) ] && t=$((l - 10))
-  if [ "$v" != torch ] && [ ! -f "$LIB" ]; then
+  if [[ $v != torch* ]] && [ ! -f "$LIB" ]; then
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$v" "$rnd" 127 0 "no $LIB" >>"$OUT_DIR/runs.tsv"
     return
   fi

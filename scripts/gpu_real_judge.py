@@ -45,11 +45,15 @@ import os
 import statistics
 import sys
 
-VARIANTS = ("torch", "fp", "fpsync", "fpvmm", "fpvmm512")
-VARIANT_TXT = {"torch": "PyTorch caching", "fp": "fragpool default", "fpsync": "fragpool sync",
+VARIANTS = ("torch", "torchexp", "torchasync", "fp", "fpclassic", "fpsync", "fpvmm", "fpvmm512")
+VARIANT_TXT = {"torch": "PyTorch caching", "torchexp": "PyTorch expandable_segments",
+               "torchasync": "PyTorch cudaMallocAsync", "fp": "fragpool default (VMM)",
+               "fpclassic": "fragpool classic", "fpsync": "fragpool sync",
                "fpvmm": "fragpool VMM", "fpvmm512": "fragpool VMM max_split 512"}
+# Variants that run PyTorch's own allocator, without fragpool.
+PLAIN = ("torch", "torchexp", "torchasync")
 # Virtual-memory variants: their NVML peak / fragpool's peak allocated target.
-VMM_NVML_TARGET = {"fpvmm": 1.05, "fpvmm512": 1.10}
+VMM_NVML_TARGET = {"fp": 1.05, "fpvmm": 1.05, "fpvmm512": 1.10}
 
 
 def num(s):
@@ -146,7 +150,7 @@ def fp_summary(out_dir, name):
     return s
 
 
-def read_runs(out_dir, plain=("torch",)):
+def read_runs(out_dir, plain=PLAIN):
     """The runs of runs.tsv; variants in plain ran without fragpool."""
     runs = []
     path = os.path.join(out_dir, "runs.tsv")
@@ -227,7 +231,7 @@ def aggregate(runs, budgets, rtol):
             first = min(good, key=lambda r: r["round"]) if good else None
             res = []
             for r in good:
-                if v == "torch":
+                if v in PLAIN:
                     if r.get("torch_peak_reserved_mb") is not None:
                         res.append(r["torch_peak_reserved_mb"] * 2**20)
                 elif r["fp"].get("reserved_peak") is not None:
@@ -247,13 +251,13 @@ def aggregate(runs, budgets, rtol):
                 "budget_complete": b.get("complete") if b else None,
                 "budget_run": bool(b),
                 "budget_stopped": b.get("stopped") if b else "",
-                "deferred": [r["fp"].get("deferred") for r in good if v != "torch"],
+                "deferred": [r["fp"].get("deferred") for r in good if v not in PLAIN],
                 "maps": [(r["fp"].get("map_calls"), r["fp"].get("unmap_calls")) for r in good
-                         if v != "torch"],
-                "allocated_peak_B": max((r["fp"]["allocated_peak"] for r in good if v != "torch"
+                         if v not in PLAIN],
+                "allocated_peak_B": max((r["fp"]["allocated_peak"] for r in good if v not in PLAIN
                                          and r["fp"].get("allocated_peak")), default=None),
                 "failed": [f"{r['name']}: rc {r['rc']} {r.get('check_line') or ''} "
-                           f"{'' if v == 'torch' or r['fp']['served'] else r['fp']['why']}".strip()
+                           f"{'' if v in PLAIN or r['fp']['served'] else r['fp']['why']}".strip()
                            for r in rs if not r["ok"]],
             }
         t, s = agg.get("torch"), agg.get("fpsync")
@@ -299,7 +303,7 @@ def print_report(runs, rows, must, rtol, out_dir):
     print("=" * 30 + " fragpool real workloads: runs " + "=" * 30)
     for r in runs:
         extra = ""
-        if r["variant"] != "torch":
+        if r["variant"] not in PLAIN:
             fp = r["fp"]
             extra = (f" allocs {fp.get('allocs')} hits {fp.get('cache_hits')} reserves {fp.get('reserve_calls')}"
                      f" reserved_peak {fp.get('reserved_peak')} ooms {fp.get('oom_count')}"
@@ -337,7 +341,7 @@ def print_report(runs, rows, must, rtol, out_dir):
             print("-+-".join("-" * w for w in widths))
     print()
     for a in rows:
-        if a["variant"] != "torch":
+        if a["variant"] not in PLAIN:
             for k, d in enumerate(a["deferred"]):
                 print(f"DEFERRED {a['workload']} {a['variant']} run{k + 1} {json.dumps(d)}")
         for f in a["failed"]:

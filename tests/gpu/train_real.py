@@ -200,6 +200,16 @@ class NvmlSampler:
     def _used(self):
         return self.nv.nvmlDeviceGetMemoryInfo(self.h).used
 
+    def context_line(self):
+        """Right after CUDA init: the device memory used above the base (the
+        CUDA context and what init loads), for the accounting of docs/vmm.md."""
+        if not self.ok:
+            return "NVML_CTX_MB na"
+        try:
+            return f"NVML_CTX_MB {(self._used() - self.base) / 2**20:.0f}"
+        except Exception as e:  # noqa: BLE001
+            return f"NVML_CTX_MB na ({e!r})"
+
     def _proc(self):
         pid = os.getpid()
         for fn in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses"):
@@ -448,9 +458,12 @@ def run(a, torch, nn, F, nvml):
     if a.cudnn_benchmark:
         torch.backends.cudnn.benchmark = True
     torch.cuda.init()
+    torch.zeros(1, device=dev)   # the context exists once something ran
+    torch.cuda.synchronize()
     note = nvml.match_cuda_device(torch)
     if note:
         print(f"NVML_NOTE {note}", flush=True)
+    print(nvml.context_line(), flush=True)
 
     if a.model == "gpt":
         model = build_gpt(a, torch, nn, F)
