@@ -360,11 +360,11 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
     const char *env = getenv("FRAGPOOL_CONF");
     int has_env = env && *env, has_conf = a->conf && *a->conf;
     snprintf(rp->subtitle, sizeof rp->subtitle,
-             "%zu events replayed through PyTorch's rules on a simulated device; config: "
+             "%zu events replayed through fragpool's pool on a simulated device; config: "
              "%s%s%s%s%s; device budget: %s; %zu OOM%s", t->n,
              has_env ? "FRAGPOOL_CONF=" : "", has_env ? env : "",
              has_env && has_conf ? " then " : "", has_conf ? a->conf : "",
-             has_env || has_conf ? "" : "PyTorch's defaults", budget, r.ooms,
+             has_env || has_conf ? "" : "fragpool's defaults", budget, r.ooms,
              r.ooms == 1 ? "" : "s");
     *pg = (fp_html_page){
         .title = base_name(a->input), .subtitle = rp->subtitle, .events = t->n,

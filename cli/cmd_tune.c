@@ -101,8 +101,10 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
                (double)r->peak_allocated / (double)FP_MIB, f / 10, f % 10, mb,
                a->budget ? (fits ? "   yes" : "    no") : "", label(r));
     }
-    printf("\n* PyTorch's defaults.  min budget: the smallest device size (a multiple of\n"
-           "  2 MiB) found to replay the trace without an OOM; 2 MiB less OOMs.\n"
+    printf("\n* fragpool's defaults: virtual-memory segments (expandable_segments:False\n"
+           "  rows: PyTorch's classic segments).  min budget: the smallest device size\n"
+           "  (a multiple of 2 MiB) found to replay the trace without an OOM; 2 MiB less\n"
+           "  OOMs.\n"
            "  garbage_collection_threshold acts only under a cap: its rows name the cap\n"
            "  as max_reserved_mb, the memory this process may reserve, not as a\n"
            "  fraction of the device (which other processes may share).\n");

@@ -420,7 +420,7 @@ static void put_named(fp_sink *s, const fp_advice *a, const char *between, const
 {
     fp_puts(s, "FRAGPOOL_CONF=");
     fp_puts(s, a->conf);
-    fp_puts(s, a->conf[0] ? DASH : " (PyTorch's defaults)" DASH);
+    fp_puts(s, a->conf[0] ? DASH : " (fragpool's defaults)" DASH);
     fp_puts(s, between);
     fp_puts(s, "a replay of ");
     fp_puts(s, subject);
@@ -461,7 +461,7 @@ static void put_none(fp_sink *s, const fp_advice *a)
     fp_puts(s, " (each request rounded), and ");
     if (a->best_need) {
         fp_puts(s, "the leanest setting (");
-        fp_puts(s, a->leanest[0] ? a->leanest : "PyTorch's defaults");
+        fp_puts(s, a->leanest[0] ? a->leanest : "fragpool's defaults");
         fp_puts(s, ") needs ");
         fp_put_mib(s, a->best_need);
         fp_puts(s, ", ");
@@ -492,16 +492,19 @@ static void put_all_oom(fp_sink *s, const fp_advice *a)
                "the size the program computes");
 }
 
-static void put_current(fp_sink *s, const fp_advice *a, const char *subject)
+/* oom: after a real failure, which the layout did not cause. */
+static void put_current(fp_sink *s, const fp_advice *a, const char *subject, int oom)
 {
-    fp_puts(s, "none proven" DASH "a replay of ");
+    fp_puts(s, oom ? "none proven" DASH "a replay of " : "none needed" DASH "a replay of ");
     fp_puts(s, subject);
     fp_puts(s, " under the settings in force fits in ");
     fp_put_mib(s, a->current_need);
     fp_puts(s, ", within the ");
     fp_put_mib(s, a->budget);
-    fp_puts(s, " it had, and no setting needs less: the pool's layout did not cause this; "
-               "memory outside the pool grew while the run held its blocks");
+    fp_puts(s, " it had, and no setting needs less");
+    if (oom)
+        fp_puts(s, ": the pool's layout did not cause this; memory outside the pool grew "
+                   "while the run held its blocks");
 }
 
 static void put_best(fp_sink *s, const fp_advice *a, const char *subject)
@@ -525,7 +528,8 @@ static void put_best(fp_sink *s, const fp_advice *a, const char *subject)
     fp_puts(s, " of the settings in force");
 }
 
-void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject)
+static void put_verdict(fp_sink *s, const fp_advice *a, const char *lead, const char *subject,
+                        int oom)
 {
     fp_puts(s, lead);
     if (a->kind == FP_ADVICE_FIX)
@@ -533,7 +537,7 @@ void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char 
     else if (a->kind == FP_ADVICE_RAISE_CAP)
         put_raise_cap(s, a, subject);
     else if (a->kind == FP_ADVICE_CURRENT_FITS)
-        put_current(s, a, subject);
+        put_current(s, a, subject, oom);
     else if (a->kind == FP_ADVICE_NONE_FITS)
         put_none(s, a);
     else if (a->kind == FP_ADVICE_ALL_OOM)
@@ -543,9 +547,14 @@ void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char 
     fp_putc(s, '\n');
 }
 
+void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject)
+{
+    put_verdict(s, a, lead, subject, 0);
+}
+
 void fp_advice_put_fix(fp_sink *s, const fp_advice *a)
 {
-    fp_advice_put(s, a, "fragpool: fix: ", "this run up to this failure");
+    put_verdict(s, a, "fragpool: fix: ", "this run up to this failure", 1);
 }
 
 void fp_advice_put_paste(fp_sink *s, const fp_advice *a)

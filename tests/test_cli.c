@@ -493,7 +493,7 @@ static void replay_oom_advises_proven_fix(void **state)
     expect(&r, 0, NULL);
     assert_non_null(strstr(r.out, "   1 *      4630 MiB      4591.7 MiB    0.8%    4602 MiB   yes  "
                                   "(defaults)\n"));
-    assert_non_null(strstr(r.out, "\nverdict: none proven \xe2\x80\x94 a replay of this trace "
+    assert_non_null(strstr(r.out, "\nverdict: none needed \xe2\x80\x94 a replay of this trace "
                                   "under the settings in force fits in 4,602 MiB"));
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4600MiB", NULL});
     expect(&r, 0, "allocations failed");
