@@ -53,7 +53,8 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
                           size_t budget, fp_replay_report *out)
 {
     out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
-                               .total_capacity = budget, .device_free = (size_t)-1};
+                               .total_capacity = budget, .device_free = (size_t)-1,
+                               .replay = 1};
     fp_report_fill_pool(&out->dev, p, &r->stats, out->leaks);
     out->dev.segments_why = fp_segments_why(c->pool.expandable_segments, fp_pool_is_vmm(p));
     /* The shim's groups are null in a replay (no driver, no deferral, no

@@ -97,7 +97,15 @@ typedef struct fp_dev_report {
                                    parent made them): no leaks; 0: none      */
     const char *segments_why;   /* why the pool's segments are what they are
                                    (fp_segments_why); NULL: not said          */
+    int replay;                 /* 1: a replay of a trace: no device, no
+                                   timing, and the trace's end, not an exit  */
 } fp_dev_report;
+
+/* 1 when the text summary shows the pool counter row key in a line of its
+ * own ("Largest free block", "Served from cache", "Segments", ...) and the
+ * "Pool counters" lines leave it out: one value in one place (the JSON
+ * has every row). */
+int fp_summary_row_in_prose(const char *key);
 
 /* Why a pool runs the segments it runs, from expandable_segments as set
  * (FP_VMM_*) and whether the pool has virtual-memory segments: the one

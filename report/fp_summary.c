@@ -361,6 +361,8 @@ static void fp_text_free(fp_sink *s, const fp_dev_report *d)
     fp_put_size(o, d->idle_now);
     fp_puts(o, " reserved but not allocated, now");
     fp_val_end(&v, s, "Idle in cached blocks");
+    if (d->replay)
+        return;   /* no device */
     o = fp_val_begin(&v);
     if (d->device_free == (size_t)-1) {
         fp_puts(o, "unknown");
@@ -484,7 +486,9 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
         fp_put_size(o, d->leak_bytes);
         fp_puts(o, ", largest first:");
     }
-    fp_val_end(&v, s, d->running ? "Live now" : "Live at exit");
+    fp_val_end(&v, s, d->running  ? "Live now"
+                      : d->replay ? "Live at the end"
+                                  : "Live at exit");
     for (size_t i = 0; i < d->nleaks && d->leaks; i++) {
         o = fp_val_begin(&v);
         fp_put_size(o, d->leaks[i].size);
@@ -569,11 +573,28 @@ static void fp_text_group(fp_sink *s, const fp_group *g)
         fp_tbl_kv(s, NULL, g->note, strlen(g->note));
 }
 
+int fp_summary_row_in_prose(const char *key)
+{
+    static const char *const prose[] = {
+        "largest_free_block", "largest_free_block_at_peak", /* Largest free block */
+        "fragmentation",                                    /* Fragmentation at peak */
+        "cache_hits", "allocs",                             /* Served from cache */
+        "page_size", "map_calls", "unmap_calls", "reclaims" /* Segments */
+    };
+    for (size_t i = 0; i < sizeof prose / sizeof *prose; i++)
+        if (!strcmp(key, prose[i]))
+            return 1;
+    return 0;
+}
+
 static void fp_text_pool_counts(fp_sink *s, const fp_pool_stats *st)
 {
-    fp_row rows[FP_POOL_NROWS];
-    fp_group g = {.label = "Pool counters", .rows = rows, .per_line = 1};
-    g.nrows = fp_summary_pool_rows(st, rows);
+    fp_row all[FP_POOL_NROWS], rows[FP_POOL_NROWS];
+    size_t n = fp_summary_pool_rows(st, all), k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!fp_summary_row_in_prose(all[i].key))
+            rows[k++] = all[i];
+    fp_group g = {.label = "Pool counters", .rows = rows, .nrows = k, .per_line = 1};
     fp_text_group(s, &g);
 }
 
@@ -587,7 +608,8 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_frag(s, &d->stats);
     fp_text_free(s, d);
     fp_text_cache(s, &d->stats);
-    fp_text_time(s, d);
+    if (!d->replay)   /* a replay is not timed */
+        fp_text_time(s, d);
     fp_text_pool_counts(s, &d->stats);
     for (size_t i = 0; i < d->ngroups && d->groups; i++)
         fp_text_group(s, &d->groups[i]);
@@ -614,12 +636,14 @@ static void fp_text_process(fp_sink *s, const fp_run_report *r)
         fp_puts(o, "host ");
         fp_put_visible(o, r->host, strlen(r->host));
     }
-    if (!fp_sink_total(o))
-        fp_puts(o, "unknown");
-    fp_val_end(&v, s, "Process");
+    if (fp_sink_total(o))   /* a replay has no process */
+        fp_val_end(&v, s, "Process");
     o = fp_val_begin(&v);
     fp_puts(o, r->mode ? r->mode : "unknown");
     fp_val_end(&v, s, "Mode");
+    o = fp_val_begin(&v);
+    fp_puts(o, "fragpool " FP_VERSION);
+    fp_val_end(&v, s, "Version");
 }
 
 /* One config entry per line, as "key:value". */
@@ -877,6 +901,7 @@ int fp_summary_json(const fp_run_report *r, fp_sink *out)
         fp_json_null(&j, "rank");
     fp_json_str(&j, "host", r->host);
     fp_json_str(&j, "mode", r->mode);
+    fp_json_str(&j, "fragpool_version", FP_VERSION);
     fp_json_config(&j, r);
     fp_json_arr(&j, "config_errors");
     for (size_t i = 0; i < r->nconfig_errors; i++)
