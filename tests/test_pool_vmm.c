@@ -1,5 +1,5 @@
 /* test_pool_vmm.c - the tests of pool/'s virtual-memory segments
- * (expandable_segments:True) against a mock backend with the VMM ops.
+ * (the default; expandable_segments:True) against a mock backend with the VMM ops.
  *
  * What is pinned: pages mapped on demand and kept by freed ranges; no
  * map in a repeated pattern (steady state); pages shared by a live block
@@ -11,8 +11,10 @@
  * segments without VMM ops; a randomized run under a cap.
  *
  * Every pool call is followed by fp_pool_check, which verifies the page
- * accounting, and by a comparison of the pool's reserved bytes with the
- * pages the mock holds mapped.  The mock flags any map of a page already
+ * accounting, by a comparison of the pool's reserved bytes with the
+ * pages the mock holds mapped, by the walk (one segment per run of mapped
+ * pages, blocks clipped to it, every page mapped in the mock), and by
+ * "largest free block" against the largest free run the walk shows.  The mock flags any map of a page already
  * mapped, any unmap of a page not mapped, any misaligned range, and any
  * map outside a reserved range.
  */
@@ -175,7 +177,35 @@ static fp_pool *make(mock *m, size_t range, size_t cap, size_t mss)
     return p;
 }
 
-/* The checker, and the pool's reserved bytes against the mock's pages. */
+/* What the walk shows: one segment per run of mapped pages, its blocks
+ * clipped to the run. */
+typedef struct walked {
+    const mock *m;
+    size_t bytes;        /* of the segments walked      */
+    size_t largest_free; /* the largest clipped free block */
+} walked;
+
+static void on_segment(void *ud, uint64_t addr, size_t size, int small,
+                       const fp_block_info *b, size_t n)
+{
+    walked *w = ud;
+    (void)small;
+    w->bytes += size;
+    uint64_t at = addr;
+    for (size_t i = 0; i < n; i++) {   /* the blocks tile the segment */
+        assert_int_equal(b[i].addr, at);
+        at += b[i].size;
+        if (b[i].state == FP_BLOCK_FREE && b[i].size > w->largest_free)
+            w->largest_free = b[i].size;
+    }
+    assert_int_equal(at, addr + size);
+    for (uint64_t a = addr; a < addr + size; a += PAGE)   /* every page mapped */
+        assert_true(w->m->mapped[page_index(a)]);
+}
+
+/* The checker; the pool's reserved bytes against the mock's pages; the
+ * walk against both; and "largest free block" as the longest free run in
+ * mapped pages, found the slow way. */
 static void check(fp_pool *p, const mock *m)
 {
     char msg[512];
@@ -183,6 +213,12 @@ static void check(fp_pool *p, const mock *m)
         fail_msg("fp_pool_check: %s", msg);
     assert_int_equal(fp_pool_reserved_bytes(p), m->mapped_pages * PAGE);
     assert_int_equal(m->bad, 0);
+    walked w = {m, 0, 0};
+    fp_pool_walk(p, on_segment, &w);
+    assert_int_equal(w.bytes, m->mapped_pages * PAGE);
+    fp_pool_stats st;
+    fp_pool_get_stats(p, &st);
+    assert_int_equal(st.largest_free, w.largest_free);
 }
 
 static uint64_t alloc(fp_pool *p, const mock *m, size_t size)
