@@ -17,8 +17,9 @@
  *  - the stats equal what a walk of the segments counts.
  *
  * With expandable_segments (on by default) and a backend that has the
- * virtual-memory ops, segments are instead large reserved virtual ranges whose physical
- * pages are mapped on demand (pool_vmm.c, docs/vmm.md); then also:
+ * virtual-memory ops, segments are instead large reserved virtual ranges
+ * whose physical pages are mapped on demand (pool_vmm.c, docs/vmm.md);
+ * then also:
  *  - every page of a live block is mapped;
  *  - reserved bytes == mapped pages x page size.
  *

@@ -130,6 +130,18 @@ static void put_outside(fp_sink *s, const fp_oom_info *o, size_t device_free, si
                "driver, and other processes (nvidia-smi lists them)\n");
 }
 
+/* The settings d's pool ran: the configuration, but classic segments
+ * where it asked for virtual memory and the driver had none (a replay of
+ * the default would run virtual memory). */
+static const fp_conf *conf_as_run(fp_ctx_pool *d, fp_conf *buf)
+{
+    if (!fp_shim.conf.pool.expandable_segments || fp_pool_is_vmm(d->pool))
+        return &fp_shim.conf;
+    *buf = fp_shim.conf;
+    buf->pool.expandable_segments = FP_VMM_OFF;
+    return buf;
+}
+
 static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, char *fix_line,
                    size_t len, fp_sink *s)
 {
@@ -144,8 +156,9 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
         err = fp_trace_push(&t, 'o', 0, o->requested, 0);
     fp_advice a;
     size_t room = run_room(o, device_free, d->total);
+    fp_conf ran;
     fp_advice_req req = {.budget = o->cap && o->cap < room ? o->cap : room,
-                         .current = &fp_shim.conf, .device_total = d->total};
+                         .current = conf_as_run(d, &ran), .device_total = d->total};
     req.room = req.budget < room ? room : 0;   /* the cap binds */
     if (!err)
         err = fp_advise(&t, &req, &a);
@@ -231,7 +244,8 @@ static void advise_biggest(fp_ctx_pool **ds, size_t n, void *ud)
     if (!big || record_trace(big, UINT64_MAX, &t, &info))
         return;
     fp_advice a;
-    fp_advice_req req = {.current = &fp_shim.conf, .lean = 1};
+    fp_conf ran;
+    fp_advice_req req = {.current = conf_as_run(big, &ran), .lean = 1};
     if (!info.broken && fp_advise(&t, &req, &a) == 0 && a.kind == FP_ADVICE_BEST) {
         fp_sink s = fp_sink_buffer(exit_note, sizeof exit_note);
         fp_advice_put(&s, &a, "", info.dropped ? "the run's record" : "this run");
