@@ -233,7 +233,7 @@ static void capture_passes_over_fresh_frees(void **state)
 /* ---- IPC and peers -------------------------------------------------------- */
 
 /* A virtual-memory block has no driver IPC handle: it gets a fragpool
- * handle (test_shim_ipc_vmm opens it in another process). */
+ * handle (test_shim_ipc, under the default, opens it in another process). */
 static void vmm_block_gets_fragpool_handle(void **state)
 {
     (void)state;
