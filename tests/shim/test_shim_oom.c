@@ -199,15 +199,31 @@ enum { NFRAG = 20 };
 #define FRAG_BLOCK (8 * MiB)
 #define FRAG_REQUEST (25 * MiB + 512)
 
+/* NFRAG blocks of FRAG_BLOCK, block i filled with i + 1. */
+static void alloc_marked(CUdeviceptr p[NFRAG])
+{
+    for (int i = 0; i < NFRAG; i++) {
+        p[i] = alloc_quiet(FRAG_BLOCK);
+        fill_check(p[i], FRAG_BLOCK, (unsigned char)(i + 1));
+    }
+}
+
+/* The odd blocks, still live, kept their bytes. */
+static void check_survivors(const CUdeviceptr p[NFRAG])
+{
+    for (int i = 1; i < NFRAG; i += 2) {
+        unsigned char b;
+        CU(cuMemcpyDtoH_v2(&b, p[i] + FRAG_BLOCK - 1, 1));
+        assert_int_equal(b, i + 1);
+    }
+}
+
 static void fragmentation_then_recovery(void **state)
 {
     (void)state;
     CUcontext ctx = fresh_context(200 * MiB);
     CUdeviceptr p[NFRAG];
-    for (int i = 0; i < NFRAG; i++) {
-        p[i] = alloc_quiet(FRAG_BLOCK);
-        fill_check(p[i], FRAG_BLOCK, (unsigned char)(i + 1));
-    }
+    alloc_marked(p);
     assert_int_equal(in_use(), 200 * MiB); /* ten 20 MiB segments: the device is full */
     for (int i = 0; i < NFRAG; i += 2)
         CU(cuMemFree_v2(p[i]));
@@ -229,12 +245,7 @@ static void fragmentation_then_recovery(void **state)
              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
     free(msg);
 
-    /* The blocks still live kept their contents. */
-    for (int i = 1; i < NFRAG; i += 2) {
-        unsigned char b;
-        CU(cuMemcpyDtoH_v2(&b, p[i] + FRAG_BLOCK - 1, 1));
-        assert_int_equal(b, i + 1);
-    }
+    check_survivors(p);   /* the blocks still live kept their contents */
 
     /* Recovery: with the rest freed, the same request succeeds. */
     for (int i = 1; i < NFRAG; i += 2)
@@ -277,20 +288,13 @@ static void fragmentation_served(void **state)
     (void)state;
     CUcontext ctx = fresh_context(200 * MiB);
     CUdeviceptr p[NFRAG];
-    for (int i = 0; i < NFRAG; i++) {
-        p[i] = alloc_quiet(FRAG_BLOCK);
-        fill_check(p[i], FRAG_BLOCK, (unsigned char)(i + 1));
-    }
+    alloc_marked(p);
     assert_int_equal(in_use(), 160 * MiB);   /* pages, not 20 MiB segments */
     for (int i = 0; i < NFRAG; i += 2)
         CU(cuMemFree_v2(p[i]));
     CUdeviceptr q = alloc_quiet(FRAG_REQUEST);
     fill_check(q, FRAG_REQUEST, 0x5a);
-    for (int i = 1; i < NFRAG; i += 2) {   /* the live blocks kept their bytes */
-        unsigned char b;
-        CU(cuMemcpyDtoH_v2(&b, p[i] + FRAG_BLOCK - 1, 1));
-        assert_int_equal(b, i + 1);
-    }
+    check_survivors(p);
     assert_true(in_use() <= 200 * MiB);
     CU(cuMemFree_v2(q));
     for (int i = 1; i < NFRAG; i += 2)
