@@ -12,6 +12,7 @@
  *
  * Invariants: see pool_internal.h.  Every public entry takes p->lock.
  */
+#include "fp_lock.h"
 #include "pool_stats.h"
 #include <assert.h>
 #include <errno.h>
@@ -574,7 +575,7 @@ int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool 
         free(p);
         return ENOMEM;
     }
-    pthread_mutex_init(&p->lock, NULL);
+    fp_mutex_init_brief(&p->lock);
     p->opts = *opts;
     p->be = *backend;
     p->cap = fp_pool_opts_cap(opts);
@@ -791,7 +792,7 @@ int fp_pool_lock_free(fp_pool *p)
 void fp_pool_fork_after(fp_pool *p, int child)
 {
     if (child)
-        pthread_mutex_init(&p->lock, NULL);
+        fp_mutex_init_brief(&p->lock);
     else
         pthread_mutex_unlock(&p->lock);
 }

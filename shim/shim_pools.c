@@ -13,9 +13,10 @@
  * the slot of a retired one, whose pool is destroyed then (its numbers
  * leave the summary).  Other threads may still be inside that pool (a
  * free walking every pool, a summary reading its stats), so every use of
- * a slot is held: hold() counts the user in before it reads the slot's
- * state, and a slot is rebuilt only after its state has become REBUILDING
- * with no user counted in.  Both sides are sequentially consistent, so
+ * a slot is held: hold() counts the user in (on the thread's own shard of
+ * the count) before it reads the slot's state, and a slot is rebuilt only
+ * after its state has become REBUILDING with no user counted in on any
+ * shard.  Both sides are sequentially consistent, so
  * either the user sees REBUILDING and leaves, or the rebuilder sees the
  * user and gives the slot back to RETIRED.  Nothing waits for a user:
  * when every retired slot is held, the new context is served by the
@@ -175,22 +176,42 @@ static void note_page(fp_ctx_pool *d, size_t asked)
 
 /* ---- finding pools ---------------------------------------------------- */
 
+/* The calling thread's shard of a pool's user count, fixed for its
+ * lifetime (a fork's child keeps its parent thread's). */
+static atomic_int *my_shard(fp_ctx_pool *d)
+{
+    static atomic_uint next;
+    static FP_THREAD_LOCAL int shard = -1;
+    if (shard < 0)
+        shard = (int)(atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % FP_USER_SHARDS);
+    return &d->users[shard].n;
+}
+
+static bool no_users(fp_ctx_pool *d)
+{
+    for (int i = 0; i < FP_USER_SHARDS; i++)
+        if (atomic_load(&d->users[i].n) != 0)
+            return false;
+    return true;
+}
+
 /* Counts the caller in as a user of d when d is LIVE (or, with
  * any_state, retired but whole); false when it is not to be read. */
 static bool hold(fp_ctx_pool *d, bool any_state)
 {
-    atomic_fetch_add(&d->users, 1);
+    atomic_int *n = my_shard(d);
+    atomic_fetch_add(n, 1);
     int st = atomic_load(&d->state);
     if (st == FP_SLOT_LIVE || (any_state && (st == FP_SLOT_RETIRING || st == FP_SLOT_RETIRED)))
         return true;
-    atomic_fetch_sub(&d->users, 1);
+    atomic_fetch_sub(n, 1);
     return false;
 }
 
 void fp_pools_put(fp_ctx_pool *d)
 {
     if (d)
-        atomic_fetch_sub_explicit(&d->users, 1, memory_order_release);
+        atomic_fetch_sub_explicit(my_shard(d), 1, memory_order_release);
 }
 
 static fp_ctx_pool *find_ctx(CUcontext ctx)
@@ -263,7 +284,7 @@ static bool take_for_rebuild(fp_ctx_pool *d)
     if ((st != FP_SLOT_RETIRED && st != FP_SLOT_EMPTY) ||
         !atomic_compare_exchange_strong(&d->state, &st, FP_SLOT_REBUILDING))
         return false;
-    if (atomic_load(&d->users) == 0)
+    if (no_users(d))
         return true;
     atomic_store(&d->state, st);
     return false;

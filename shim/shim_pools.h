@@ -28,6 +28,15 @@ enum {
     FP_SLOT_REBUILDING,  /* being destroyed and made for a new context    */
 };
 
+/* The threads holding a pool, counted on FP_USER_SHARDS cache lines: a
+ * thread always counts itself on the same one, so threads that allocate
+ * from one pool at once do not write one line.  The pool is free of users
+ * when every shard reads 0. */
+#define FP_USER_SHARDS 16
+typedef struct fp_user_shard {
+    _Alignas(64) atomic_int n;
+} fp_user_shard;
+
 typedef struct fp_ctx_pool {
     CUcontext ctx;                /* the context its segments live in   */
     CUdevice dev;
@@ -38,7 +47,7 @@ typedef struct fp_ctx_pool {
     size_t total;                 /* device memory, bytes               */
     char name[64];                /* device name, for the summary       */
     atomic_int state;             /* FP_SLOT_*                          */
-    atomic_int users;             /* threads holding it now             */
+    fp_user_shard users[FP_USER_SHARDS]; /* threads holding it now    */
     bool forked;                  /* this process is a fork of the one
                                      that made the pool                 */
     fp_pool_stats at_fork;        /* its stats at the (last) fork        */
