@@ -60,8 +60,8 @@ int fp_cli_output_done(const char *cmd, int sink_err);
  * the number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
 /* Where this fragpool's pieces are, found from this executable's own
- * path: the installed layout (PREFIX/bin/fragpool, PREFIX/lib/fragpool/)
- * first, then the build tree (build/bin, build/lib). */
+ * path: the installed layout (PREFIX/BINDIR/fragpool, PREFIX/LIBDIR/fragpool/,
+ * GNUInstallDirs) first, then the build tree (build/bin, build/lib). */
 #define FP_PATH_LEN (PATH_MAX + 64)
 typedef struct fp_paths {
     char lib[FP_PATH_LEN];      /* .../libfragpool.so                      */

@@ -16,6 +16,10 @@
 #include <ctype.h>
 #include <unistd.h>
 
+#ifndef FP_BIN_TO_LIB /* set by cli/CMakeLists.txt from GNUInstallDirs */
+#define FP_BIN_TO_LIB "../lib/fragpool"
+#endif
+
 /* The number rules of config/ (FRAGPOOL_CONF's reals): digits, a point
  * and digits, either side of the point may be empty but not both; at
  * most 15 decimals, trailing zeros not counted; no sign, space, hex,
@@ -122,8 +126,8 @@ int fp_find_paths(fp_paths *p)
         fprintf(stderr, "fragpool: cannot read /proc/self/exe to find libfragpool.so\n");
         return ENOENT;
     }
-    /* Installed: PREFIX/bin/fragpool, PREFIX/lib/fragpool/. */
-    snprintf(lib, sizeof lib, "%s/../lib/fragpool", bin);
+    /* Installed: PREFIX/BINDIR/fragpool, PREFIX/LIBDIR/fragpool/. */
+    snprintf(lib, sizeof lib, "%s/%s", bin, FP_BIN_TO_LIB);
     snprintf(work, sizeof work, "%s/fragpool-demo-workload", lib);
     if (try_layout(p, lib, work) == 0)
         return 0;
@@ -132,7 +136,7 @@ int fp_find_paths(fp_paths *p)
     snprintf(work, sizeof work, "%s/fragpool-demo-workload", bin);
     if (try_layout(p, lib, work) == 0)
         return 0;
-    fprintf(stderr, "fragpool: no libfragpool.so in %s/../lib/fragpool (installed) or "
-            "%s/../lib (build tree); build it, or install fragpool again\n", bin, bin);
+    fprintf(stderr, "fragpool: no libfragpool.so in %s/%s (installed) or "
+            "%s/../lib (build tree); build it, or install fragpool again\n", bin, FP_BIN_TO_LIB, bin);
     return ENOENT;
 }
