@@ -866,6 +866,16 @@ static const fp_option fp_options[] = {
         .off_word = "device", .off_value = 0,
         .parse = parse_mib, .format = format_mib,
     },
+    {
+        .name = "vmm_headroom_mb", .type = "integer MiB", .deflt = "64",
+        .help = "with expandable_segments, device memory a new page may not "
+                "take: idle pages are unmapped first, so that the driver and "
+                "libraries (kernels loaded lazily, local memory, their own "
+                "cudaMalloc) find room; off or 0: map until the device is full",
+        .offset = POOL_FIELD(vmm_headroom), .min = 0, .max = FP_MAX_MB,
+        .off_word = "off", .off_value = 0,
+        .parse = parse_mib, .format = format_mib,
+    },
     /* ---- pinned host memory ---- */
     FP_BOOL_OPTION(host_pool, "1",
                    "1: cuMemHostAlloc/cudaHostAlloc and cuMemAllocHost/"

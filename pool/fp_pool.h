@@ -59,6 +59,10 @@ typedef struct fp_pool_opts {
     size_t   vmm_page;             /* page size; 0 = the backend's granularity    */
     size_t   vmm_reserve;          /* bytes of address space per range; 0 = the
                                       device's total (64 GiB when unknown)        */
+    size_t   vmm_headroom;         /* device memory a map leaves free for the
+                                      driver and libraries, idle pages taken
+                                      back first where there are any; 0 = off
+                                      (needs the backend's device_free)    */
     size_t   record_bytes;         /* host bytes the record of requests may
                                       use (pool_record.c, 16 per event);
                                       0 = no record                        */
@@ -75,7 +79,9 @@ typedef struct fp_pool_opts {
 enum { FP_VMM_OFF = 0, FP_VMM_ON = 1, FP_VMM_AUTO = 2 };
 
 /* PyTorch's defaults, but virtual-memory segments where the backend can:
- * no max_split, 20 MiB rounding slack, no rounding, no GC, no cap. */
+ * no max_split, 20 MiB rounding slack, no rounding, no GC, no cap; with
+ * virtual memory, FP_VMM_HEADROOM left free for the driver. */
+#define FP_VMM_HEADROOM (64 * FP_MIB)
 void fp_pool_opts_default(fp_pool_opts *o);
 
 /* The cap in bytes that the options imply; SIZE_MAX when there is none. */
@@ -106,6 +112,9 @@ typedef struct fp_backend {
      * must make sure the device has finished all work queued before
      * that free before it unmaps. */
     int (*unmap)(void *ctx, uint64_t addr, size_t size, uint64_t freed_at);
+    /* Optional: the bytes the device has free now, as the driver counts
+     * them (SIZE_MAX: unknown), for vmm_headroom.  May be NULL. */
+    size_t (*device_free)(void *ctx);
 } fp_backend;
 
 /* The largest request the pool serves; a larger one fails at once (no
@@ -147,16 +156,18 @@ typedef struct fp_pool_stats {
     uint64_t num_map_calls;              /* backend map calls (VMM)            */
     uint64_t num_unmap_calls;            /* backend unmap calls (VMM)          */
     uint64_t num_reclaims;               /* times idle pages were taken back   */
-    /* (the FP_POOL_NCOUNTS counters num_allocs .. num_reclaims are one run) */
+    uint64_t num_headroom_reclaims;      /* of those, for vmm_headroom         */
+    /* (the FP_POOL_NCOUNTS counters num_allocs .. num_headroom_reclaims are one run) */
     size_t page_size;                    /* VMM page; 0 in the classic mode    */
     size_t largest_free;                 /* largest free block now             */
     size_t largest_free_at_peak;         /* largest free block at peak allocated*/
 } fp_pool_stats;
 
-#define FP_POOL_NCOUNTS 12 /* num_allocs .. num_reclaims */
-_Static_assert(offsetof(fp_pool_stats, num_reclaims) - offsetof(fp_pool_stats, num_allocs) ==
+#define FP_POOL_NCOUNTS 13 /* num_allocs .. num_headroom_reclaims */
+_Static_assert(offsetof(fp_pool_stats, num_headroom_reclaims) -
+                       offsetof(fp_pool_stats, num_allocs) ==
                    (FP_POOL_NCOUNTS - 1) * sizeof(uint64_t),
-               "the counters num_allocs .. num_reclaims are one run of uint64_t");
+               "the counters num_allocs .. num_headroom_reclaims are one run of uint64_t");
 
 /* ---- the pool ------------------------------------------------------------ */
 typedef struct fp_pool fp_pool;

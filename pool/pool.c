@@ -27,6 +27,7 @@ void fp_pool_opts_default(fp_pool_opts *o)
     o->max_split_size = SIZE_MAX;
     o->max_non_split_rounding = FP_LARGE_SEGMENT;
     o->expandable_segments = FP_VMM_AUTO;
+    o->vmm_headroom = FP_VMM_HEADROOM;
 }
 
 size_t fp_pool_opts_cap(const fp_pool_opts *o)

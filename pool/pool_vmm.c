@@ -8,7 +8,10 @@
  * device refuses new pages, idle pages (whole pages that no live block
  * touches) are unmapped, oldest free first, and the request maps its own;
  * empty_cache unmaps them all, and a caller's trim (fp_pool_trim) as many
- * as it needs, in the same order.  Every unmap names the newest free
+ * as it needs, in the same order.  So does a map that would leave the
+ * device less than vmm_headroom free (the backend's device_free): the
+ * driver's own needs (a kernel module loaded lazily, a larger local-memory
+ * stack, a library's own cudaMalloc) then find memory.  Every unmap names the newest free
  * stamp of the blocks that used it, so that the backend fences before it
  * gives the memory back.
  *
@@ -275,6 +278,21 @@ static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, s
     return 0;
 }
 
+/* vmm_headroom: before need more bytes are mapped, idle pages (never the
+ * request's own, [lo, hi) of s) are unmapped until the device keeps the
+ * headroom free, as far as there are idle pages; a soft limit, unlike the
+ * cap: without idle pages the map goes ahead. */
+static void keep_headroom(fp_pool *p, size_t need, const fp_segment *s, size_t lo, size_t hi)
+{
+    size_t room = p->opts.vmm_headroom && p->be.device_free ? p->be.device_free(p->be.ctx)
+                                                            : SIZE_MAX;
+    if (room == SIZE_MAX || room >= need + p->opts.vmm_headroom)
+        return;
+    size_t short_by = need + p->opts.vmm_headroom - room;
+    if (reclaim(p, short_by, s, lo, hi) > 0)
+        p->st.num_headroom_reclaims++;
+}
+
 int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
 {
     fp_segment *s = fp_segtab_find(&p->segs, addr);
@@ -292,6 +310,7 @@ int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
             return ENOMEM;
         }
     }
+    keep_headroom(p, need, s, lo, hi);
     for (size_t i = next_in_state(s, lo, hi, false); i < hi;) {
         size_t j = next_in_state(s, i, hi, true);
         int err = map_pages(p, s, i, j, lo, hi);

@@ -159,7 +159,7 @@ void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st,
 
 /* The pool's rows of the metric list for st (the list report/ owns):
  * fills rows (FP_POOL_NROWS of them) and returns the count. */
-#define FP_POOL_NROWS 16
+#define FP_POOL_NROWS 17
 size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS]);
 /* One row as the text summary shows it ("3 fences", "1.00 GiB largest free
  * block", "context events: yes"). */

@@ -89,6 +89,8 @@ static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
     X("unmap_calls", " unmap call", " unmap calls", FP_ROW_COUNT,             \
       num_unmap_calls)                                                        \
     X("reclaims", " reclaim", " reclaims", FP_ROW_COUNT, num_reclaims)        \
+    X("headroom_reclaims", " reclaim for headroom", " reclaims for headroom", \
+      FP_ROW_COUNT, num_headroom_reclaims)                                    \
     X("gc_releases", " GC release", " GC releases", FP_ROW_COUNT,             \
       num_gc_releases)                                                        \
     X("invalid_frees", " invalid free", " invalid frees", FP_ROW_COUNT,       \
@@ -433,6 +435,11 @@ static void fp_text_segments(fp_sink *s, const fp_dev_report *d)
     fp_puts(o, " unmaps, ");
     fp_put_u64(o, st->num_reclaims);
     fp_puts(o, " reclaims");
+    if (st->num_headroom_reclaims) {
+        fp_puts(o, " (");
+        fp_put_u64(o, st->num_headroom_reclaims);
+        fp_puts(o, " to leave the driver its headroom)");
+    }
     fp_val_end(&v, s, NULL);
 }
 
@@ -579,7 +586,8 @@ int fp_summary_row_in_prose(const char *key)
         "largest_free_block", "largest_free_block_at_peak", /* Largest free block */
         "fragmentation",                                    /* Fragmentation at peak */
         "cache_hits", "allocs",                             /* Served from cache */
-        "page_size", "map_calls", "unmap_calls", "reclaims" /* Segments */
+        "page_size", "map_calls", "unmap_calls", "reclaims",  /* Segments */
+        "headroom_reclaims"
     };
     for (size_t i = 0; i < sizeof prose / sizeof *prose; i++)
         if (!strcmp(key, prose[i]))

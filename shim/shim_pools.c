@@ -150,6 +150,19 @@ static int be_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
     return err;
 }
 
+/* vmm_headroom: the device's free memory as the driver counts it (the
+ * real cuMemGetInfo, not fragpool's answer), asked only in the pool's own
+ * context; SIZE_MAX (unknown) elsewhere. */
+static size_t be_device_free(void *ud)
+{
+    CUcontext cur = NULL;
+    size_t fr = 0, total = 0;
+    if (!fp_real.cuMemGetInfo_v2 || fp_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS ||
+        cur != ((fp_ctx_pool *)ud)->ctx || fp_real.cuMemGetInfo_v2(&fr, &total) != CUDA_SUCCESS)
+        return SIZE_MAX;
+    return fr;
+}
+
 /* Said once, when expandable_segments:True was asked for by name: the
  * driver cannot map pages here.  The default says nothing (the summary
  * says which segments ran and why). */
@@ -247,6 +260,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         be.free_va = be_free_va;
         be.map = be_map;
         be.unmap = be_unmap;
+        be.device_free = be_device_free;
     }
     d->ctx = ctx;
     d->dev = dev;

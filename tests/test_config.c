@@ -30,7 +30,7 @@
               "meminfo_counts_cache, debug_check, free_policy, " \
               "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
               "trace, record_mb, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, " \
-              "expandable_segments, vmm_page_mb, vmm_reserve_mb, " \
+              "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, " \
               "host_pool, host_max_reserved_mb, host_max_cached_mb, " \
               "pinned_max_cached_size_mb"
 #define MSS "must be an integer number of MiB >= 21 (up to 17592186044415), " \
@@ -119,7 +119,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "ipc_export:fragpool,own_segment_mb:off," \
                  "snapshot:off,trace_stacks:0,tools:passthrough," \
                  "expandable_segments:auto,vmm_page_mb:granularity," \
-                 "vmm_reserve_mb:device,host_pool:1," \
+                 "vmm_reserve_mb:device,vmm_headroom_mb:64,host_pool:1," \
                  "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited," \
                  "pinned_max_cached_size_mb:unlimited"
 
@@ -162,7 +162,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 28);
+    assert_int_equal(fp_conf_noptions(), 29);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);

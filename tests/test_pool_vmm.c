@@ -8,7 +8,8 @@
  * newest free stamp of its pages; max_split_size with VMM strands
  * nothing; empty_cache; destroy; a new range when one is full; a fresh
  * range for a block too fresh for the caller; fallback to classic
- * segments without VMM ops; a randomized run under a cap.
+ * segments without VMM ops; a randomized run under a cap; the headroom
+ * left free for the driver (vmm_headroom), and none when it is off.
  *
  * Every pool call is followed by fp_pool_check, which verifies the page
  * accounting, by a comparison of the pool's reserved bytes with the
@@ -44,6 +45,7 @@ typedef struct mock {
     int nva;
     unsigned char mapped[MAXPAGES];
     size_t mapped_pages, capacity_pages; /* capacity: SIZE_MAX = none  */
+    size_t outside_pages;        /* taken by "the driver", not the pool */
     uint64_t maps, unmaps, bad;
     uint64_t last_unmap_addr, last_unmap_stamp;
     size_t last_unmap_size;
@@ -102,7 +104,8 @@ static int m_map(void *ctx, uint64_t addr, size_t size)
     if (addr % PAGE || size % PAGE || !size || !in_va(m, addr, size))
         return m->bad++, EINVAL;
     size_t n = size / PAGE;
-    if (m->capacity_pages != SIZE_MAX && m->mapped_pages + n > m->capacity_pages)
+    if (m->capacity_pages != SIZE_MAX &&
+        m->mapped_pages + m->outside_pages + n > m->capacity_pages)
         return ENOMEM;
     for (size_t k = page_index(addr); k < page_index(addr) + n; k++) {
         if (m->mapped[k])
@@ -130,6 +133,15 @@ static int m_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
     m->last_unmap_size = size;
     m->last_unmap_stamp = freed_at;
     return 0;
+}
+
+/* The device's free bytes, as cuMemGetInfo counts them. */
+static size_t m_device_free(void *ctx)
+{
+    mock *m = ctx;
+    if (m->capacity_pages == SIZE_MAX)
+        return SIZE_MAX;
+    return (m->capacity_pages - m->mapped_pages - m->outside_pages) * PAGE;
 }
 
 static int m_reserve(void *ctx, size_t size, uint64_t *addr)
@@ -253,6 +265,80 @@ static void finish(fp_pool *p, mock *m)
 }
 
 /* ---- the tests ---------------------------------------------------------------- */
+
+/* A pool with the backend's device_free and a headroom of headroom bytes. */
+static fp_pool *make_headroom(mock *m, size_t headroom)
+{
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.expandable_segments = 1;
+    o.vmm_reserve = 1 * GiB;
+    o.vmm_headroom = headroom;
+    fp_backend be = backend(m);
+    be.device_free = m_device_free;
+    fp_pool *p = NULL;
+    assert_int_equal(fp_pool_create(&o, &be, &p), 0);
+    return p;
+}
+
+/* A device of 120 pages, 4 of them the driver's; A and B (30 pages each)
+ * mapped, A freed.  C (50 pages) fits on the device, but would leave it
+ * 6 pages free, under the headroom of 16: 10 of A's idle pages are
+ * unmapped first, oldest free first, and 16 pages stay free.  With no
+ * idle page left the limit is soft: D maps into the headroom. */
+static void keeps_headroom_for_the_driver(void **state)
+{
+    (void)state;
+    mock *m = mock_new(120);
+    m->outside_pages = 4;
+    fp_pool *p = make_headroom(m, 16 * PAGE);
+    uint64_t a = alloc(p, m, 60 * MiB), b = alloc(p, m, 60 * MiB);
+    uint64_t stamp = release(p, m, a);
+    uint64_t c = alloc(p, m, 100 * MiB);
+    assert_int_equal(c, BASE + 120 * MiB);
+    assert_int_equal(m_device_free(m), 16 * PAGE);
+    assert_int_equal(m->mapped_pages, 20 + 30 + 50);
+    assert_int_equal(m->last_unmap_stamp, stamp);
+    fp_pool_stats st = stats(p);
+    assert_int_equal(st.num_headroom_reclaims, 1);
+    assert_int_equal(st.num_reclaims, 1);
+    /* A's pages 10-29 are idle.  E (20 pages) lands on A's pages 0-19:
+     * its 10 unmapped ones are paid for with 20-29, outside E. */
+    uint64_t e = alloc(p, m, 40 * MiB);
+    assert_int_equal(e, BASE);
+    assert_int_equal(m->last_unmap_addr, BASE + 40 * MiB);
+    assert_int_equal(m_device_free(m), 16 * PAGE);
+    assert_int_equal(stats(p).num_headroom_reclaims, 2);
+    uint64_t d = alloc(p, m, 8 * MiB); /* 4 new pages, nothing idle */
+    assert_int_equal(m_device_free(m), 12 * PAGE);
+    assert_int_equal(stats(p).num_headroom_reclaims, 2);
+    release(p, m, b);
+    release(p, m, c);
+    release(p, m, d);
+    release(p, m, e);
+    finish(p, m);
+}
+
+/* vmm_headroom:off, or a backend that cannot tell: the device is filled
+ * to its last page before anything idle is taken back. */
+static void headroom_off_fills_the_device(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        mock *m = mock_new(120);
+        m->outside_pages = 4;
+        fp_pool *p = k ? make(m, 1 * GiB, 0, 0) : make_headroom(m, 0);
+        uint64_t a = alloc(p, m, 60 * MiB), b = alloc(p, m, 60 * MiB);
+        release(p, m, a);
+        uint64_t c = alloc(p, m, 100 * MiB);
+        assert_int_equal(m_device_free(m), 6 * PAGE);
+        assert_int_equal(m->unmaps, 0);
+        assert_int_equal(stats(p).num_headroom_reclaims, 0);
+        release(p, m, b);
+        release(p, m, c);
+        finish(p, m);
+    }
+}
 
 static void maps_on_demand_and_keeps_pages(void **state)
 {
@@ -542,6 +628,8 @@ int main(void)
         cmocka_unit_test(too_fresh_gets_own_range),
         cmocka_unit_test(falls_back_without_vmm_ops),
         cmocka_unit_test(randomized_under_cap),
+        cmocka_unit_test(keeps_headroom_for_the_driver),
+        cmocka_unit_test(headroom_off_fills_the_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

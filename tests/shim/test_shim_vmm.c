@@ -20,6 +20,9 @@
  *           after.
  *   page    vmm_page_mb:3 (not a multiple of 2 MiB): still serves; ctest
  *           checks the one line that says so.
+ *   headroom, headroom_off  a 128 MiB device, vmm_headroom_mb:32 or off:
+ *           a map that would leave less than 32 MiB free takes idle pages
+ *           back first; off, the pool maps on.
  * The summary JSON of the default and cap runs is checked by ctest too
  * (map/unmap/reclaim counts, host waits before unmap).
  */
@@ -395,6 +398,45 @@ static void reclaim_during_capture_keeps_pages(void **state)
     CU(cuStreamDestroy(s));
 }
 
+/* ---- headroom left for the driver ------------------------------------------ */
+
+/* A 128 MiB device.  a (40 MiB) and l (10 MiB) mapped, a freed; b (60
+ * MiB) fits only past l, on new pages.  With vmm_headroom_mb:32 the
+ * device would keep 18 MiB free: 14 MiB of a's idle pages go first, and
+ * 32 MiB stay free for the driver.  With it off the pool maps on and the
+ * device keeps 18 MiB.  Live data stays intact either way. */
+static void headroom_case(size_t want_in_use)
+{
+    init();
+    fpsim_reset_stats(0);
+    CUdeviceptr a, l, b;
+    CU(cuMemAlloc_v2(&a, 40 * MIB));
+    CU(cuMemAlloc_v2(&l, 10 * MIB));
+    fill(l, 10 * MIB, 0x5555);
+    CU(cuMemFree_v2(a));
+    CU(cuMemAlloc_v2(&b, 60 * MIB));
+    fill(b, 60 * MIB, 0x6666);
+    check_fill(l, 10 * MIB, 0x5555);
+    fpsim_counts k;
+    assert_int_equal(fpsim_stats(0, &k), 0);
+    printf("headroom: the device holds %.0f MiB of 128\n", k.bytes_in_use / (double)MIB);
+    assert_int_equal(k.bytes_in_use, want_in_use);
+    CU(cuMemFree_v2(b));
+    CU(cuMemFree_v2(l));
+}
+
+static void headroom_kept_for_the_driver(void **state)
+{
+    (void)state;
+    headroom_case(96 * MIB);
+}
+
+static void headroom_off_fills_on(void **state)
+{
+    (void)state;
+    headroom_case(110 * MIB);
+}
+
 static void odd_page_still_serves(void **state)
 {
     (void)state;
@@ -421,6 +463,12 @@ int main(int argc, char **argv)
     const struct CMUnitTest own[] = {cmocka_unit_test(own_segment_is_exportable)};
     const struct CMUnitTest page[] = {cmocka_unit_test(odd_page_still_serves)};
     const struct CMUnitTest peers[] = {cmocka_unit_test(peer_access_every_range)};
+    const struct CMUnitTest headroom[] = {cmocka_unit_test(headroom_kept_for_the_driver)};
+    const struct CMUnitTest headroom_off[] = {cmocka_unit_test(headroom_off_fills_on)};
+    if (!strcmp(mode, "headroom"))
+        return cmocka_run_group_tests(headroom, NULL, NULL);
+    if (!strcmp(mode, "headroom_off"))
+        return cmocka_run_group_tests(headroom_off, NULL, NULL);
     if (!strcmp(mode, "peers"))
         return cmocka_run_group_tests(peers, NULL, NULL);
     if (!strcmp(mode, "cap"))
