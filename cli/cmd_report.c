@@ -218,6 +218,9 @@ typedef struct segmap {
     fp_html_segment *segs;
     fp_html_block *blocks;
     size_t nsegs, capsegs, nblocks, capblocks;
+    fp_html_range *ranges;   /* virtual-memory segments: their pages */
+    fp_html_run *runs;
+    size_t nranges, capranges, nruns, capruns;
     int err;
 } segmap;
 
@@ -243,6 +246,20 @@ static void on_segment(void *ud, uint64_t addr, size_t size, int small,
         m->blocks[m->nblocks++] = (fp_html_block){b[i].size, b[i].requested, b[i].state};
 }
 
+static void on_page_run(void *ud, const fp_page_run *r)
+{
+    segmap *m = ud;
+    int fresh = !m->nranges || m->ranges[m->nranges - 1].addr != r->range;
+    if (m->err || (fresh && (m->err = grow((void **)&m->ranges, &m->capranges, m->nranges + 1,
+                                           sizeof *m->ranges))) ||
+        (m->err = grow((void **)&m->runs, &m->capruns, m->nruns + 1, sizeof *m->runs)))
+        return;
+    if (fresh)
+        m->ranges[m->nranges++] = (fp_html_range){r->range, r->range_size, r->small, m->nruns, 0};
+    m->runs[m->nruns++] = (fp_html_run){r->size, r->mapped};
+    m->ranges[m->nranges - 1].n++;
+}
+
 static int stop_at(void *ud, fp_pool *p, size_t i, int refused)
 {
     (void)p, (void)refused;
@@ -262,6 +279,7 @@ static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t e
     if (err)
         return err;
     fp_pool_walk(p, on_segment, m);
+    fp_pool_walk_pages(p, on_page_run, m);
     fp_pool_destroy(p, 1);
     return m->err;
 }
@@ -371,7 +389,8 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
         .budget = a->budget, .step = rp->tl.step, .npoints = rp->tl.npoints,
         .allocated_max = rp->tl.amax, .reserved_max = rp->tl.rmax, .snapshot_what = what,
         .snapshot_event = ev, .segs = rp->map.segs, .nsegs = rp->map.nsegs,
-        .blocks = rp->map.blocks, .hist_count = rp->count, .hist_bytes = rp->bytes,
+        .blocks = rp->map.blocks, .ranges = rp->map.ranges, .nranges = rp->map.nranges,
+        .runs = rp->map.runs, .hist_count = rp->count, .hist_bytes = rp->bytes,
         .summary_json = rp->sum.json, .summary_json_len = rp->sum.json_len,
         .summary_text = rp->sum.text, .summary_text_len = rp->sum.text_len};
     return err;
@@ -383,6 +402,8 @@ static void trace_report_free(trace_report *rp)
     free(rp->tl.rmax);
     free(rp->map.segs);
     free(rp->map.blocks);
+    free(rp->map.ranges);
+    free(rp->map.runs);
     free(rp->sum.json);
     free(rp->sum.text);
 }

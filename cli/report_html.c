@@ -72,6 +72,29 @@ static void emit_segment(fp_json *j, const fp_html_page *pg, const fp_html_segme
     fp_json_end_obj(j);
 }
 
+/* A range: its runs of mapped and unmapped pages up to its last mapped
+ * one ("r": size, mapped; per run), and "t", the address space after it
+ * that was never needed. */
+static void emit_range(fp_json *j, const fp_html_page *pg, const fp_html_range *r)
+{
+    size_t n = r->n, used = 0;
+    while (n && !pg->runs[r->first + n - 1].mapped)
+        n--;
+    fp_json_obj(j, NULL);
+    fp_json_hex(j, "a", r->addr);
+    fp_json_u64(j, "s", r->size);
+    fp_json_u64(j, "p", (uint64_t)r->small);
+    fp_json_arr(j, "r");
+    for (size_t i = r->first; i < r->first + n; i++) {
+        fp_json_u64(j, NULL, pg->runs[i].size);
+        fp_json_u64(j, NULL, (uint64_t)pg->runs[i].mapped);
+        used += pg->runs[i].size;
+    }
+    fp_json_end_arr(j);
+    fp_json_u64(j, "t", r->size - used);
+    fp_json_end_obj(j);
+}
+
 static void emit_trace_parts(fp_json *j, const fp_html_page *pg)
 {
     if (pg->npoints) {
@@ -90,6 +113,12 @@ static void emit_trace_parts(fp_json *j, const fp_html_page *pg)
         for (size_t i = 0; i < pg->nsegs; i++)
             emit_segment(j, pg, &pg->segs[i]);
         fp_json_end_arr(j);
+        if (pg->nranges) {
+            fp_json_arr(j, "ranges");
+            for (size_t i = 0; i < pg->nranges; i++)
+                emit_range(j, pg, &pg->ranges[i]);
+            fp_json_end_arr(j);
+        }
     }
     if (pg->hist_count && pg->hist_bytes) {
         fp_json_obj(j, "histogram");

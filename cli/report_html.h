@@ -25,6 +25,19 @@ typedef struct fp_html_segment {
     size_t first, n;     /* its blocks: blocks[first .. first+n)  */
 } fp_html_segment;
 
+/* Virtual-memory segments: a reserved range and its runs of pages. */
+typedef struct fp_html_run {
+    size_t size;         /* whole pages                           */
+    int mapped;          /* 1: physical pages behind them         */
+} fp_html_run;
+
+typedef struct fp_html_range {
+    uint64_t addr;       /* the range's first byte                */
+    size_t size;         /* its address space                     */
+    int small;           /* 1: small pool                         */
+    size_t first, n;     /* its runs: runs[first .. first+n), in address order */
+} fp_html_range;
+
 typedef struct fp_html_page {
     const char *title;        /* the input's file name                       */
     const char *subtitle;     /* one line: what was replayed, how            */
@@ -39,6 +52,9 @@ typedef struct fp_html_page {
     const fp_html_segment *segs;
     size_t nsegs;
     const fp_html_block *blocks;
+    const fp_html_range *ranges; /* virtual-memory segments at the same event */
+    size_t nranges;
+    const fp_html_run *runs;
     const uint64_t *hist_count, *hist_bytes; /* FP_HIST_BINS each, or NULL   */
     /* both inputs */
     const char *summary_json; /* a JSON summary (docs/summary.md), or NULL    */

@@ -318,9 +318,18 @@ int  fp_pool_lock_free(fp_pool *p);
 
 /* 1 when the pool serves from virtual-memory segments. */
 int  fp_pool_is_vmm(const fp_pool *p);
-/* Walk the pages of every virtual-memory segment: fn gets each run of
- * pages that are all mapped or all unmapped, in address order. */
-typedef void (*fp_page_fn)(void *ud, uint64_t addr, size_t size, int mapped);
+/* Walk the pages of every virtual-memory segment (a reserved range): fn
+ * gets each run of pages that are all mapped or all unmapped, in address
+ * order, with the range it lies in. */
+typedef struct fp_page_run {
+    uint64_t addr;        /* the run's first byte                     */
+    size_t   size;        /* whole pages                              */
+    int      mapped;      /* 1: backed by physical pages              */
+    int      small;       /* the range serves the small pool          */
+    uint64_t range;       /* the range's first byte                   */
+    size_t   range_size;  /* the range's bytes of address space       */
+} fp_page_run;
+typedef void (*fp_page_fn)(void *ud, const fp_page_run *run);
 void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud);
 
 /* ---- the record of requests (pool_record.c, docs/advice.md) ------------

@@ -390,7 +390,10 @@ void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud)
         for (size_t i = 0; i < s->npages;) {
             bool m = is_mapped(s, i);
             size_t j = next_in_state(s, i, s->npages, !m);
-            fn(ud, s->addr + i * s->page, (j - i) * s->page, m);
+            fp_page_run r = {.addr = s->addr + i * s->page, .size = (j - i) * s->page,
+                             .mapped = m, .small = s->small, .range = s->addr,
+                             .range_size = s->size};
+            fn(ud, &r);
             i = j;
         }
     }

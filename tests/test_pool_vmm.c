@@ -14,10 +14,12 @@
  * Every pool call is followed by fp_pool_check, which verifies the page
  * accounting, by a comparison of the pool's reserved bytes with the
  * pages the mock holds mapped, by the walk (one segment per run of mapped
- * pages, blocks clipped to it, every page mapped in the mock), and by
- * "largest free block" against the largest free run the walk shows.  The mock flags any map of a page already
- * mapped, any unmap of a page not mapped, any misaligned range, and any
- * map outside a reserved range.
+ * pages, blocks clipped to it, every page mapped in the mock), by the page
+ * walk (each range tiled by runs all mapped or all unmapped in the mock),
+ * and by "largest free block" against the largest free run the walk
+ * shows.  The mock flags any map of a page already mapped, any unmap of a
+ * page not mapped, any misaligned range, and any map outside a reserved
+ * range.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -215,6 +217,32 @@ static void on_segment(void *ud, uint64_t addr, size_t size, int small,
         assert_true(w->m->mapped[page_index(a)]);
 }
 
+/* What the page walk shows: every range tiled by its runs from its first
+ * byte, each run all mapped or all unmapped as the mock holds it. */
+typedef struct paged {
+    const mock *m;
+    uint64_t range, next; /* the range walked now, where its next run starts */
+    size_t mapped;        /* bytes in mapped runs */
+} paged;
+
+static void on_run(void *ud, const fp_page_run *r)
+{
+    paged *w = ud;
+    if (r->range != w->range) { /* a new range starts at its first byte */
+        assert_int_equal(r->addr, r->range);
+        w->range = r->range;
+        w->next = r->range;
+    }
+    assert_int_equal(r->addr, w->next);
+    assert_int_equal(r->size % PAGE, 0);
+    assert_true(r->size > 0 && r->addr + r->size <= r->range + r->range_size);
+    for (uint64_t a = r->addr; a < r->addr + r->size; a += PAGE)
+        assert_int_equal(w->m->mapped[page_index(a)], r->mapped);
+    w->next = r->addr + r->size;
+    if (r->mapped)
+        w->mapped += r->size;
+}
+
 /* The checker; the pool's reserved bytes against the mock's pages; the
  * walk against both; and "largest free block" as the longest free run in
  * mapped pages, found the slow way. */
@@ -231,6 +259,9 @@ static void check(fp_pool *p, const mock *m)
     fp_pool_stats st;
     fp_pool_get_stats(p, &st);
     assert_int_equal(st.largest_free, w.largest_free);
+    paged pw = {m, 0, 0, 0};
+    fp_pool_walk_pages(p, on_run, &pw);
+    assert_int_equal(pw.mapped, m->mapped_pages * PAGE);
 }
 
 static uint64_t alloc(fp_pool *p, const mock *m, size_t size)

@@ -12,7 +12,9 @@
 # error and no Content-Security-Policy refusal (the page may fetch
 # nothing).  Then the same for a page built from a JSON summary, and a
 # negative control: a copy of the page with an injected error must fail
-# the same checks.  With --screenshot, also writes a PNG of the page.
+# the same checks.  The default (virtual-memory segments) draws each
+# range's pages; the classic pool's page does not.  With --screenshot,
+# also writes a PNG of the page.
 #
 # Exit: 0 pass, 1 fail, 77 skip (no chromium; ctest SKIP_RETURN_CODE).
 set -eu
@@ -90,6 +92,22 @@ bars=$(count 'class="bar count"' "$WORK/report.dom")
 bbars=$(count 'class="bar bytes"' "$WORK/report.dom")
 if [ "$bars" -ge 10 ] && [ "$bars" = "$bbars" ]; then pass "histogram: $bars size classes"
 else fail "histogram: $bars count bars, $bbars byte bars"; fi
+
+# Virtual-memory segments (the default): one row of pages per range,
+# mapped runs drawn; the classic pool's page has no such rows.
+ranges=$(grep -o 'data-ranges="[0-9]*"' "$WORK/report.dom" | sed 's/[^0-9]//g')
+rrows=$(count 'class="range-row"' "$WORK/report.dom")
+mruns=$(count 'class="run mapped"' "$WORK/report.dom")
+if [ "${ranges:-0}" -gt 0 ] && [ "$rrows" = "$ranges" ] && [ "$mruns" -gt 0 ]; then
+    pass "pages: $rrows ranges, $mruns mapped runs"
+else fail "pages: $rrows range rows for ${ranges:-?} ranges, $mruns mapped runs"; fi
+"$FRAGPOOL" report "$TRACE" --conf expandable_segments:False -o "$WORK/classic.html" >/dev/null
+browse "$WORK/classic.html" "$WORK/classic.dom" "$WORK/classic.log"
+common_checks classic "$WORK/classic.dom" "$WORK/classic.log"
+if [ "$(count 'class="range-row"' "$WORK/classic.dom")" = 0 ] &&
+   [ "$(count 'class="seg-row"' "$WORK/classic.dom")" -gt 2 ]; then
+    pass "classic: segments, no pages"
+else fail "classic: $(count 'class="range-row"' "$WORK/classic.dom") range rows"; fi
 
 # 2. A report of a JSON summary: the table, and no trace-only parts.
 "$FRAGPOOL" report "$WORK/summary.json" -o "$WORK/summary.html" >/dev/null
