@@ -17,6 +17,8 @@
 #include "fp_report.h"
 #include "fp_jread.h"
 #include "fp_merge.h"
+#include "fp_advise.h"
+#include "fp_emit.h"
 #include "fp_trace.h"
 #include "report_html.h"
 #include "fp_file.h"
@@ -345,7 +347,39 @@ typedef struct trace_report {
     summaries sum;
     uint64_t count[FP_HIST_BINS], bytes[FP_HIST_BINS];
     char subtitle[512];
+    char finding[2048];
 } trace_report;
+
+/* The page's lead: fragmentation at peak, the OOMs under a budget, and the
+ * verdict `fragpool tune` gives on the same trace and budget, with the
+ * lines to paste. */
+static void make_finding(const fp_trace *t, const fp_conf *c, size_t budget,
+                         const fp_replay_result *r, char *out, size_t n)
+{
+    fp_sink s = fp_sink_buffer(out, n);
+    int64_t res = r->stats.reserved_bytes[FP_ALL].peak, al = r->stats.allocated_bytes[FP_ALL].peak;
+    char a[32], b[32], line[160];
+    fp_format_size((size_t)res, a);
+    fp_format_size((size_t)al, b);
+    snprintf(line, sizeof line, "Fragmentation at peak: %.1f%% (peak reserved %s for peak "
+             "allocated %s).", res > 0 ? 100.0 * (1.0 - (double)al / (double)res) : 0.0, a, b);
+    fp_puts(&s, line);
+    if (budget) {
+        fp_format_size(budget, a);
+        snprintf(line, sizeof line, " %zu allocation%s failed in a budget of %s.", r->ooms,
+                 r->ooms == 1 ? "" : "s", a);
+        fp_puts(&s, line);
+    }
+    fp_putc(&s, '\n');
+    fp_advice v;
+    fp_advice_req req = {.budget = budget, .current = c};
+    if (fp_advise(t, &req, &v)) {
+        fp_puts(&s, "verdict: none proven \xe2\x80\x94 out of host memory for the replays\n");
+        return;
+    }
+    fp_advice_put(&s, &v, "verdict: ", "this trace");
+    fp_advice_put_paste(&s, &v);
+}
 
 static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, trace_report *rp,
                    fp_html_page *pg)
@@ -358,6 +392,8 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
         return err;
     err = make_summaries(p, &r, c, a->budget, &rp->sum);
     fp_pool_destroy(p, 1);
+    if (!err)
+        make_finding(t, c, a->budget, &r, rp->finding, sizeof rp->finding);
     size_t ev;
     const char *what;
     if (pick_event(a->at, &rp->tl, t->n, &ev, &what)) {
@@ -385,7 +421,8 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
              has_env || has_conf ? "" : "fragpool's defaults", budget, r.ooms,
              r.ooms == 1 ? "" : "s");
     *pg = (fp_html_page){
-        .title = base_name(a->input), .subtitle = rp->subtitle, .events = t->n,
+        .title = base_name(a->input), .subtitle = rp->subtitle, .finding = rp->finding,
+        .events = t->n,
         .budget = a->budget, .step = rp->tl.step, .npoints = rp->tl.npoints,
         .allocated_max = rp->tl.amax, .reserved_max = rp->tl.rmax, .snapshot_what = what,
         .snapshot_event = ev, .segs = rp->map.segs, .nsegs = rp->map.nsegs,

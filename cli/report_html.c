@@ -3,7 +3,7 @@
  * The page is the template cli/report_page.html, compiled into the binary
  * as bytes (cli/CMakeLists.txt turns it into report_page.inc).  The writer
  * copies it and replaces each marker "<!--fp:NAME-->" with generated text:
- * TITLE and SUBTITLE (HTML-escaped), TEXT (the text summary, HTML-escaped)
+ * TITLE, SUBTITLE and FINDING (HTML-escaped), TEXT (the text summary, HTML-escaped)
  * and DATA (JSON blocks in <script type="application/json">, read by the
  * page's own script).  The data is written with report/'s JSON writer.
  *
@@ -183,6 +183,8 @@ static void put_marker(FILE *f, const char *name, size_t n, const fp_html_page *
         put_str(f, pg->title);
     else if (n == 8 && !memcmp(name, "SUBTITLE", 8))
         put_str(f, pg->subtitle);
+    else if (n == 7 && !memcmp(name, "FINDING", 7) && pg->finding)
+        put_str(f, pg->finding);
     else if (n == 4 && !memcmp(name, "TEXT", 4) && pg->summary_text)
         put_html_text(f, pg->summary_text, pg->summary_text_len);
     else if (n == 4 && !memcmp(name, "DATA", 4))

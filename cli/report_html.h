@@ -41,6 +41,8 @@ typedef struct fp_html_range {
 typedef struct fp_html_page {
     const char *title;        /* the input's file name                       */
     const char *subtitle;     /* one line: what was replayed, how            */
+    const char *finding;      /* the page's lead: fragmentation, OOMs and the
+                                 verdict on the setting; NULL: none          */
     /* trace input only (NULL/0 otherwise) */
     size_t events;            /* events replayed                             */
     size_t budget;            /* 0 = none                                    */

@@ -12,7 +12,8 @@
 # error and no Content-Security-Policy refusal (the page may fetch
 # nothing).  Then the same for a page built from a JSON summary, and a
 # negative control: a copy of the page with an injected error must fail
-# the same checks.  The default (virtual-memory segments) draws each
+# the same checks.  The page leads with the finding (fragmentation at peak
+# and tune's verdict).  The default (virtual-memory segments) draws each
 # range's pages; the classic pool's page does not.  With --screenshot,
 # also writes a PNG of the page.
 #
@@ -93,6 +94,11 @@ bbars=$(count 'class="bar bytes"' "$WORK/report.dom")
 if [ "$bars" -ge 10 ] && [ "$bars" = "$bbars" ]; then pass "histogram: $bars size classes"
 else fail "histogram: $bars count bars, $bbars byte bars"; fi
 
+# The page leads with the finding: fragmentation and tune's verdict.
+if grep -q '<div class="finding" id="finding">Fragmentation at peak: [0-9.]*% (peak reserved' "$WORK/report.dom" &&
+   grep -q '^verdict: ' "$WORK/report.dom"; then pass "finding: fragmentation and the verdict"
+else fail "finding: no fragmentation line or verdict at the top"; fi
+
 # Virtual-memory segments (the default): one row of pages per range,
 # mapped runs drawn; the classic pool's page has no such rows.
 ranges=$(grep -o 'data-ranges="[0-9]*"' "$WORK/report.dom" | sed 's/[^0-9]//g')
@@ -115,6 +121,8 @@ browse "$WORK/summary.html" "$WORK/summary.dom" "$WORK/summary.log"
 common_checks summary "$WORK/summary.dom" "$WORK/summary.log"
 if [ "$(count 'class="seg-row"' "$WORK/summary.dom")" = 0 ]; then pass "summary: no segment map"
 else fail "summary: a segment map from nowhere"; fi
+if grep -q '<div class="finding" id="finding" hidden="">' "$WORK/summary.dom"; then pass "summary: no finding"
+else fail "summary: a finding shown without a trace"; fi
 
 # 3. Negative control: the checks must catch a script error.
 sed 's|drawSummary(sum);|drawSummary(sum); null.boom();|' "$WORK/report.html" >"$WORK/broken.html"
