@@ -12,6 +12,7 @@
 #include "fp_advise.h"
 #include "fp_report.h"
 #include "fp_trace.h"
+#include "fp_vec.h"
 #include "fp_file.h"
 #include "fp_snapshot.h"
 #include <errno.h>
@@ -231,16 +232,12 @@ static void push(entries *e, unsigned action, uint64_t addr, uint64_t size, size
 {
     if (e->err)
         return;
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 4096;
-        fp_snap_entry *v = cap > SIZE_MAX / sizeof *v ? NULL : realloc(e->v, cap * sizeof *v);
-        if (!v) {
-            e->err = ENOMEM;
-            return;
-        }
-        e->v = v;
-        e->cap = cap;
+    fp_snap_entry *v = fp_vec_grow(e->v, &e->cap, e->n + 1, sizeof *v, 4096);
+    if (!v) {
+        e->err = ENOMEM;
+        return;
     }
+    e->v = v;
     uint64_t stream = action <= FP_SNAP_FREE_COMPLETED || action == FP_SNAP_OOM
                       ? e->t->ev[event].stream : 0;
     e->v[e->n++] = (fp_snap_entry){.addr = addr, .size = size, .stream = stream,

@@ -21,6 +21,7 @@
  *  - every page a live block touches is mapped;
  *  - the reserved stat == sum over segments of fp_segment_held().
  */
+#include "fp_vec.h"
 #include "pool_stats.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -160,7 +161,7 @@ static int by_stamp(const void *a, const void *b)
 }
 
 /* Every idle run of mapped pages, oldest free first.  *n gets the count;
- * NULL when there are none or no memory for the list. */
+ * NULL when there are none.  Out of host memory, the runs found so far. */
 static idle_run *collect_idle(fp_pool *p, size_t *n)
 {
     size_t cap = 0;
@@ -173,17 +174,14 @@ static idle_run *collect_idle(fp_pool *p, size_t *n)
             size_t lo, hi;
             if (b->state != FP_BLOCK_FREE || !idle_pages(s, b, &lo, &hi))
                 continue;
-            if (*n == cap) {
-                size_t ncap = cap ? cap * 2 : 64;
-                idle_run *nv = realloc(v, ncap * sizeof *nv);
-                if (!nv)
-                    return v;
-                v = nv;
-                cap = ncap;
-            }
+            idle_run *nv = fp_vec_grow(v, &cap, *n + 1, sizeof *v, 64);
+            if (!nv)
+                goto sort;
+            v = nv;
             v[(*n)++] = (idle_run){s, lo, hi, b->stamp};
         }
     }
+sort:
     if (*n)
         qsort(v, *n, sizeof *v, by_stamp);
     return v;

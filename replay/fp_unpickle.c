@@ -16,6 +16,7 @@
  * is where duplicate keys are settled and lookups are served.
  */
 #include "fp_unpickle.h"
+#include "fp_vec.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,14 +42,10 @@ typedef struct parser {
 
 static int push32(u32vec *a, uint32_t x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        uint32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            return ENOMEM;
-        a->v = v;
-        a->cap = cap;
-    }
+    uint32_t *v = fp_vec_grow(a->v, &a->cap, a->n + 1, sizeof *v, 256);
+    if (!v)
+        return ENOMEM;
+    a->v = v;
     a->v[a->n++] = x;
     return 0;
 }

@@ -53,6 +53,7 @@
 #include "shim_host.h"
 #include "fp_pool.h"
 #include "fp_report.h"
+#include "fp_vec.h"
 #include "shim_clock.h"
 #include "shim_defer.h"
 #include "shim_pools.h"
@@ -173,18 +174,10 @@ static size_t upper(uint64_t a)
 static int blocks_add(uint64_t addr, size_t size, unsigned flags)
 {
     pthread_mutex_lock(&H.blocks_lock);
-    int err = 0;
-    if (H.nblocks == H.capblocks) {
-        size_t ncap = H.capblocks ? 2 * H.capblocks : 256;
-        host_block *nb = realloc(H.blocks, ncap * sizeof *nb);
-        if (nb) {
-            H.blocks = nb;
-            H.capblocks = ncap;
-        } else {
-            err = ENOMEM;
-        }
-    }
-    if (!err) {
+    host_block *nb = fp_vec_grow(H.blocks, &H.capblocks, H.nblocks + 1, sizeof *nb, 256);
+    int err = nb ? 0 : ENOMEM;
+    if (nb) {
+        H.blocks = nb;
         size_t i = upper(addr);
         memmove(&H.blocks[i + 1], &H.blocks[i], (H.nblocks - i) * sizeof *H.blocks);
         H.blocks[i] = (host_block){addr, size, flags};

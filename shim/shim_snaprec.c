@@ -32,6 +32,7 @@
  * ranked list); a forked child records nothing; no CUDA call.
  */
 #include "shim_snaprec.h"
+#include "fp_vec.h"
 #include "shim_state.h"
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -219,14 +220,9 @@ void fp_snap_segment(int dev, char op, uint64_t addr, size_t size)
                                  : op == 'u' ? FP_SNAP_SEGMENT_UNMAP
                                              : FP_SNAP_SEGMENT_FREE};
     pthread_mutex_lock(&pend_lock);
-    if (npend == pend_cap) {
-        size_t cap = pend_cap ? pend_cap * 2 : 256;
-        fp_snap_entry *v = realloc(pend, cap * sizeof *v);
-        if (v) {
-            pend = v;
-            pend_cap = cap;
-        }
-    }
+    fp_snap_entry *v = fp_vec_grow(pend, &pend_cap, npend + 1, sizeof *v, 256);
+    if (v)
+        pend = v;
     if (npend < pend_cap)
         pend[npend++] = e;
     else
