@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifndef FP_CLI_TRACE
 #define FP_CLI_TRACE 1   /* replay, tune, report: 0 in a build without zlib */
@@ -24,6 +25,38 @@ int fp_cmd_merge(int argc, char **argv);
 int fp_cmd_report(int argc, char **argv);
 int fp_cmd_config(int argc, char **argv);
 int fp_cmd_snapshot(int argc, char **argv);
+
+/* ---- arguments (cli_args.c: one table for parsing and for help) ---- */
+/* One option of a subcommand: its spelling, the name of its argument
+ * (NULL: a flag), its help line, whether it must be given, and a check of
+ * its argument (NULL: none; 0, or 2 after one line on stderr). */
+typedef struct fp_cli_opt {
+    const char *name, *arg, *help;
+    int required;
+    int (*check)(const char *cmd, const char *value);
+} fp_cli_opt;
+/* A subcommand's arguments: its positional argument ("" none), and its
+ * options. */
+typedef struct fp_cli_spec {
+    const char *cmd, *positional;
+    const fp_cli_opt *opts;
+    size_t nopts;
+} fp_cli_spec;
+extern const fp_cli_spec fp_cli_demo, fp_cli_run, fp_cli_replay, fp_cli_tune, fp_cli_report,
+    fp_cli_snapshot, fp_cli_merge, fp_cli_config;
+/* argv[1..argc) by s: val[i] gets option i's argument ("" for a flag given,
+ * NULL when absent; s->nopts entries), *pos the positional argument.  0,
+ * or 2 after one line on stderr and the usage line (an unknown word, an
+ * option without its value, a second positional, a required one missing). */
+int fp_cli_parse(const fp_cli_spec *s, int argc, char **argv, const char **val, const char **pos);
+/* The value parsed for option name (NULL when absent or unknown). */
+const char *fp_cli_value(const fp_cli_spec *s, const char *const *val, const char *name);
+/* "TRACE [--conf K:V,...] ...", "usage: fragpool CMD ...\n", and one line
+ * per option (then what SIZE means, when an option takes one). */
+void fp_cli_put_synopsis(FILE *f, const fp_cli_spec *s);
+void fp_cli_usage(FILE *f, const fp_cli_spec *s);
+void fp_cli_put_options(FILE *f, const fp_cli_spec *s);
+#define FP_CLI_MAX_OPTS 8
 
 /* The summary of a replay, as the shim would write it: the pool p after
  * replaying, its result r, the settings c and the device budget. */

@@ -29,25 +29,15 @@ typedef struct replay_args {
 
 static int parse_args(int argc, char **argv, replay_args *a)
 {
+    const fp_cli_spec *s = &fp_cli_replay;
+    const char *val[FP_CLI_MAX_OPTS], *budget;
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--conf") && i + 1 < argc) {
-            a->conf = argv[++i];
-        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_budget("replay", argv[++i], &a->budget))
-                return 2;
-        } else if (!strcmp(argv[i], "--json")) {
-            a->json = 1;
-        } else if (argv[i][0] != '-' && !a->trace) {
-            a->trace = argv[i];
-        } else {
-            fprintf(stderr, "fragpool replay: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!a->trace)
-        fprintf(stderr, "usage: fragpool replay TRACE [--conf K:V,...] [--budget SIZE] [--json]\n");
-    return a->trace ? 0 : 2;
+    if (fp_cli_parse(s, argc, argv, val, &a->trace))
+        return 2;
+    a->conf = fp_cli_value(s, val, "--conf");
+    a->json = fp_cli_value(s, val, "--json") != NULL;
+    budget = fp_cli_value(s, val, "--budget");
+    return budget && fp_parse_budget("replay", budget, &a->budget) ? 2 : 0;
 }
 
 void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
@@ -188,9 +178,6 @@ int fp_cmd_replay(int argc, char **argv)
 
  * (Here beside replay: it is a replay whose result is written as a
  * snapshot.) */
-static const char snap_usage[] =
-    "usage: fragpool snapshot TRACE -o OUT.pickle [--conf K:V,...] [--budget SIZE]\n";
-
 typedef struct snap_args {
     const char *trace, *out, *conf;
     size_t budget;
@@ -205,27 +192,15 @@ typedef struct entries {
 
 static int parse_snap_args(int argc, char **argv, snap_args *a)
 {
+    const fp_cli_spec *s = &fp_cli_snapshot;
+    const char *val[FP_CLI_MAX_OPTS], *budget;
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            a->out = argv[++i];
-        } else if (!strcmp(argv[i], "--conf") && i + 1 < argc) {
-            a->conf = argv[++i];
-        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_budget("snapshot", argv[++i], &a->budget))
-                return 2;
-        } else if (argv[i][0] != '-' && !a->trace) {
-            a->trace = argv[i];
-        } else {
-            fprintf(stderr, "fragpool snapshot: unexpected argument '%s'\n%s", argv[i], snap_usage);
-            return 2;
-        }
-    }
-    if (!a->trace || !a->out) {
-        fputs(snap_usage, stderr);
+    if (fp_cli_parse(s, argc, argv, val, &a->trace))
         return 2;
-    }
-    return 0;
+    a->out = fp_cli_value(s, val, "-o");
+    a->conf = fp_cli_value(s, val, "--conf");
+    budget = fp_cli_value(s, val, "--budget");
+    return budget && fp_parse_budget("snapshot", budget, &a->budget) ? 2 : 0;
 }
 
 static void push(entries *e, unsigned action, uint64_t addr, uint64_t size, size_t event)

@@ -36,36 +36,19 @@ typedef struct report_args {
     size_t budget;
 } report_args;
 
-static const char report_usage[] =
-    "usage: fragpool report TRACE|SUMMARY.json -o OUT.html [--conf K:V,...] [--budget SIZE]\n"
-    "                       [--at reserved|allocated|end|EVENT]\n";
-
 static int parse_args(int argc, char **argv, report_args *a)
 {
+    const fp_cli_spec *s = &fp_cli_report;
+    const char *val[FP_CLI_MAX_OPTS], *budget;
     memset(a, 0, sizeof *a);
-    a->at = "reserved";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            a->out = argv[++i];
-        } else if (!strcmp(argv[i], "--conf") && i + 1 < argc) {
-            a->conf = argv[++i];
-        } else if (!strcmp(argv[i], "--at") && i + 1 < argc) {
-            a->at = argv[++i];
-        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_budget("report", argv[++i], &a->budget))
-                return 2;
-        } else if (argv[i][0] != '-' && !a->input) {
-            a->input = argv[i];
-        } else {
-            fprintf(stderr, "fragpool report: unexpected argument '%s'\n%s", argv[i], report_usage);
-            return 2;
-        }
-    }
-    if (!a->input || !a->out) {
-        fputs(report_usage, stderr);
+    if (fp_cli_parse(s, argc, argv, val, &a->input))
         return 2;
-    }
-    return 0;
+    a->out = fp_cli_value(s, val, "-o");
+    a->conf = fp_cli_value(s, val, "--conf");
+    a->at = fp_cli_value(s, val, "--at");
+    a->at = a->at ? a->at : "reserved";
+    budget = fp_cli_value(s, val, "--budget");
+    return budget && fp_parse_budget("report", budget, &a->budget) ? 2 : 0;
 }
 
 /* ---- reading the input ------------------------------------------------------ */

@@ -22,37 +22,26 @@ typedef struct tune_args {
     unsigned threads;
 } tune_args;
 
-static const char tune_usage[] =
-    "usage: fragpool tune TRACE [--budget SIZE] [--json] [--threads N] [--full]\n";
-
 static int parse_args(int argc, char **argv, tune_args *a)
 {
+    const fp_cli_spec *s = &fp_cli_tune;
+    const char *val[FP_CLI_MAX_OPTS], *budget, *threads;
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (fp_parse_budget("tune", argv[++i], &a->budget))
-                return 2;
-        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            uint64_t v;
-            if (fp_parse_count(argv[++i], 64, &v)) {
-                fprintf(stderr, "fragpool tune: bad --threads '%s' (want 0..64)\n", argv[i]);
-                return 2;
-            }
-            a->threads = (unsigned)v;
-        } else if (!strcmp(argv[i], "--json")) {
-            a->json = 1;
-        } else if (!strcmp(argv[i], "--full")) {
-            a->full = 1;
-        } else if (argv[i][0] != '-' && !a->trace) {
-            a->trace = argv[i];
-        } else {
-            fprintf(stderr, "fragpool tune: unexpected argument '%s'\n%s", argv[i], tune_usage);
-            return 2;
-        }
+    if (fp_cli_parse(s, argc, argv, val, &a->trace))
+        return 2;
+    a->json = fp_cli_value(s, val, "--json") != NULL;
+    a->full = fp_cli_value(s, val, "--full") != NULL;
+    budget = fp_cli_value(s, val, "--budget");
+    if (budget && fp_parse_budget("tune", budget, &a->budget))
+        return 2;
+    threads = fp_cli_value(s, val, "--threads");
+    uint64_t v = 0;
+    if (threads && fp_parse_count(threads, 64, &v)) {
+        fprintf(stderr, "fragpool tune: bad --threads '%s' (want 0..64)\n", threads);
+        return 2;
     }
-    if (!a->trace)
-        fputs(tune_usage, stderr);
-    return a->trace ? 0 : 2;
+    a->threads = (unsigned)v;
+    return 0;
 }
 
 /* The setting as the user must write it.  A GC row was searched with the

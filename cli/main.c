@@ -19,14 +19,12 @@
 #include <unistd.h>
 
 /* One row per command: what `fragpool`, `fragpool help CMD` and
- * `fragpool CMD --help` print.  The commands' own usage lines (printed on
- * a usage error) repeat the synopsis. */
+ * `fragpool CMD --help` print; the arguments come from the command's
+ * spec (cli_args.c), the table its parser reads too. */
 typedef struct command {
-    const char *name;
     int (*fn)(int, char **);
-    const char *synopsis;   /* after "fragpool NAME"                   */
+    const fp_cli_spec *spec;
     const char *what;       /* one line                                */
-    const char *options;    /* the options, one per line; or NULL      */
 } command;
 
 #if !FP_CLI_TRACE
@@ -44,81 +42,47 @@ static int no_trace(int argc, char **argv)
 #define fp_cmd_snapshot no_trace
 #endif
 
-static const char conf_opt[] =
-    "  --conf K:V,...     the settings, as FRAGPOOL_CONF takes them (fragpool config)\n";
-static const char budget_opt[] =
-    "  --budget SIZE      a device of SIZE: what does not fit is an OOM\n";
-
 static const command commands[] = {
-    {"demo", fp_cmd_demo, "",
-     "the bundled workload on the driver, then under fragpool (GPU, else simulated)", NULL},
-    {"run", fp_cmd_run, "[--simulate] [--conf K:V,...] [--keep-framework-cache] -- CMD...",
-     "run CMD with libfragpool.so preloaded",
-     "  --simulate               on fragpool's simulated device instead of the GPU\n"
-     "  --conf K:V,...           FRAGPOOL_CONF for CMD (fragpool config lists the keys)\n"
-     "  --keep-framework-cache   leave PyTorch's own caching allocator on\n"},
-    {"replay", fp_cmd_replay, "TRACE [--conf K:V,...] [--budget SIZE] [--json]",
-     "replay an allocation trace offline and print the summary", NULL},
-    {"tune", fp_cmd_tune, "TRACE [--budget SIZE] [--json] [--threads N] [--full]",
-     "rank settings by peak reserved, each with the smallest budget it runs in",
-     "  --budget SIZE      also: which settings fit a device of SIZE\n"
-     "  --json             the table and the verdict as JSON\n"
-     "  --threads N        replay workers (default: one per CPU; 0..64)\n"
-     "  --full             garbage-collection variants of every setting, not the best 3\n"},
-    {"report", fp_cmd_report,
-     "TRACE|SUMMARY.json -o OUT.html [--conf K:V,...] [--budget SIZE] "
-     "[--at reserved|allocated|end|N]",
-     "a self-contained HTML page: timeline, segment map, sizes, summary",
-     "  -o OUT.html        the page\n"
-     "  --at WHEN          the map's moment: peak reserved (default), peak allocated,\n"
-     "                     the end, or after event N\n"},
-    {"snapshot", fp_cmd_snapshot, "TRACE -o OUT.pickle [--conf K:V,...] [--budget SIZE]",
-     "a trace as PyTorch's memory snapshot, for memory_viz",
-     "  -o OUT.pickle      the snapshot\n"},
-    {"merge", fp_cmd_merge, "SUMMARY.json...", "one table of several ranks' JSON summaries",
-     NULL},
-    {"config", fp_cmd_config, "[K:V,...]",
-     "list every FRAGPOOL_CONF key, or check a setting", NULL},
+    {fp_cmd_demo, &fp_cli_demo,
+     "the bundled workload on the driver, then under fragpool (GPU, else simulated)"},
+    {fp_cmd_run, &fp_cli_run, "run CMD with libfragpool.so preloaded"},
+    {fp_cmd_replay, &fp_cli_replay, "replay an allocation trace offline and print the summary"},
+    {fp_cmd_tune, &fp_cli_tune,
+     "rank settings by peak reserved, each with the smallest budget it runs in"},
+    {fp_cmd_report, &fp_cli_report,
+     "a self-contained HTML page: the finding, timeline, segment map, sizes, summary"},
+    {fp_cmd_snapshot, &fp_cli_snapshot, "a trace as PyTorch's memory snapshot, for memory_viz"},
+    {fp_cmd_merge, &fp_cli_merge, "one table of several ranks' JSON summaries"},
+    {fp_cmd_config, &fp_cli_config, "list every FRAGPOOL_CONF key, or check a setting"},
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
 
 static const command *find(const char *name)
 {
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(name, commands[i].name))
+        if (!strcmp(name, commands[i].spec->cmd))
             return &commands[i];
     return NULL;
-}
-
-static bool takes(const command *c, const char *opt)
-{
-    return strstr(c->synopsis, opt) != NULL;
 }
 
 /* fragpool help CMD, fragpool CMD --help. */
 static int command_help(const command *c)
 {
-    printf("usage: fragpool %s%s%s\n%s\n", c->name, *c->synopsis ? " " : "", c->synopsis,
-           c->what);
-    if (c->options)
-        fputs(c->options, stdout);
-    if (takes(c, "--conf") && !(c->options && strstr(c->options, "--conf")))
-        fputs(conf_opt, stdout);
-    if (takes(c, "--budget") && !(c->options && strstr(c->options, "--budget")))
-        fputs(budget_opt, stdout);
-    if (takes(c, "--json") && !(c->options && strstr(c->options, "--json")))
-        fputs("  --json             the summary as JSON\n", stdout);
-    if (takes(c, "SIZE"))
-        fputs("SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", stdout);
-    return fp_cli_output_done(c->name, 0);
+    fp_cli_usage(stdout, c->spec);
+    printf("%s\n", c->what);
+    fp_cli_put_options(stdout, c->spec);
+    return fp_cli_output_done(c->spec->cmd, 0);
 }
 
 static void usage(FILE *f)
 {
     fputs("usage: fragpool COMMAND [ARGS]   (fragpool help COMMAND: its options)\n", f);
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %s%s%s\n      %s\n", commands[i].name, *commands[i].synopsis ? " " : "",
-                commands[i].synopsis, commands[i].what);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const fp_cli_spec *sp = commands[i].spec;
+        fprintf(f, "  %s%s", sp->cmd, *sp->positional || sp->nopts ? " " : "");
+        fp_cli_put_synopsis(f, sp);
+        fprintf(f, "\n      %s\n", commands[i].what);
+    }
     fputs("  help [COMMAND]\n  --version\n"
           "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", f);
 }
@@ -128,7 +92,7 @@ static int unknown(const char *word)
 {
     const char *names[NCOMMANDS + 1];
     for (size_t i = 0; i < NCOMMANDS; i++)
-        names[i] = commands[i].name;
+        names[i] = commands[i].spec->cmd;
     names[NCOMMANDS] = "help";
     const char *guess = fp_closest((fp_slice){word, strlen(word)}, names, NCOMMANDS + 1);
     if (guess) {

@@ -139,6 +139,51 @@ static void help_everywhere(void **state)
     expect(&r, 1, NULL);
 }
 
+/* Every option a command's help lists is one its parser takes (the two
+ * read one table, cli/cli_args.c): given with a value of the kind its
+ * help names, no option is "unexpected"; a word no help lists is. */
+static void help_options_parse(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"replay", "tune", "report", "snapshot"};
+    char trace[160], out[160];
+    snprintf(trace, sizeof trace, "%s", small_trace());
+    snprintf(out, sizeof out, "%s", tmp_name("opts.out"));
+    cli_run r;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        run_cli(&r, NULL, (const char *[]){names[i], "--help", NULL});
+        expect(&r, 0, NULL);
+        char help[4096];
+        snprintf(help, sizeof help, "%s", r.out);
+        int needs_o = strstr(help, "\n  -o ") != NULL, seen = 0;
+        for (char *ln = strtok(help, "\n"); ln; ln = strtok(NULL, "\n")) {
+            char opt[32] = "", arg[32] = "";
+            if (strncmp(ln, "  -", 3) || sscanf(ln, " %31s %31s", opt, arg) < 1)
+                continue;
+            /* "--json   the summary": a flag; "--budget SIZE   ...": takes SIZE */
+            int takes = !strcmp(arg, "SIZE") || !strcmp(arg, "N") || !strcmp(arg, "WHEN") ||
+                        !strcmp(arg, "K:V,...") || strstr(arg, ".html") || strstr(arg, ".pickle");
+            const char *val = !strcmp(arg, "SIZE") ? "64MiB" : !strcmp(arg, "N") ? "1"
+                            : !strcmp(arg, "WHEN") ? "end" : !strcmp(arg, "K:V,...") ? "strict:0"
+                            : out;
+            const char *argv[8] = {names[i], trace};
+            int n = 2;
+            if (needs_o && strcmp(opt, "-o"))
+                argv[n++] = "-o", argv[n++] = out;
+            argv[n++] = opt;
+            if (takes)
+                argv[n++] = val;
+            run_cli(&r, NULL, argv);
+            if (strstr(r.err, "unexpected argument") || strstr(r.err, "no value after"))
+                fail_msg("fragpool %s %s %s: %s", names[i], opt, takes ? val : "", r.err);
+            seen++;
+        }
+        assert_true(seen >= 3);
+        run_cli(&r, NULL, (const char *[]){names[i], trace, "--nope", NULL});
+        expect(&r, 2, "unexpected argument '--nope'");
+    }
+}
+
 /* A mistake in a setting: `config` prints the problem alone (not the whole
  * setting after it), exit 1; `run` names the key meant and starts nothing,
  * exit 2. */
@@ -567,6 +612,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(help_everywhere, fp_t_release_held),
+        cmocka_unit_test_teardown(help_options_parse, fp_t_release_held),
         cmocka_unit_test_teardown(setting_mistakes, fp_t_release_held),
         cmocka_unit_test_teardown(non_regular_inputs, fp_t_release_held),
         cmocka_unit_test_teardown(tune_huge_request, fp_t_release_held),

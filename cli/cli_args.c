@@ -1,0 +1,156 @@
+/* cli_args.c - every subcommand's arguments in one table: the rows that
+ * parse a command line (fp_cli_parse) are the rows that `fragpool help CMD`
+ * and the usage lines print, so the two cannot drift apart.
+ *
+ * Invariants: an option is either a flag (arg NULL) or takes exactly one
+ * argument, the next word, checked there when the row has a check; a
+ * command has at most one positional argument
+ * (run's is the rest of the line, parsed by cmd_run.c itself); a usage
+ * error is one line on stderr naming the word, then the usage line.
+ */
+#include "cli.h"
+#include <stdio.h>
+#include <string.h>
+
+/* --budget's value, checked where it stands on the line (the first
+ * problem in the line is the one reported). */
+static int check_budget(const char *cmd, const char *v)
+{
+    size_t bytes;
+    return fp_parse_budget(cmd, v, &bytes);
+}
+
+static const fp_cli_opt conf_opt = {
+    "--conf", "K:V,...", "the settings, as FRAGPOOL_CONF takes them (fragpool config)", 0, NULL};
+static const fp_cli_opt budget_opt = {
+    "--budget", "SIZE", "a device of SIZE: what does not fit is an OOM", 0, check_budget};
+
+const fp_cli_spec fp_cli_demo = {"demo", "", NULL, 0};
+
+static const fp_cli_opt run_opts[] = {
+    {"--simulate", NULL, "on fragpool's simulated device instead of the GPU", 0, NULL},
+    {"--conf", "K:V,...", "FRAGPOOL_CONF for CMD (fragpool config lists the keys)", 0, NULL},
+    {"--keep-framework-cache", NULL, "leave PyTorch's own caching allocator on", 0, NULL},
+};
+const fp_cli_spec fp_cli_run = {"run", "-- CMD...", run_opts, 3};
+
+static const fp_cli_opt replay_opts[] = {
+    conf_opt, budget_opt, {"--json", NULL, "the summary as JSON", 0, NULL}};
+const fp_cli_spec fp_cli_replay = {"replay", "TRACE", replay_opts, 3};
+
+static const fp_cli_opt tune_opts[] = {
+    {"--budget", "SIZE", "also: which settings fit a device of SIZE", 0, check_budget},
+    {"--json", NULL, "the table and the verdict as JSON", 0, NULL},
+    {"--threads", "N", "replay workers (default: one per CPU; 0..64)", 0, NULL},
+    {"--full", NULL, "garbage-collection variants of every setting, not the best 3", 0, NULL},
+};
+const fp_cli_spec fp_cli_tune = {"tune", "TRACE", tune_opts, 4};
+
+static const fp_cli_opt report_opts[] = {
+    {"-o", "OUT.html", "the page", 1, NULL},
+    conf_opt,
+    budget_opt,
+    {"--at", "WHEN",
+     "the map's moment: reserved (peak reserved, the default), allocated (peak\n"
+     "                           allocated), end, or N (after event N)", 0, NULL},
+};
+const fp_cli_spec fp_cli_report = {"report", "TRACE|SUMMARY.json", report_opts, 4};
+
+static const fp_cli_opt snapshot_opts[] = {
+    {"-o", "OUT.pickle", "the snapshot", 1, NULL}, conf_opt, budget_opt};
+const fp_cli_spec fp_cli_snapshot = {"snapshot", "TRACE", snapshot_opts, 3};
+
+const fp_cli_spec fp_cli_merge = {"merge", "SUMMARY.json...", NULL, 0};
+const fp_cli_spec fp_cli_config = {"config", "[K:V,...]", NULL, 0};
+
+/* The positional argument leads, except "-- CMD..." (run), which follows
+ * the options as it must on the command line. */
+void fp_cli_put_synopsis(FILE *f, const fp_cli_spec *s)
+{
+    int last = !strncmp(s->positional, "--", 2), sep = 0;
+    if (!last && *s->positional)
+        fputs(s->positional, f), sep = 1;
+    for (size_t i = 0; i < s->nopts; i++, sep = 1) {
+        const fp_cli_opt *o = &s->opts[i];
+        fprintf(f, "%s%s%s%s%s%s", sep ? " " : "", o->required ? "" : "[", o->name,
+                o->arg ? " " : "", o->arg ? o->arg : "", o->required ? "" : "]");
+    }
+    if (last)
+        fprintf(f, "%s%s", sep ? " " : "", s->positional);
+}
+
+void fp_cli_usage(FILE *f, const fp_cli_spec *s)
+{
+    fprintf(f, "usage: fragpool %s%s", s->cmd, *s->positional || s->nopts ? " " : "");
+    fp_cli_put_synopsis(f, s);
+    fputc('\n', f);
+}
+
+void fp_cli_put_options(FILE *f, const fp_cli_spec *s)
+{
+    int size = 0;
+    for (size_t i = 0; i < s->nopts; i++) {
+        const fp_cli_opt *o = &s->opts[i];
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(f, "  %-24s %s\n", head, o->help);
+        size |= o->arg && !strcmp(o->arg, "SIZE");
+    }
+    if (size)
+        fputs("SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", f);
+}
+
+static long find_opt(const fp_cli_spec *s, const char *word)
+{
+    for (size_t i = 0; i < s->nopts; i++)
+        if (!strcmp(word, s->opts[i].name))
+            return (long)i;
+    return -1;
+}
+
+static int usage_error(const fp_cli_spec *s, const char *why, const char *word)
+{
+    fprintf(stderr, "fragpool %s: %s '%s'\n", s->cmd, why, word);
+    fp_cli_usage(stderr, s);
+    return 2;
+}
+
+int fp_cli_parse(const fp_cli_spec *s, int argc, char **argv, const char **val, const char **pos)
+{
+    for (size_t i = 0; i < s->nopts; i++)
+        val[i] = NULL;
+    *pos = NULL;
+    for (int i = 1; i < argc; i++) {
+        long k = find_opt(s, argv[i]);
+        if (k >= 0 && s->opts[k].arg && i + 1 >= argc)
+            return usage_error(s, "no value after", argv[i]);
+        if (k >= 0) {
+            val[k] = s->opts[k].arg ? argv[++i] : "";
+            if (s->opts[k].check && s->opts[k].check(s->cmd, val[k]))
+                return 2;
+        } else if (argv[i][0] != '-' && !*pos && *s->positional) {
+            *pos = argv[i];
+        } else {
+            return usage_error(s, "unexpected argument", argv[i]);
+        }
+    }
+    for (size_t i = 0; i < s->nopts; i++)
+        if (s->opts[i].required && !val[i]) {
+            fprintf(stderr, "fragpool %s: %s %s is required\n", s->cmd, s->opts[i].name,
+                    s->opts[i].arg);
+            fp_cli_usage(stderr, s);
+            return 2;
+        }
+    if (*s->positional && !*pos) {
+        fprintf(stderr, "fragpool %s: no %s given\n", s->cmd, s->positional);
+        fp_cli_usage(stderr, s);
+        return 2;
+    }
+    return 0;
+}
+
+const char *fp_cli_value(const fp_cli_spec *s, const char *const *val, const char *name)
+{
+    long k = find_opt(s, name);
+    return k >= 0 ? val[k] : NULL;
+}
