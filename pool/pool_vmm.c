@@ -10,10 +10,10 @@
  * empty_cache unmaps them all, and a caller's trim (fp_pool_trim) as many
  * as it needs, in the same order.  So does a map that would leave the
  * device less than vmm_headroom free (the backend's device_free): the
- * driver's own needs (a kernel module loaded lazily, a larger local-memory
- * stack, a library's own cudaMalloc) then find memory.  Every unmap names the newest free
- * stamp of the blocks that used it, so that the backend fences before it
- * gives the memory back.
+ * driver's own needs (a kernel module loaded lazily, a larger
+ * local-memory stack, a library's own cudaMalloc) then find memory.
+ * Every unmap names the newest free stamp of the blocks that used it, so
+ * that the backend fences before it gives the memory back.
  *
  * Invariants (checked by fp_pool_check):
  *  - bit i of s->pages is set iff page i of s is mapped; s->mapped counts
@@ -282,11 +282,11 @@ static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, s
  * cap: without idle pages the map goes ahead. */
 static void keep_headroom(fp_pool *p, size_t need, const fp_segment *s, size_t lo, size_t hi)
 {
-    size_t room = p->opts.vmm_headroom && p->be.device_free ? p->be.device_free(p->be.ctx)
-                                                            : SIZE_MAX;
-    if (room == SIZE_MAX || room >= need + p->opts.vmm_headroom)
+    size_t head = p->opts.vmm_headroom;
+    size_t room = head && p->be.device_free ? p->be.device_free(p->be.ctx) : SIZE_MAX;
+    if (room == SIZE_MAX || (room > need && room - need >= head))
         return;
-    size_t short_by = need + p->opts.vmm_headroom - room;
+    size_t short_by = head > SIZE_MAX - need ? SIZE_MAX : need + head - room;
     if (reclaim(p, short_by, s, lo, hi) > 0)
         p->st.num_headroom_reclaims++;
 }
