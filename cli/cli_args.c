@@ -4,13 +4,19 @@
  *
  * Invariants: an option is either a flag (arg NULL) or takes exactly one
  * argument, the next word, checked there when the row has a check; a
- * command has at most one positional argument
- * (run's is the rest of the line, parsed by cmd_run.c itself); a usage
- * error is one line on stderr naming the word, then the usage line.
+ * command has at most one positional argument (run's is the rest of the
+ * line: cmd_run.c parses it with its own loop over run_opts' names,
+ * which test_cli holds to this table); a usage error is one line on
+ * stderr naming the word, then the usage line.
  */
 #include "cli.h"
 #include <stdio.h>
 #include <string.h>
+
+/* A spec's options: the array and its count.  Each count must fit the
+ * callers' val[FP_CLI_MAX_OPTS] (asserted below the arrays). */
+#define NOPTS(a) (sizeof a / sizeof *a)
+#define OPTS(a) a, NOPTS(a)
 
 /* --budget's value, checked where it stands on the line (the first
  * problem in the line is the one reported). */
@@ -32,11 +38,11 @@ static const fp_cli_opt run_opts[] = {
     {"--conf", "K:V,...", "FRAGPOOL_CONF for CMD (fragpool config lists the keys)", 0, NULL},
     {"--keep-framework-cache", NULL, "leave PyTorch's own caching allocator on", 0, NULL},
 };
-const fp_cli_spec fp_cli_run = {"run", "-- CMD...", run_opts, 3};
+const fp_cli_spec fp_cli_run = {"run", "-- CMD...", OPTS(run_opts)};
 
 static const fp_cli_opt replay_opts[] = {
     conf_opt, budget_opt, {"--json", NULL, "the summary as JSON", 0, NULL}};
-const fp_cli_spec fp_cli_replay = {"replay", "TRACE", replay_opts, 3};
+const fp_cli_spec fp_cli_replay = {"replay", "TRACE", OPTS(replay_opts)};
 
 static const fp_cli_opt tune_opts[] = {
     {"--budget", "SIZE", "also: which settings fit a device of SIZE", 0, check_budget},
@@ -44,21 +50,26 @@ static const fp_cli_opt tune_opts[] = {
     {"--threads", "N", "replay workers (default: one per CPU; 0..64)", 0, NULL},
     {"--full", NULL, "garbage-collection variants of every setting, not the best 3", 0, NULL},
 };
-const fp_cli_spec fp_cli_tune = {"tune", "TRACE", tune_opts, 4};
+const fp_cli_spec fp_cli_tune = {"tune", "TRACE", OPTS(tune_opts)};
 
 static const fp_cli_opt report_opts[] = {
     {"-o", "OUT.html", "the page", 1, NULL},
     conf_opt,
     budget_opt,
     {"--at", "WHEN",
-     "the map's moment: reserved (peak reserved, the default), allocated (peak\n"
-     "                           allocated), end, or N (after event N)", 0, NULL},
+     "the map's moment: reserved (the default), allocated, end, or an event number", 0,
+     NULL},
 };
-const fp_cli_spec fp_cli_report = {"report", "TRACE|SUMMARY.json", report_opts, 4};
+const fp_cli_spec fp_cli_report = {"report", "TRACE|SUMMARY.json", OPTS(report_opts)};
 
 static const fp_cli_opt snapshot_opts[] = {
     {"-o", "OUT.pickle", "the snapshot", 1, NULL}, conf_opt, budget_opt};
-const fp_cli_spec fp_cli_snapshot = {"snapshot", "TRACE", snapshot_opts, 3};
+const fp_cli_spec fp_cli_snapshot = {"snapshot", "TRACE", OPTS(snapshot_opts)};
+
+_Static_assert(NOPTS(run_opts) <= FP_CLI_MAX_OPTS && NOPTS(replay_opts) <= FP_CLI_MAX_OPTS &&
+                   NOPTS(tune_opts) <= FP_CLI_MAX_OPTS && NOPTS(report_opts) <= FP_CLI_MAX_OPTS &&
+                   NOPTS(snapshot_opts) <= FP_CLI_MAX_OPTS,
+               "every command's options fit val[FP_CLI_MAX_OPTS]");
 
 const fp_cli_spec fp_cli_merge = {"merge", "SUMMARY.json...", NULL, 0};
 const fp_cli_spec fp_cli_config = {"config", "[K:V,...]", NULL, 0};

@@ -182,6 +182,25 @@ static void help_options_parse(void **state)
         run_cli(&r, NULL, (const char *[]){names[i], trace, "--nope", NULL});
         expect(&r, 2, "unexpected argument '--nope'");
     }
+    /* run parses its own line (the command after --): each option its help
+     * lists starts the command. */
+    run_cli(&r, NULL, (const char *[]){"run", "--help", NULL});
+    expect(&r, 0, NULL);
+    char help[2048];
+    snprintf(help, sizeof help, "%s", r.out);
+    int seen = 0;
+    for (char *ln = strtok(help, "\n"); ln; ln = strtok(NULL, "\n")) {
+        char opt[32] = "", arg[32] = "";
+        if (strncmp(ln, "  -", 3) || sscanf(ln, " %31s %31s", opt, arg) < 1)
+            continue;
+        int takes = !strcmp(arg, "K:V,...");
+        const char *argv[] = {"run", "--simulate", opt, takes ? "strict:0" : "--", takes ? "--" : "true",
+                              takes ? "true" : NULL, NULL};
+        run_cli(&r, NULL, argv);
+        expect(&r, 0, NULL);
+        seen++;
+    }
+    assert_int_equal(seen, 3);
 }
 
 /* A mistake in a setting: `config` prints the problem alone (not the whole
