@@ -26,10 +26,12 @@ static int check_budget(const char *cmd, const char *v)
     return fp_parse_budget(cmd, v, &bytes);
 }
 
-static const fp_cli_opt conf_opt = {
-    "--conf", "K:V,...", "the settings, as FRAGPOOL_CONF takes them (fragpool config)", 0, NULL};
-static const fp_cli_opt budget_opt = {
-    "--budget", "SIZE", "a device of SIZE: what does not fit is an OOM", 0, check_budget};
+/* Rows several commands share (macros: a static initializer may not read
+ * another object, even a const one). */
+#define CONF_OPT \
+    {"--conf", "K:V,...", "the settings, as FRAGPOOL_CONF takes them (fragpool config)", 0, NULL}
+#define BUDGET_OPT \
+    {"--budget", "SIZE", "a device of SIZE: what does not fit is an OOM", 0, check_budget}
 
 const fp_cli_spec fp_cli_demo = {"demo", "", NULL, 0};
 
@@ -41,7 +43,7 @@ static const fp_cli_opt run_opts[] = {
 const fp_cli_spec fp_cli_run = {"run", "-- CMD...", OPTS(run_opts)};
 
 static const fp_cli_opt replay_opts[] = {
-    conf_opt, budget_opt, {"--json", NULL, "the summary as JSON", 0, NULL}};
+    CONF_OPT, BUDGET_OPT, {"--json", NULL, "the summary as JSON", 0, NULL}};
 const fp_cli_spec fp_cli_replay = {"replay", "TRACE", OPTS(replay_opts)};
 
 static const fp_cli_opt tune_opts[] = {
@@ -54,8 +56,8 @@ const fp_cli_spec fp_cli_tune = {"tune", "TRACE", OPTS(tune_opts)};
 
 static const fp_cli_opt report_opts[] = {
     {"-o", "OUT.html", "the page", 1, NULL},
-    conf_opt,
-    budget_opt,
+    CONF_OPT,
+    BUDGET_OPT,
     {"--at", "WHEN",
      "the map's moment: reserved (the default), allocated, end, or an event number", 0,
      NULL},
@@ -63,7 +65,7 @@ static const fp_cli_opt report_opts[] = {
 const fp_cli_spec fp_cli_report = {"report", "TRACE|SUMMARY.json", OPTS(report_opts)};
 
 static const fp_cli_opt snapshot_opts[] = {
-    {"-o", "OUT.pickle", "the snapshot", 1, NULL}, conf_opt, budget_opt};
+    {"-o", "OUT.pickle", "the snapshot", 1, NULL}, CONF_OPT, BUDGET_OPT};
 const fp_cli_spec fp_cli_snapshot = {"snapshot", "TRACE", OPTS(snapshot_opts)};
 
 _Static_assert(NOPTS(run_opts) <= FP_CLI_MAX_OPTS && NOPTS(replay_opts) <= FP_CLI_MAX_OPTS &&
