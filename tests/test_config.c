@@ -123,6 +123,27 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
                  "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited," \
                  "pinned_max_cached_size_mb:unlimited"
 
+/* vmm_headroom_mb: MiB, 0 and off turn it off; a bad value is one
+ * problem and leaves the default (64 MiB). */
+static void test_vmm_headroom(void **state)
+{
+    (void)state;
+    static const struct { const char *text; size_t want; int problems; } cases[] = {
+        {"vmm_headroom_mb:128", 128 * FP_MIB, 0}, {"vmm_headroom_mb:0", 0, 0},
+        {"vmm_headroom_mb:off", 0, 0},          {"vmm_headroom_mb:x", 64 * FP_MIB, 1},
+        {"vmm_headroom_mb:-1", 64 * FP_MIB, 1}, {"vmm_headroom_mb:", 64 * FP_MIB, 1},
+        {"vmm_headroom_mb:17592186044416", 64 * FP_MIB, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fp_conf c;
+        fp_conf_default(&c);
+        assert_int_equal(c.pool.vmm_headroom, 64 * FP_MIB);
+        assert_int_equal(fp_conf_parse(cases[i].text, &c, NULL, NULL), cases[i].problems);
+        if (c.pool.vmm_headroom != cases[i].want)
+            fail_msg("%s: %zu, want %zu", cases[i].text, c.pool.vmm_headroom, cases[i].want);
+    }
+}
+
 static void test_defaults(void **state)
 {
     (void)state;
@@ -1167,6 +1188,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_host_keys),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_vmm_headroom),
         cmocka_unit_test(test_entries),
         cmocka_unit_test(test_empty_text),
         cmocka_unit_test(test_good_mib),
