@@ -19,9 +19,9 @@
  *
  * Neither call blocks the host (both measured on an H200 with
  * tests/gpu/ctx_fence.cu, also its guarantees), and their cost does not
- * grow with idle streams.  One fence covers every block freed before the
- * allocation that made it (the pool clock says which), so a run of
- * reuses costs one fence.  cuMemAllocAsync(s) needs only s ordered
+ * grow with idle streams.  One fence covers every block freed before it
+ * was recorded (the pool clock says which), so a run of reuses costs one
+ * fence, and so do the reuses of threads that queued behind it.  cuMemAllocAsync(s) needs only s ordered
  * (cuStreamWaitEvent), and none at all for a block that cuMemFreeAsync
  * gave back on s itself: stream order already puts the new work last.
  *
@@ -145,35 +145,40 @@ static void cover(fp_defer *f, uint64_t clock)
 }
 
 /* Orders new work after the work queued so far: a fence, or else a
- * synchronization.  False when neither could be had. */
-static bool order(fp_defer *f, const fp_grant *g, CUstream s, bool async)
+ * synchronization.  Either covers every block freed before the pool's
+ * clock read just ahead of it (at least the grant's own clock, and more
+ * where other threads freed memory meanwhile: they then need no fence of
+ * their own).  False when neither could be had. */
+static bool order(fp_defer *f, const fp_pool *pool, CUstream s, bool async)
 {
+    uint64_t clock = fp_pool_clock(pool); /* frees before it are queued */
     if (fence(f, s, async)) {
-        f->fence_at = g->now; /* the event follows every free before g */
-        if (!async) /* every block freed before this allocation is covered */
-            cover(f, g->now);
+        f->fence_at = clock; /* the event follows every free before it */
+        if (!async)
+            cover(f, clock);
         return true;
     }
     fp_time_slow();
     if (fp_real_ctx_sync(f->ctx) != CUDA_SUCCESS)
         return false;
     f->counts.syncs++;
-    cover(f, g->now);
-    if (f->done < g->now)
-        f->done = g->now;
+    cover(f, clock);
+    if (f->done < clock)
+        f->done = clock;
     return true;
 }
 
 /* The grant's memory may still be in use by work queued before its free:
  * order new work after that work.  False when nothing could (a capture
  * began, or the driver refused both ways). */
-static bool make_safe(fp_defer *f, const fp_grant *g, CUstream s, bool async)
+static bool make_safe(fp_defer *f, const fp_pool *pool, const fp_grant *g, CUstream s,
+                      bool async)
 {
     if (!fp_capture_gate_enter())
         return false;
     pthread_mutex_lock(&f->lock);
     bool ok = g->freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
-              order(f, g, s, async);
+              order(f, pool, s, async);
     pthread_mutex_unlock(&f->lock);
     fp_capture_gate_leave();
     return ok;
@@ -237,7 +242,7 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
     if (err)
         return err;
     bool safe = g.freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
-                (async && freed_on_stream(f, &g, s)) || make_safe(f, &g, s, async);
+                (async && freed_on_stream(f, &g, s)) || make_safe(f, pool, &g, s, async);
     if (safe) {
         *addr = g.addr;
         return 0;

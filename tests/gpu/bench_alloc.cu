@@ -4,7 +4,10 @@
 // it keeps its memory) for fixed sizes (default 512 B, 1 MiB, 8 MiB, 64 MiB
 // and 512 MiB), and for random sizes (log-uniform 512 B .. 64 MiB) with 128
 // live blocks, where each step frees a random slot and allocates a new block
-// into it; with 1 thread the driver's cuMemAlloc+cuMemFree too.
+// into it; "work32": the same with 32 live blocks of 512 B .. 4 MiB and a
+// small kernel writing a live block every 16 pairs (memory the GPU really
+// uses, as a training step's); with 1 thread the driver's
+// cuMemAlloc+cuMemFree too.
 //
 // With T threads (the third argument, e.g. "1,8"), every case runs on T
 // threads at once, each with its own stream, slots and generator, started
@@ -57,6 +60,7 @@ struct Worker {
     cudaStream_t s = nullptr;
     std::vector<void *> slot;
     std::vector<double> us;
+    long ops = 0;
     clk::time_point begin, end;
 };
 
@@ -70,12 +74,20 @@ static uint64_t rnd(Worker &w)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-// log-uniform in [512 B, 64 MiB]
-static size_t random_size(Worker &w)
+// log-uniform in [512 B, 512 B << doublings]
+static size_t random_size(Worker &w, int doublings = 17)
 {
     double u = (double)(rnd(w) >> 11) / 9007199254740992.0;
-    size_t sz = (size_t)(512.0 * std::exp2(u * 17.0));
-    return sz < 512 ? 512 : (sz > (64u << 20) ? (64u << 20) : sz);
+    size_t top = (size_t)512 << doublings;
+    size_t sz = (size_t)(512.0 * std::exp2(u * doublings));
+    return sz < 512 ? 512 : (sz > top ? top : sz);
+}
+
+static const int WORK_LIVE = 32, WORK_DOUBLINGS = 13, WORK_EVERY = 16; // 512 B .. 4 MiB
+
+__global__ void touch(unsigned char *p)
+{
+    p[threadIdx.x] = (unsigned char)threadIdx.x;
 }
 
 static double since_us(clk::time_point t0)
@@ -213,6 +225,52 @@ static void random_cases(int threads)
         });
 }
 
+// The thread-scaling workload: 32 live blocks per thread, a kernel on the
+// thread's stream writing one of them every 16 pairs; rate= is the figure.
+static void work_cases(int threads)
+{
+    auto setup = [](Worker &w) {
+        w.slot.resize(WORK_LIVE);
+        for (auto &p : w.slot)
+            CK(cudaMalloc(&p, random_size(w, WORK_DOUBLINGS)));
+    };
+    auto teardown = [](Worker &w) {
+        CK(cudaStreamSynchronize(w.s));
+        for (auto p : w.slot)
+            CK(cudaFree(p));
+    };
+    run_case("malloc_free", "work32", threads, setup, [](Worker &w) {
+        int j = (int)(rnd(w) % WORK_LIVE);
+        size_t sz = random_size(w, WORK_DOUBLINGS);
+        clk::time_point t0 = clk::now();
+        CK(cudaFree(w.slot[j]));
+        CK(cudaMalloc(&w.slot[j], sz));
+        if (++w.ops % WORK_EVERY == 0)
+            touch<<<1, 32, 0, w.s>>>((unsigned char *)w.slot[j]);
+        return since_us(t0);
+    }, teardown);
+    run_case("mallocasync_freeasync", "work32", threads,
+        [](Worker &w) {
+            w.slot.resize(WORK_LIVE);
+            for (auto &p : w.slot)
+                CK(cudaMallocAsync(&p, random_size(w, WORK_DOUBLINGS), w.s));
+        },
+        [](Worker &w) {
+            int j = (int)(rnd(w) % WORK_LIVE);
+            size_t sz = random_size(w, WORK_DOUBLINGS);
+            clk::time_point t0 = clk::now();
+            CK(cudaFreeAsync(w.slot[j], w.s));
+            CK(cudaMallocAsync(&w.slot[j], sz, w.s));
+            if (++w.ops % WORK_EVERY == 0)
+                touch<<<1, 32, 0, w.s>>>((unsigned char *)w.slot[j]);
+            return since_us(t0);
+        },
+        [](Worker &w) {
+            for (auto p : w.slot)
+                CK(cudaFreeAsync(p, w.s));
+        });
+}
+
 /* The driver's entry points, fetched the way libraries fetch them
  * (cudaGetDriverEntryPointByVersion): the host cost without cudart's
  * own layer.  One thread. */
@@ -297,6 +355,7 @@ int main(int argc, char **argv)
     for (size_t t : threads) {
         fixed_cases(sizes, (int)t);
         random_cases((int)t);
+        work_cases((int)t);
         if (t == 1)
             driver_cases(sizes);
     }
