@@ -19,17 +19,8 @@
 #include <cstring>
 #include <vector>
 
-#define CK(call)                                                                 \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            std::printf("CHECK alloc_check FAIL %s:%d: %s returned %s (%s)\n",   \
-                        __FILE__, __LINE__, #call, cudaGetErrorName(e_),         \
-                        cudaGetErrorString(e_));                                 \
-            std::fflush(stdout);                                                 \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+#define CHECK_NAME "alloc_check"
+#include "gpu_check.h"
 
 __host__ __device__ static inline uint32_t pattern(size_t i, uint32_t salt)
 {

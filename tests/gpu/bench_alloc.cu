@@ -36,17 +36,8 @@
 #include <thread>
 #include <vector>
 
-#define CK(call)                                                                 \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            std::printf("CHECK bench_alloc FAIL %s:%d: %s returned %s (%s)\n",   \
-                        __FILE__, __LINE__, #call, cudaGetErrorName(e_),         \
-                        cudaGetErrorString(e_));                                 \
-            std::fflush(stdout);                                                 \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+#define CHECK_NAME "bench_alloc"
+#include "gpu_check.h"
 
 typedef std::chrono::steady_clock clk;
 

@@ -28,17 +28,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(call)                                                                  \
-    do {                                                                          \
-        CUresult r_ = (call);                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                 \
-            const char *n_ = "?";                                                 \
-            cuGetErrorName(r_, &n_);                                              \
-            std::printf("CHECK ctx_fence FAIL %s:%d: %s returned %s\n", __FILE__, \
-                        __LINE__, #call, n_);                                     \
-            std::exit(1);                                                         \
-        }                                                                         \
-    } while (0)
+#define CHECK_NAME "ctx_fence"
+#include "gpu_check.h"
 
 __device__ __forceinline__ uint64_t global_ns()
 {
@@ -99,10 +90,10 @@ static bool failed;
 static void costs(const char *label)
 {
     CUevent ev, done;
-    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-    CK(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
-    CK(cuEventRecord(done, 0));
-    CK(cuEventSynchronize(done));
+    CK_DRV(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK_DRV(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+    CK_DRV(cuEventRecord(done, 0));
+    CK_DRV(cuEventSynchronize(done));
     std::printf("COST eventRecord_legacy %s %.0f\n", label,
                 median_ns([&] { cuEventRecord(ev, CU_STREAM_LEGACY); }));
     std::printf("COST ctxRecordEvent %s %.0f\n", label,
@@ -123,13 +114,13 @@ static void costs(const char *label)
     std::printf("COST ctxSynchronize %s %.0f\n", label, median_ns([&] { cuCtxSynchronize(); }));
     std::printf("INFO query_immediately_done %s %d/2000\n", label, immediate);
     CUdeviceptr p;
-    CK(cuMemAllocAsync(&p, 1 << 20, CU_STREAM_LEGACY));
-    CK(cuMemFreeAsync(p, CU_STREAM_LEGACY));
+    CK_DRV(cuMemAllocAsync(&p, 1 << 20, CU_STREAM_LEGACY));
+    CK_DRV(cuMemFreeAsync(p, CU_STREAM_LEGACY));
     std::printf("COST mallocAsync+freeAsync_1MiB %s %.0f\n", label, median_ns([&] {
                     cuMemAllocAsync(&p, 1 << 20, CU_STREAM_LEGACY);
                     cuMemFreeAsync(p, CU_STREAM_LEGACY);
                 }));
-    CK(cuCtxSynchronize());
+    CK_DRV(cuCtxSynchronize());
     cuEventDestroy(ev);
     cuEventDestroy(done);
 }
@@ -138,7 +129,7 @@ static std::vector<CUstream> make_streams(int n)
 {
     std::vector<CUstream> s(n);
     for (auto &x : s)
-        CK(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+        CK_DRV(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
     return s;
 }
 
@@ -154,19 +145,19 @@ static void expect(bool ok, const char *what)
 static void check_covers()
 {
     CUevent ev;
-    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK_DRV(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     CUstream s;
-    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK_DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     spin<<<1, 1, 0, (cudaStream_t)s>>>(200000000ull);
-    CK(cuCtxRecordEvent(ctx, ev));
+    CK_DRV(cuCtxRecordEvent(ctx, ev));
     expect(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "covers_nonblocking");
-    CK(cuCtxSynchronize());
+    CK_DRV(cuCtxSynchronize());
     expect(cuEventQuery(ev) == CUDA_SUCCESS, "complete_after_sync");
     spin<<<1, 1, 0, (cudaStream_t)s>>>(200000000ull);
-    CK(cuStreamDestroy(s));
-    CK(cuCtxRecordEvent(ctx, ev));
+    CK_DRV(cuStreamDestroy(s));
+    CK_DRV(cuCtxRecordEvent(ctx, ev));
     expect(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "covers_destroyed_stream");
-    CK(cuCtxSynchronize());
+    CK_DRV(cuCtxSynchronize());
     cuEventDestroy(ev);
 }
 
@@ -181,40 +172,40 @@ static void check_orders()
     const size_t n = 16 << 20; // 64 MiB of words
     CUdeviceptr buf;
     unsigned long long *bad;
-    CK(cuMemAlloc(&buf, n * 4));
-    CK(cuMemAlloc((CUdeviceptr *)&bad, 8));
+    CK_DRV(cuMemAlloc(&buf, n * 4));
+    CK_DRV(cuMemAlloc((CUdeviceptr *)&bad, 8));
     std::vector<unsigned> host(n, 7u);
     CUstream s1, s2;
-    CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CK_DRV(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CK_DRV(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     CUevent ev;
-    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CK_DRV(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     double worst_wait_ns = 0;
     for (int c = 0; c < NCONSUMERS; c++) {
-        CK(cuMemsetD32(buf, 1u, n));
-        CK(cuMemsetD32((CUdeviceptr)bad, 0, 2));
-        CK(cuCtxSynchronize());
+        CK_DRV(cuMemsetD32(buf, 1u, n));
+        CK_DRV(cuMemsetD32((CUdeviceptr)bad, 0, 2));
+        CK_DRV(cuCtxSynchronize());
         spin_then_check<<<264, 256, 0, (cudaStream_t)s1>>>((const unsigned *)buf, n, 1u,
                                                            100000000ull, bad);
-        CK(cuCtxRecordEvent(ctx, ev));
+        CK_DRV(cuCtxRecordEvent(ctx, ev));
         double t0 = now_ns();
-        CK(cuCtxWaitEvent(ctx, ev));
+        CK_DRV(cuCtxWaitEvent(ctx, ev));
         worst_wait_ns = std::max(worst_wait_ns, now_ns() - t0);
         CUstream s3 = nullptr;
         switch (c) {
         case PRE_STREAM: fill<<<264, 256, 0, (cudaStream_t)s2>>>((unsigned *)buf, n, 2u); break;
         case NEW_STREAM:
-            CK(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
+            CK_DRV(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
             fill<<<264, 256, 0, (cudaStream_t)s3>>>((unsigned *)buf, n, 2u);
             break;
         case LEGACY: fill<<<264, 256, 0, 0>>>((unsigned *)buf, n, 2u); break;
         case PER_THREAD: fill<<<264, 256, 0, cudaStreamPerThread>>>((unsigned *)buf, n, 2u); break;
-        case SYNC_MEMSET: CK(cuMemsetD32(buf, 2u, n)); break;
-        case SYNC_COPY: CK(cuMemcpyHtoD(buf, host.data(), n * 4)); break;
+        case SYNC_MEMSET: CK_DRV(cuMemsetD32(buf, 2u, n)); break;
+        case SYNC_COPY: CK_DRV(cuMemcpyHtoD(buf, host.data(), n * 4)); break;
         }
-        CK(cuCtxSynchronize());
+        CK_DRV(cuCtxSynchronize());
         unsigned long long b = 0;
-        CK(cuMemcpyDtoH(&b, (CUdeviceptr)bad, 8));
+        CK_DRV(cuMemcpyDtoH(&b, (CUdeviceptr)bad, 8));
         char what[64];
         std::snprintf(what, sizeof what, "orders_%s", consumer_name[c]);
         expect(b == 0, what);
@@ -233,7 +224,7 @@ static void check_orders()
 int main()
 {
     cudaFree(0);
-    CK(cuCtxGetCurrent(&ctx));
+    CK_DRV(cuCtxGetCurrent(&ctx));
     int ver = 0;
     cuDriverGetVersion(&ver);
     std::printf("INFO driver %d\n", ver);
@@ -243,7 +234,7 @@ int main()
     for (auto s : idle)
         spin<<<1, 1, 0, (cudaStream_t)s>>>(3000000000ull);
     costs("64busy");
-    CK(cuCtxSynchronize());
+    CK_DRV(cuCtxSynchronize());
     for (auto s : idle)
         cuStreamDestroy(s);
     check_covers();

@@ -51,16 +51,8 @@
 #include <string>
 #include <vector>
 
-#define CK(call)                                                                 \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            std::printf("CHECK driver_view FAIL %s:%d: %s returned %s\n",        \
-                        __FILE__, __LINE__, #call, cudaGetErrorName(e_));        \
-            std::fflush(stdout);                                                 \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+#define CHECK_NAME "driver_view"
+#include "gpu_check.h"
 
 // ---- failures: counted, the first 20 printed, the first kept ---------------
 

@@ -28,14 +28,8 @@
 #include <cstring>
 #include <vector>
 
-#define CK(call)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                       \
-      printf("PIN FAIL %s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__); \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+#define CHECK_NAME "host_check"
+#include "gpu_check.h"
 
 static double now_us() {
   using namespace std::chrono;

@@ -47,18 +47,10 @@
 #include <unistd.h>
 #include <vector>
 
-extern char **environ;
+#define CHECK_NAME "ipc_check"
+#include "gpu_check.h"
 
-#define CK(call)                                                                 \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            std::printf("CHECK ipc_check FAIL %s:%d: %s returned %s\n", __FILE__, \
-                        __LINE__, #call, cudaGetErrorName(e_));                  \
-            std::fflush(stdout);                                                 \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+extern char **environ;
 
 static const uint32_t kMark = 0xC0DE0000u;
 

@@ -8,9 +8,8 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    std::printf("CHECK multi_gpu FAIL %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-    std::exit(1); } } while (0)
+#define CHECK_NAME "multi_gpu"
+#include "gpu_check.h"
 
 __global__ void fill(unsigned *p, size_t n, unsigned salt)
 {

@@ -13,17 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-static int failures = 0;
+#define CHECK_NAME "pitch_probe"
+#include "gpu_check.h"
 
-#define CK(call)                                                                 \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            std::printf("CHECK pitch_probe FAIL %s:%d: %s returned %s\n",        \
-                        __FILE__, __LINE__, #call, cudaGetErrorName(e_));        \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+static int failures = 0;
 
 int main()
 {

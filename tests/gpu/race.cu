@@ -39,17 +39,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(call)                                                                 \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            std::printf("CHECK race FAIL %s:%d: %s returned %s (%s)\n",          \
-                        __FILE__, __LINE__, #call, cudaGetErrorName(e_),         \
-                        cudaGetErrorString(e_));                                 \
-            std::fflush(stdout);                                                 \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+#define CHECK_NAME "race"
+#include "gpu_check.h"
 
 __device__ __forceinline__ uint64_t global_ns()
 {

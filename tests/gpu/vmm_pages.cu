@@ -22,17 +22,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                       \
-    do {                                                                            \
-        CUresult e_ = (x);                                                          \
-        if (e_ != CUDA_SUCCESS) {                                                   \
-            const char *s_ = nullptr;                                               \
-            cuGetErrorString(e_, &s_);                                              \
-            std::printf("CHECK vmm_pages FAIL %s: %s (line %d)\n", #x,              \
-                        s_ ? s_ : "?", __LINE__);                                   \
-            return 1;                                                               \
-        }                                                                           \
-    } while (0)
+#define CHECK_NAME "vmm_pages"
+#include "gpu_check.h"
 
 static double now_us()
 {
@@ -64,17 +55,17 @@ static int one_round(CUdevice dev, CUdeviceptr base, size_t total, size_t page, 
     std::vector<CUmemGenericAllocationHandle> h(n);
     double t0 = now_us();
     for (size_t i = 0; i < n; i++) {
-        CK(cuMemCreate(&h[i], page, &prop, 0));
-        CK(cuMemMap(base + i * page, page, 0, h[i], 0));
-        CK(cuMemSetAccess(base + i * page, page, &acc, 1));
+        CK_DRV(cuMemCreate(&h[i], page, &prop, 0));
+        CK_DRV(cuMemMap(base + i * page, page, 0, h[i], 0));
+        CK_DRV(cuMemSetAccess(base + i * page, page, &acc, 1));
     }
-    CK(cuCtxSynchronize());
+    CK_DRV(cuCtxSynchronize());
     double t1 = now_us();
     for (size_t i = 0; i < n; i++) {
-        CK(cuMemUnmap(base + i * page, page));
-        CK(cuMemRelease(h[i]));
+        CK_DRV(cuMemUnmap(base + i * page, page));
+        CK_DRV(cuMemRelease(h[i]));
     }
-    CK(cuCtxSynchronize());
+    CK_DRV(cuCtxSynchronize());
     double t2 = now_us();
     c.map_us.push_back((t1 - t0) / (double)n);
     c.unmap_us.push_back((t2 - t1) / (double)n);
@@ -89,16 +80,16 @@ int main(int argc, char **argv)
     const int nsizes = sizeof sizes_mb / sizeof *sizes_mb;
     CUdevice dev;
     CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    CK_DRV(cuInit(0));
+    CK_DRV(cuDeviceGet(&dev, 0));
+    CK_DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK_DRV(cuCtxSetCurrent(ctx));
     CUmemAllocationProp prop = {};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = dev;
     size_t gran = 0;
-    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CK_DRV(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     size_t total = (total_mb << 20) / (320u << 20) * (320u << 20);   // every size divides it
     if (!total || (2u << 20) % gran) {
         std::printf("CHECK vmm_pages FAIL total %zu MiB or granularity %zu B unusable\n",
@@ -106,7 +97,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CUdeviceptr base = 0;
-    CK(cuMemAddressReserve(&base, total, 0, 0, 0));
+    CK_DRV(cuMemAddressReserve(&base, total, 0, 0, 0));
     std::printf("VMM_PAGES granularity %zu MiB total %zu MiB rounds %d\n", gran >> 20,
                 total >> 20, rounds);
     std::vector<cost> c(nsizes);
@@ -123,7 +114,7 @@ int main(int argc, char **argv)
                     "unmap_ms_per_GiB %.2f\n", sizes_mb[i], m, u, m * per_gib / 1e3,
                     u * per_gib / 1e3);
     }
-    CK(cuMemAddressFree(base, total));
+    CK_DRV(cuMemAddressFree(base, total));
     std::printf("CHECK vmm_pages OK\n");
     return 0;
 }

@@ -24,15 +24,8 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                          \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            std::printf("CHECK vmm_unmap FAIL %s: %s (line %d)\n", #x,                 \
-                        cudaGetErrorString(e_), __LINE__);                             \
-            return 1;                                                                  \
-        }                                                                              \
-    } while (0)
+#define CHECK_NAME "vmm_unmap"
+#include "gpu_check.h"
 
 __global__ void spin_then_sum(const unsigned *a, size_t n, unsigned long long *out, long long ns)
 {
