@@ -72,8 +72,7 @@ static int grow(fp_hmap *m)
     m->count = 0;
     for (size_t i = 0; i <= old.mask; i++)
         if (old.slots[i].val)
-            fp_hmap_fill(m, fp_hmap_slot(m, old.slots[i].key), old.slots[i].key,
-                         old.slots[i].val);
+            fp_hmap_fill(m, fp_hmap_slot(m, old.slots[i].key), old.slots[i].key, old.slots[i].val);
     free(old.slots);
     return 0;
 }

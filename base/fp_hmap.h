@@ -19,22 +19,22 @@
 
 typedef struct fp_hmap_entry {
     uint64_t key;
-    uint64_t val;           /* 0: the slot is empty                    */
+    uint64_t val; /* 0: the slot is empty                    */
 } fp_hmap_entry;
 
 typedef struct fp_hmap {
     fp_hmap_entry *slots;
-    size_t mask;            /* capacity - 1 (capacity a power of two)  */
+    size_t mask; /* capacity - 1 (capacity a power of two)  */
     size_t count;
 } fp_hmap;
 
 /* Room for n entries without growing (at least 1024 slots).  0 or ENOMEM
  * (then fp_hmap_fini is still safe). */
-int  fp_hmap_init(fp_hmap *m, size_t n);
+int fp_hmap_init(fp_hmap *m, size_t n);
 void fp_hmap_fini(fp_hmap *m);
 /* Grows when one more entry would pass half the capacity: 0 or ENOMEM.
  * Slot indexes taken before it are stale after it. */
-int  fp_hmap_make_room(fp_hmap *m);
+int fp_hmap_make_room(fp_hmap *m);
 
 /* The slot of key: where it is, or the empty slot where it would go. */
 size_t fp_hmap_slot(const fp_hmap *m, uint64_t key);

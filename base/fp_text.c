@@ -235,7 +235,7 @@ void fp_put_fixed(fp_sink *s, uint64_t num, uint64_t den, unsigned decimals)
     }
     if (decimals > sizeof digits)
         decimals = sizeof digits;
-    while (den > UINT64_MAX / 10) {     /* keep rem * 10 from overflowing */
+    while (den > UINT64_MAX / 10) { /* keep rem * 10 from overflowing */
         num >>= 1;
         den >>= 1;
     }
@@ -246,7 +246,7 @@ void fp_put_fixed(fp_sink *s, uint64_t num, uint64_t den, unsigned decimals)
         rem %= den;
     }
     int last_odd = decimals ? (digits[decimals - 1] - '0') & 1 : (int)(ip & 1);
-    uint64_t rest = den - rem;          /* ties go to the even digit */
+    uint64_t rest = den - rem; /* ties go to the even digit */
     if (rem > rest || (rem == rest && last_odd))
         ip += (uint64_t)fp_round_up(digits, decimals);
     fp_put_u64(s, ip);
@@ -283,8 +283,11 @@ size_t fp_text_width(const char *p, size_t n)
 size_t fp_utf8_len(const unsigned char *p, size_t n)
 {
     unsigned char c = p[0];
-    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-               : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
     if (len <= 1)
         return len;
     if (len > n)
@@ -292,9 +295,9 @@ size_t fp_utf8_len(const unsigned char *p, size_t n)
     for (size_t i = 1; i < len; i++)
         if ((p[i] & 0xC0) != 0x80)
             return 0;
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) ||
-        (c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F))
-        return 0;                       /* overlong, surrogate, > U+10FFFF */
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) || (c == 0xF0 && p[1] < 0x90) ||
+        (c == 0xF4 && p[1] > 0x8F))
+        return 0; /* overlong, surrogate, > U+10FFFF */
     return len;
 }
 
@@ -331,7 +334,7 @@ void fp_put_visible(fp_sink *s, const char *p, size_t n)
 
 int fp_is_space(char c)
 {
-    return c == ' ' || (c >= '\t' && c <= '\r');   /* \t \n \v \f \r */
+    return c == ' ' || (c >= '\t' && c <= '\r'); /* \t \n \v \f \r */
 }
 
 fp_slice fp_trim(const char *p, size_t n)

@@ -29,12 +29,12 @@
  * writes with write(2); a buffer sink keeps the caller's buffer
  * NUL-terminated and never writes past it. */
 typedef struct fp_sink {
-    char *buf;           /* buffer mode: the caller's buffer, or NULL     */
-    size_t cap;          /* buffer mode: usable bytes (len - 1 for NUL)   */
-    size_t len;          /* bytes held (buffer, or chunk not yet written) */
-    size_t total;        /* bytes the emitter was asked to write          */
-    int fd;              /* >= 0: fd mode                                 */
-    int err;             /* first error: ENOSPC, or write's errno         */
+    char *buf;                 /* buffer mode: the caller's buffer, or NULL     */
+    size_t cap;                /* buffer mode: usable bytes (len - 1 for NUL)   */
+    size_t len;                /* bytes held (buffer, or chunk not yet written) */
+    size_t total;              /* bytes the emitter was asked to write          */
+    int fd;                    /* >= 0: fd mode                                 */
+    int err;                   /* first error: ENOSPC, or write's errno         */
     char chunk[FP_SINK_CHUNK]; /* fd mode: bytes not yet written          */
 } fp_sink;
 
@@ -44,8 +44,8 @@ fp_sink fp_sink_fd(int fd);
  * a buffer sink truncated, or write(2)'s errno. */
 int fp_sink_flush(fp_sink *s);
 int fp_sink_error(const fp_sink *s);
-size_t fp_sink_total(const fp_sink *s);   /* bytes asked for, kept or not */
-size_t fp_sink_length(const fp_sink *s);  /* buffer mode: bytes kept      */
+size_t fp_sink_total(const fp_sink *s);  /* bytes asked for, kept or not */
+size_t fp_sink_length(const fp_sink *s); /* buffer mode: bytes kept      */
 
 /* write(2) that never raises SIGXFSZ: to a regular file under a finite
  * RLIMIT_FSIZE, at most the bytes the limit leaves (a short write), and
@@ -55,7 +55,7 @@ ssize_t fp_write_capped(int fd, const void *p, size_t n);
 
 /* ---- numbers and text ------------------------------------------------------ */
 void fp_put(fp_sink *s, const char *p, size_t n);
-void fp_puts(fp_sink *s, const char *str);           /* NULL writes nothing */
+void fp_puts(fp_sink *s, const char *str); /* NULL writes nothing */
 void fp_putc(fp_sink *s, char c);
 void fp_put_pad(fp_sink *s, char c, size_t n);
 void fp_put_u64(fp_sink *s, uint64_t v);
@@ -64,7 +64,7 @@ void fp_put_u64(fp_sink *s, uint64_t v);
 #define FP_U64_DIGITS 20
 size_t fp_fmt_u64(char out[FP_U64_DIGITS], uint64_t v);
 void fp_put_i64(fp_sink *s, int64_t v);
-void fp_put_hex(fp_sink *s, uint64_t v);             /* "0x1f"              */
+void fp_put_hex(fp_sink *s, uint64_t v); /* "0x1f"              */
 /* num/den with exactly `decimals` digits, ties to even (as printf rounds
  * an exact binary value); den 0 writes "n/a". */
 void fp_put_fixed(fp_sink *s, uint64_t num, uint64_t den, unsigned decimals);

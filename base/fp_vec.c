@@ -50,8 +50,7 @@ int fp_read_all(fp_read_fn fn, void *ctx, char **out, size_t *len)
     return 0;
 }
 
-int fp_render_alloc(fp_render_fn fn, const void *ctx, size_t first, char **out,
-                    size_t *len)
+int fp_render_alloc(fp_render_fn fn, const void *ctx, size_t first, char **out, size_t *len)
 {
     size_t cap = first ? first : 1;
     for (;;) {

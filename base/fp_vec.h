@@ -36,7 +36,6 @@ typedef int (*fp_render_fn)(const void *ctx, fp_sink *s);
 /* fn's output in a malloc'd NUL-terminated buffer: first bytes, and when
  * that is short, once more with the size the sink asked for.  0 with
  * *out and *len; ENOMEM; or fn's own error. */
-int fp_render_alloc(fp_render_fn fn, const void *ctx, size_t first, char **out,
-                    size_t *len);
+int fp_render_alloc(fp_render_fn fn, const void *ctx, size_t first, char **out, size_t *len);
 
 #endif

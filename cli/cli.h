@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #ifndef FP_CLI_TRACE
-#define FP_CLI_TRACE 1   /* replay, tune, report: 0 in a build without zlib */
+#define FP_CLI_TRACE 1 /* replay, tune, report: 0 in a build without zlib */
 #endif
 
 int fp_cmd_replay(int argc, char **argv);
@@ -65,12 +65,12 @@ typedef struct fp_replay_report {
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
     fp_row trace_rows[2];
-    fp_group groups[4];  /* the shim's (null here), the trace's problems */
+    fp_group groups[4]; /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
-    char conf[4096];     /* fp_conf_entries: 4 KiB always suffice   */
+    char conf[4096]; /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;
-void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
-                          size_t budget, fp_replay_report *out);
+void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
+                          fp_replay_report *out);
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes, for every command's --budget:
  * a number by config/'s rules (digits, an optional fraction of at most 15

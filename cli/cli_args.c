@@ -16,7 +16,7 @@
 /* A spec's options: the array and its count.  Each count must fit the
  * callers' val[FP_CLI_MAX_OPTS] (asserted below the arrays). */
 #define NOPTS(a) (sizeof a / sizeof *a)
-#define OPTS(a) a, NOPTS(a)
+#define OPTS(a)  a, NOPTS(a)
 
 /* --budget's value, checked where it stands on the line (the first
  * problem in the line is the one reported). */
@@ -28,10 +28,15 @@ static int check_budget(const char *cmd, const char *v)
 
 /* Rows several commands share (macros: a static initializer may not read
  * another object, even a const one). */
-#define CONF_OPT \
-    {"--conf", "K:V,...", "the settings, as FRAGPOOL_CONF takes them (fragpool config)", 0, NULL}
-#define BUDGET_OPT \
-    {"--budget", "SIZE", "a device of SIZE: what does not fit is an OOM", 0, check_budget}
+#define CONF_OPT                                                                                   \
+    {                                                                                              \
+        "--conf", "K:V,...", "the settings, as FRAGPOOL_CONF takes them (fragpool config)", 0,     \
+            NULL                                                                                   \
+    }
+#define BUDGET_OPT                                                                                 \
+    {                                                                                              \
+        "--budget", "SIZE", "a device of SIZE: what does not fit is an OOM", 0, check_budget       \
+    }
 
 const fp_cli_spec fp_cli_demo = {"demo", "", NULL, 0};
 
@@ -58,9 +63,8 @@ static const fp_cli_opt report_opts[] = {
     {"-o", "OUT.html", "the page", 1, NULL},
     CONF_OPT,
     BUDGET_OPT,
-    {"--at", "WHEN",
-     "the map's moment: reserved (the default), allocated, end, or an event number", 0,
-     NULL},
+    {"--at", "WHEN", "the map's moment: reserved (the default), allocated, end, or an event number",
+     0, NULL},
 };
 const fp_cli_spec fp_cli_report = {"report", "TRACE|SUMMARY.json", OPTS(report_opts)};
 

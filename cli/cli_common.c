@@ -30,7 +30,7 @@ static int parse_decimal(const char *s, size_t n, uint64_t *m, unsigned *k)
     size_t end = n;
     if (dot)
         while (end > (size_t)(dot - s) + 1 && s[end - 1] == '0')
-            end--;   /* trailing zeros add nothing */
+            end--; /* trailing zeros add nothing */
     *m = 0;
     *k = 0;
     for (size_t i = 0; i < end; i++) {
@@ -65,7 +65,7 @@ int fp_parse_size(const char *s, size_t *out)
     }
     unsigned __int128 bytes = (unsigned __int128)m << shift;
     for (unsigned i = 0; i < k; i++)
-        bytes /= 10;   /* m / 10^k, rounded down: whole bytes */
+        bytes /= 10; /* m / 10^k, rounded down: whole bytes */
     if (bytes > SIZE_MAX)
         return EINVAL;
     *out = (size_t)bytes;
@@ -108,13 +108,13 @@ static int exe_dir(char *out, size_t len)
 static int try_layout(fp_paths *p, const char *dir, const char *work)
 {
     char lib[PATH_MAX];
-    if (!realpath(dir, lib))   /* no "bin/.." in what the user sees */
+    if (!realpath(dir, lib)) /* no "bin/.." in what the user sees */
         return ENOENT;
     int a = snprintf(p->lib, sizeof p->lib, "%s/libfragpool.so", lib);
     int b = snprintf(p->simdev, sizeof p->simdev, "%s/simdev", lib);
     int c = snprintf(p->workload, sizeof p->workload, "%s", work);
-    if (a < 0 || b < 0 || c < 0 || (size_t)a >= sizeof p->lib ||
-        (size_t)b >= sizeof p->simdev || (size_t)c >= sizeof p->workload)
+    if (a < 0 || b < 0 || c < 0 || (size_t)a >= sizeof p->lib || (size_t)b >= sizeof p->simdev ||
+        (size_t)c >= sizeof p->workload)
         return ENAMETOOLONG;
     return access(p->lib, R_OK) ? ENOENT : 0;
 }
@@ -136,7 +136,9 @@ int fp_find_paths(fp_paths *p)
     snprintf(work, sizeof work, "%s/fragpool-demo-workload", bin);
     if (try_layout(p, lib, work) == 0)
         return 0;
-    fprintf(stderr, "fragpool: no libfragpool.so in %s/%s (installed) or "
-            "%s/../lib (build tree); build it, or install fragpool again\n", bin, FP_BIN_TO_LIB, bin);
+    fprintf(stderr,
+            "fragpool: no libfragpool.so in %s/%s (installed) or "
+            "%s/../lib (build tree); build it, or install fragpool again\n",
+            bin, FP_BIN_TO_LIB, bin);
     return ENOENT;
 }

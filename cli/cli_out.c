@@ -32,8 +32,10 @@ int fp_parse_budget(const char *cmd, const char *s, size_t *out)
         return 2;
     }
     if (*out == 0) {
-        fprintf(stderr, "fragpool %s: bad --budget '%s': less than one byte (want e.g. "
-                "8GiB; leave --budget out for an unlimited device)\n", cmd, s);
+        fprintf(stderr,
+                "fragpool %s: bad --budget '%s': less than one byte (want e.g. "
+                "8GiB; leave --budget out for an unlimited device)\n",
+                cmd, s);
         return 2;
     }
     return 0;

@@ -40,11 +40,13 @@ static int parse_args(int argc, char **argv, replay_args *a)
     return budget && fp_parse_budget("replay", budget, &a->budget) ? 2 : 0;
 }
 
-void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
-                          size_t budget, fp_replay_report *out)
+void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
+                          fp_replay_report *out)
 {
-    out->dev = (fp_dev_report){.device = 0, .device_name = "replay (simulated device)",
-                               .total_capacity = budget, .device_free = (size_t)-1,
+    out->dev = (fp_dev_report){.device = 0,
+                               .device_name = "replay (simulated device)",
+                               .total_capacity = budget,
+                               .device_free = (size_t)-1,
                                .replay = 1};
     fp_report_fill_pool(&out->dev, p, &r->stats, out->leaks);
     out->dev.segments_why = fp_segments_why(c->pool.expandable_segments, fp_pool_is_vmm(p));
@@ -56,10 +58,13 @@ void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     out->groups[3] = (fp_group){.key = "ipc"};
     out->dev.groups = out->groups;
     out->dev.ngroups = 4;
-    size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf,
-                               sizeof out->conf);
-    out->run = (fp_run_report){.pid = 0, .rank = -1, .config = out->entries,
-                               .nconfig = n, .mode = "replay", .devs = &out->dev,
+    size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf, sizeof out->conf);
+    out->run = (fp_run_report){.pid = 0,
+                               .rank = -1,
+                               .config = out->entries,
+                               .nconfig = n,
+                               .mode = "replay",
+                               .devs = &out->dev,
                                .ndevs = 1};
 }
 
@@ -78,15 +83,20 @@ static int print_summary(const replay_args *a, const fp_conf *c, fp_pool *p,
 static void print_trace_problems(const fp_replay_result *r)
 {
     if (r->bad_frees)
-        fprintf(stderr, "fragpool replay: frees of unknown ids: %zu, skipped; the first at "
-                "event %zu\n", r->bad_frees, r->first_bad_free);
+        fprintf(stderr,
+                "fragpool replay: frees of unknown ids: %zu, skipped; the first at "
+                "event %zu\n",
+                r->bad_frees, r->first_bad_free);
     if (r->dup_allocs)
-        fprintf(stderr, "fragpool replay: allocations of live ids: %zu, refused (the live "
-                "allocation stays); the first at event %zu\n", r->dup_allocs, r->first_dup_alloc);
+        fprintf(stderr,
+                "fragpool replay: allocations of live ids: %zu, refused (the live "
+                "allocation stays); the first at event %zu\n",
+                r->dup_allocs, r->first_dup_alloc);
     if (r->recorded_ooms)
-        fprintf(stderr, "fragpool replay: the recorded run failed %zu allocation%s ('o' rows); "
-                "this replay refused %zu of them\n", r->recorded_ooms,
-                r->recorded_ooms == 1 ? "" : "s", r->recorded_refused);
+        fprintf(stderr,
+                "fragpool replay: the recorded run failed %zu allocation%s ('o' rows); "
+                "this replay refused %zu of them\n",
+                r->recorded_ooms, r->recorded_ooms == 1 ? "" : "s", r->recorded_refused);
 }
 
 /* An RMM log or a snapshot: what its reader left out (docs/replay.md,
@@ -94,19 +104,21 @@ static void print_trace_problems(const fp_replay_result *r)
 static void print_input_notes(const replay_args *a, const fp_trace *t)
 {
     if (t->dropped_frees)
-        fprintf(stderr, "fragpool replay: %s (%s): %zu free%s of an address with no live "
-                "allocation (made before the recording began), skipped\n", a->trace,
-                t->format, t->dropped_frees, t->dropped_frees == 1 ? "" : "s");
+        fprintf(stderr,
+                "fragpool replay: %s (%s): %zu free%s of an address with no live "
+                "allocation (made before the recording began), skipped\n",
+                a->trace, t->format, t->dropped_frees, t->dropped_frees == 1 ? "" : "s");
     if (t->reused_live)
-        fprintf(stderr, "fragpool replay: %s (%s): %zu allocation%s at an address still "
-                "live, whose free was not recorded: the old one was freed first\n", a->trace,
-                t->format, t->reused_live, t->reused_live == 1 ? "" : "s");
+        fprintf(stderr,
+                "fragpool replay: %s (%s): %zu allocation%s at an address still "
+                "live, whose free was not recorded: the old one was freed first\n",
+                a->trace, t->format, t->reused_live, t->reused_live == 1 ? "" : "s");
 }
 
 static void print_first_oom(const fp_replay_result *r, const fp_conf *c, size_t budget)
 {
-    fprintf(stderr, "fragpool replay: %zu allocation%s failed; the first at event %zu:\n",
-            r->ooms, r->ooms == 1 ? "" : "s", r->first_oom_event);
+    fprintf(stderr, "fragpool replay: %zu allocation%s failed; the first at event %zu:\n", r->ooms,
+            r->ooms == 1 ? "" : "s", r->first_oom_event);
     fflush(stderr);
     fp_sink s = fp_sink_fd(2);
     fp_oom_message(&r->first_oom, &r->stats, &c->pool, 0, budget, (size_t)-1, &s);
@@ -213,38 +225,31 @@ static void push(entries *e, unsigned action, uint64_t addr, uint64_t size, size
         return;
     }
     e->v = v;
-    uint64_t stream = action <= FP_SNAP_FREE_COMPLETED || action == FP_SNAP_OOM
-                      ? e->t->ev[event].stream : 0;
-    e->v[e->n++] = (fp_snap_entry){.addr = addr, .size = size, .stream = stream,
-                                   .time_us = (int64_t)event, .action = (uint8_t)action};
+    uint64_t stream =
+        action <= FP_SNAP_FREE_COMPLETED || action == FP_SNAP_OOM ? e->t->ev[event].stream : 0;
+    e->v[e->n++] = (fp_snap_entry){.addr = addr,
+                                   .size = size,
+                                   .stream = stream,
+                                   .time_us = (int64_t)event,
+                                   .action = (uint8_t)action};
 }
 
 static void on_change(void *ud, int kind, uint64_t addr, uint64_t size, size_t event)
 {
     entries *e = ud;
     switch (kind) {
-    case FP_REPLAY_ALLOC:
-        push(e, FP_SNAP_ALLOC, addr, size, event);
-        break;
+    case FP_REPLAY_ALLOC: push(e, FP_SNAP_ALLOC, addr, size, event); break;
     case FP_REPLAY_FREE:
         push(e, FP_SNAP_FREE_REQUESTED, addr, size, event);
         push(e, FP_SNAP_FREE_COMPLETED, addr, size, event);
         break;
-    case FP_REPLAY_OOM:
-        push(e, FP_SNAP_OOM, 0, size, event);
-        break;
-    case FP_REPLAY_SEGMENT_ALLOC:
-        push(e, FP_SNAP_SEGMENT_ALLOC, addr, size, event);
-        break;
-    case FP_REPLAY_SEGMENT_MAP:   /* pages of a range: as PyTorch's expandable segments */
+    case FP_REPLAY_OOM: push(e, FP_SNAP_OOM, 0, size, event); break;
+    case FP_REPLAY_SEGMENT_ALLOC: push(e, FP_SNAP_SEGMENT_ALLOC, addr, size, event); break;
+    case FP_REPLAY_SEGMENT_MAP: /* pages of a range: as PyTorch's expandable segments */
         push(e, FP_SNAP_SEGMENT_MAP, addr, size, event);
         break;
-    case FP_REPLAY_SEGMENT_UNMAP:
-        push(e, FP_SNAP_SEGMENT_UNMAP, addr, size, event);
-        break;
-    default:
-        push(e, FP_SNAP_SEGMENT_FREE, addr, size, event);
-        break;
+    case FP_REPLAY_SEGMENT_UNMAP: push(e, FP_SNAP_SEGMENT_UNMAP, addr, size, event); break;
+    default: push(e, FP_SNAP_SEGMENT_FREE, addr, size, event); break;
     }
 }
 
@@ -259,8 +264,12 @@ static int write_out(const snap_args *a, const fp_conf *c, fp_pool *p, const ent
     }
     fp_conf_format(c, conf, sizeof conf);
     fp_snap_device d = {.device = 0, .pool = p};
-    fp_snap s = {.devs = &d, .ndevs = 1, .ev = {e->v, NULL}, .nev = {e->n, 0},
-                 .opts = &c->pool, .conf = conf};
+    fp_snap s = {.devs = &d,
+                 .ndevs = 1,
+                 .ev = {e->v, NULL},
+                 .nev = {e->n, 0},
+                 .opts = &c->pool,
+                 .conf = conf};
     static fp_sink sink;
     sink = fp_sink_fd(fd);
     err = fp_snapshot_write(&s, &sink);
@@ -298,9 +307,10 @@ int fp_cmd_snapshot(int argc, char **argv)
     else
         rc = write_out(&a, &c, p, &e);
     if (!rc)
-        fprintf(stderr, "fragpool snapshot: wrote %s: %zu trace entries from %zu events, peak "
-                "reserved %lld bytes\n", a.out, e.n, r.events,
-                (long long)r.stats.reserved_bytes[FP_ALL].peak);
+        fprintf(stderr,
+                "fragpool snapshot: wrote %s: %zu trace entries from %zu events, peak "
+                "reserved %lld bytes\n",
+                a.out, e.n, r.events, (long long)r.stats.reserved_bytes[FP_ALL].peak);
     if (p)
         fp_pool_destroy(p, 1);
     free(e.v);

@@ -144,8 +144,8 @@ typedef struct summaries {
 } summaries;
 
 /* The same summary `fragpool replay` prints, as JSON and as text. */
-static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *c,
-                          size_t budget, summaries *out)
+static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
+                          summaries *out)
 {
     static fp_replay_report rep;
     fp_replay_run_report(p, r, c, budget, &rep);
@@ -161,10 +161,10 @@ static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *
 
 typedef struct timeline {
     size_t step, npoints;
-    uint64_t *amax, *rmax;       /* per point: highest allocated / reserved   */
-    int64_t peak_r, peak_a;      /* highest seen so far                        */
-    int64_t a_at_r;              /* most allocated while reserved was at peak_r */
-    size_t at_r, at_a;           /* events replayed at those two moments        */
+    uint64_t *amax, *rmax;  /* per point: highest allocated / reserved   */
+    int64_t peak_r, peak_a; /* highest seen so far                        */
+    int64_t a_at_r;         /* most allocated while reserved was at peak_r */
+    size_t at_r, at_a;      /* events replayed at those two moments        */
 } timeline;
 
 static int on_event(void *ud, fp_pool *p, size_t i, int refused)
@@ -203,7 +203,7 @@ typedef struct segmap {
     fp_html_segment *segs;
     fp_html_block *blocks;
     size_t nsegs, capsegs, nblocks, capblocks;
-    fp_html_range *ranges;   /* virtual-memory segments: their pages */
+    fp_html_range *ranges; /* virtual-memory segments: their pages */
     fp_html_run *runs;
     size_t nranges, capranges, nruns, capruns;
     int err;
@@ -219,8 +219,8 @@ static int grow(void **v, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-static void on_segment(void *ud, uint64_t addr, size_t size, int small,
-                       const fp_block_info *b, size_t n)
+static void on_segment(void *ud, uint64_t addr, size_t size, int small, const fp_block_info *b,
+                       size_t n)
 {
     segmap *m = ud;
     if (m->err || (m->err = grow((void **)&m->segs, &m->capsegs, m->nsegs + 1, sizeof *m->segs)) ||
@@ -235,8 +235,9 @@ static void on_page_run(void *ud, const fp_page_run *r)
 {
     segmap *m = ud;
     int fresh = !m->nranges || m->ranges[m->nranges - 1].addr != r->range;
-    if (m->err || (fresh && (m->err = grow((void **)&m->ranges, &m->capranges, m->nranges + 1,
-                                           sizeof *m->ranges))) ||
+    if (m->err ||
+        (fresh &&
+         (m->err = grow((void **)&m->ranges, &m->capranges, m->nranges + 1, sizeof *m->ranges))) ||
         (m->err = grow((void **)&m->runs, &m->capruns, m->nruns + 1, sizeof *m->runs)))
         return;
     if (fresh)
@@ -251,14 +252,13 @@ static int stop_at(void *ud, fp_pool *p, size_t i, int refused)
     return i + 1 >= *(const size_t *)ud;
 }
 
-static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t events,
-                    segmap *m)
+static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t events, segmap *m)
 {
     fp_replay_hook h = {.after_event = stop_at, .ud = &events};
     fp_replay_result r;
     fp_pool *p;
     memset(m, 0, sizeof *m);
-    if (!events)   /* before the first event: no segment yet */
+    if (!events) /* before the first event: no segment yet */
         return 0;
     int err = fp_replay_ex(t, &c->pool, budget, &h, &r, &p);
     if (err)
@@ -270,8 +270,7 @@ static int snapshot(const fp_trace *t, const fp_conf *c, size_t budget, size_t e
 }
 
 /* "reserved", "allocated", "end" or an event count -> events to replay. */
-static int pick_event(const char *at, const timeline *tl, size_t n, size_t *ev,
-                      const char **what)
+static int pick_event(const char *at, const timeline *tl, size_t n, size_t *ev, const char **what)
 {
     uint64_t v;
     if (!strcmp(at, "reserved"))
@@ -344,8 +343,10 @@ static void make_finding(const fp_trace *t, const fp_conf *c, size_t budget,
     char a[32], b[32], line[160];
     fp_format_size((size_t)res, a);
     fp_format_size((size_t)al, b);
-    snprintf(line, sizeof line, "Fragmentation at peak: %.1f%% (peak reserved %s for peak "
-             "allocated %s).", res > 0 ? 100.0 * (1.0 - (double)al / (double)res) : 0.0, a, b);
+    snprintf(line, sizeof line,
+             "Fragmentation at peak: %.1f%% (peak reserved %s for peak "
+             "allocated %s).",
+             res > 0 ? 100.0 * (1.0 - (double)al / (double)res) : 0.0, a, b);
     fp_puts(&s, line);
     if (budget) {
         fp_format_size(budget, a);
@@ -380,17 +381,20 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
     size_t ev;
     const char *what;
     if (pick_event(a->at, &rp->tl, t->n, &ev, &what)) {
-        fprintf(stderr, "fragpool report: bad --at '%s' (want reserved, allocated, end or an "
-                "event count up to %zu)\n", a->at, t->n);
+        fprintf(stderr,
+                "fragpool report: bad --at '%s' (want reserved, allocated, end or an "
+                "event count up to %zu)\n",
+                a->at, t->n);
         return EINVAL;
     }
     if (!err)
         err = snapshot(t, c, a->budget, ev, &rp->map);
     int over = histogram(t, rp->count, rp->bytes);
     if (over >= 0)
-        fprintf(stderr, "fragpool report: the requests of 2^%d to 2^%d - 1 bytes add up past "
-                "2^64 - 1 bytes; the size histogram shows 2^64 - 1 bytes for them\n", over,
-                over + 1);
+        fprintf(stderr,
+                "fragpool report: the requests of 2^%d to 2^%d - 1 bytes add up past "
+                "2^64 - 1 bytes; the size histogram shows 2^64 - 1 bytes for them\n",
+                over, over + 1);
     char budget[32] = "unlimited";
     if (a->budget)
         fp_format_size(a->budget, budget);
@@ -398,21 +402,34 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
     int has_env = env && *env, has_conf = a->conf && *a->conf;
     snprintf(rp->subtitle, sizeof rp->subtitle,
              "%zu events replayed through fragpool's pool on a simulated device; config: "
-             "%s%s%s%s%s; device budget: %s; %zu OOM%s", t->n,
-             has_env ? "FRAGPOOL_CONF=" : "", has_env ? env : "",
+             "%s%s%s%s%s; device budget: %s; %zu OOM%s",
+             t->n, has_env ? "FRAGPOOL_CONF=" : "", has_env ? env : "",
              has_env && has_conf ? " then " : "", has_conf ? a->conf : "",
              has_env || has_conf ? "" : "fragpool's defaults", budget, r.ooms,
              r.ooms == 1 ? "" : "s");
-    *pg = (fp_html_page){
-        .title = base_name(a->input), .subtitle = rp->subtitle, .finding = rp->finding,
-        .events = t->n,
-        .budget = a->budget, .step = rp->tl.step, .npoints = rp->tl.npoints,
-        .allocated_max = rp->tl.amax, .reserved_max = rp->tl.rmax, .snapshot_what = what,
-        .snapshot_event = ev, .segs = rp->map.segs, .nsegs = rp->map.nsegs,
-        .blocks = rp->map.blocks, .ranges = rp->map.ranges, .nranges = rp->map.nranges,
-        .runs = rp->map.runs, .hist_count = rp->count, .hist_bytes = rp->bytes,
-        .summary_json = rp->sum.json, .summary_json_len = rp->sum.json_len,
-        .summary_text = rp->sum.text, .summary_text_len = rp->sum.text_len};
+    *pg = (fp_html_page){.title = base_name(a->input),
+                         .subtitle = rp->subtitle,
+                         .finding = rp->finding,
+                         .events = t->n,
+                         .budget = a->budget,
+                         .step = rp->tl.step,
+                         .npoints = rp->tl.npoints,
+                         .allocated_max = rp->tl.amax,
+                         .reserved_max = rp->tl.rmax,
+                         .snapshot_what = what,
+                         .snapshot_event = ev,
+                         .segs = rp->map.segs,
+                         .nsegs = rp->map.nsegs,
+                         .blocks = rp->map.blocks,
+                         .ranges = rp->map.ranges,
+                         .nranges = rp->map.nranges,
+                         .runs = rp->map.runs,
+                         .hist_count = rp->count,
+                         .hist_bytes = rp->bytes,
+                         .summary_json = rp->sum.json,
+                         .summary_json_len = rp->sum.json_len,
+                         .summary_text = rp->sum.text,
+                         .summary_text_len = rp->sum.text_len};
     return err;
 }
 
@@ -445,8 +462,8 @@ static int report_trace(const report_args *a)
         fprintf(stderr, "fragpool report: out of host memory\n");
     if (!rc && !(rc = write_page(a->out, &pg)))
         printf("fragpool report: wrote %s: %zu timeline points, %zu segments at %s (after "
-               "event %zu of %zu)\n", a->out, pg.npoints, pg.nsegs, pg.snapshot_what,
-               pg.snapshot_event, t.n);
+               "event %zu of %zu)\n",
+               a->out, pg.npoints, pg.nsegs, pg.snapshot_what, pg.snapshot_event, t.n);
     if (!rc)
         rc = fp_cli_output_done("report", 0);
     if (rp)
@@ -483,7 +500,8 @@ static int report_summary(const report_args *a)
         fp_html_page pg = {.title = base_name(a->input),
                            .subtitle = "a JSON summary (docs/summary.md); replay a trace for "
                                        "the timeline and the segment map",
-                           .summary_json = text, .summary_json_len = len};
+                           .summary_json = text,
+                           .summary_json_len = len};
         rc = write_page(a->out, &pg);
         if (!rc)
             printf("fragpool report: wrote %s from the summary %s\n", a->out, a->input);

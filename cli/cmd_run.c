@@ -36,7 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FP_NO_CACHE_VAR "PYTORCH_NO_CUDA_MEMORY_CACHING"
+#define FP_NO_CACHE_VAR    "PYTORCH_NO_CUDA_MEMORY_CACHING"
 #define FP_CACHE_HANDSHAKE "FRAGPOOL_PYTORCH_CACHE"
 
 static const char run_usage[] =
@@ -46,10 +46,10 @@ static const char run_usage[] =
     "  --keep-framework-cache   leave PyTorch's own caching allocator on\n";
 
 typedef struct run_opts {
-    int simulate;         /* --simulate                        */
-    int keep_cache;       /* --keep-framework-cache            */
-    const char *conf;     /* --conf's value, or NULL           */
-    char **cmd;           /* the command and its arguments     */
+    int simulate;     /* --simulate                        */
+    int keep_cache;   /* --keep-framework-cache            */
+    const char *conf; /* --conf's value, or NULL           */
+    char **cmd;       /* the command and its arguments     */
 } run_opts;
 
 /* name=value:old (or name=value when old is unset or empty), whole. */
@@ -112,8 +112,8 @@ static void driver_hint(int simulate)
         return;
     }
     fprintf(stderr, "fragpool run: no CUDA driver here (libcuda.so.1 cannot be loaded), so the "
-            "program will find no GPU; add --simulate to run it on fragpool's simulated "
-            "device\n");
+                    "program will find no GPU; add --simulate to run it on fragpool's simulated "
+                    "device\n");
 }
 
 /* ---- is it Python? ---------------------------------------------------- */
@@ -196,9 +196,11 @@ static int framework_cache(const run_opts *o)
         return 0;
     if (setenv(FP_NO_CACHE_VAR, "1", 1))
         return errno;
-    fprintf(stderr, "fragpool run: %s is a Python program: setting " FP_NO_CACHE_VAR "=1 "
+    fprintf(stderr,
+            "fragpool run: %s is a Python program: setting " FP_NO_CACHE_VAR "=1 "
             "so that PyTorch's tensors come to fragpool, not to PyTorch's own cache "
-            "(--keep-framework-cache keeps it)\n", o->cmd[0]);
+            "(--keep-framework-cache keeps it)\n",
+            o->cmd[0]);
     return 0;
 }
 
@@ -285,7 +287,7 @@ static int have_gpu(void)
 /* The demo's limit: between what the workload needs under PyTorch's rules
  * (328 MiB, replayed) and with virtual-memory segments (288 MiB). */
 #define DEMO_LIMIT_MB 312
-#define DEMO_OUT 16384
+#define DEMO_OUT      16384
 
 /* Runs the workload (under fragpool with conf unless conf is NULL), its
  * stdout and stderr echoed as they come and the first DEMO_OUT - 1 bytes
@@ -367,7 +369,8 @@ static void demo_verdict(const char *driver_out, const char *oom_out, const char
     printf("before: PyTorch's rules ran out of memory within %d MiB; after: FRAGPOOL_CONF=%s "
            "completed within it (its replay needed %s MiB up to the failure; %s MiB live at "
            "peak); time per allocate+free pair: %s us straight on the driver, %s us under "
-           "fragpool\n", DEMO_LIMIT_MB, conf, need, live, drv, fp);
+           "fragpool\n",
+           DEMO_LIMIT_MB, conf, need, live, drv, fp);
 }
 
 int fp_cmd_demo(int argc, char **argv)
@@ -377,8 +380,10 @@ int fp_cmd_demo(int argc, char **argv)
     if (fp_find_paths(&p))
         return 1;
     if (access(p.workload, X_OK)) {
-        fprintf(stderr, "fragpool demo: the workload %s is missing; build or install fragpool "
-                "again\n", p.workload);
+        fprintf(stderr,
+                "fragpool demo: the workload %s is missing; build or install fragpool "
+                "again\n",
+                p.workload);
         return 1;
     }
     static char driver_out[DEMO_OUT], oom_out[DEMO_OUT], fixed_out[DEMO_OUT];
@@ -391,12 +396,14 @@ int fp_cmd_demo(int argc, char **argv)
     snprintf(limit, sizeof limit, "max_reserved_mb:%d,summary:off,expandable_segments:False",
              DEMO_LIMIT_MB);
     printf("\n== 2. under fragpool, PyTorch's rules (classic segments, PyTorch's default; "
-           "fragpool's is virtual memory), within %d MiB: FRAGPOOL_CONF=%s\n", DEMO_LIMIT_MB,
-           limit);
+           "fragpool's is virtual memory), within %d MiB: FRAGPOOL_CONF=%s\n",
+           DEMO_LIMIT_MB, limit);
     int rc = run_workload(&p, limit, !gpu, oom_out);
     if (rc != 3 || take_field(oom_out, "fragpool: fix: FRAGPOOL_CONF=", " \n", conf, sizeof conf)) {
-        fprintf(stderr, "fragpool demo: expected an out-of-memory failure with a proven fix "
-                "(exit status %d)\n", rc);
+        fprintf(stderr,
+                "fragpool demo: expected an out-of-memory failure with a proven fix "
+                "(exit status %d)\n",
+                rc);
         return 1;
     }
     printf("\n== 3. the fix, verbatim: FRAGPOOL_CONF=%s\n", conf);

@@ -17,7 +17,7 @@
 
 typedef struct tune_args {
     const char *trace;
-    size_t budget;       /* 0 = none given */
+    size_t budget; /* 0 = none given */
     int json, full;
     unsigned threads;
 } tune_args;
@@ -111,8 +111,8 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
     fp_sink_flush(&s);
 }
 
-static const char *const verdict_kinds[] = {"fix", "raise_cap", "none_fits", "current_fits",
-                                            "leaner", "keep", "all_oom"};
+static const char *const verdict_kinds[] = {"fix",    "raise_cap", "none_fits", "current_fits",
+                                            "leaner", "keep",      "all_oom"};
 
 static void json_verdict(fp_json *j, const fp_advice *v)
 {
@@ -164,8 +164,8 @@ static int print_json(const tune_args *a, const fp_trace *t, const fp_tune_row *
         fp_json_u64(&j, "gc", (uint64_t)r->set.gc);
         fp_json_u64(&j, "peak_reserved", r->peak_reserved);
         fp_json_u64(&j, "peak_allocated", r->peak_allocated);
-        fp_json_fixed(&j, "fragmentation", r->peak_reserved - r->peak_allocated,
-                      r->peak_reserved, 4);
+        fp_json_fixed(&j, "fragmentation", r->peak_reserved - r->peak_allocated, r->peak_reserved,
+                      4);
         if (r->min_budget)
             fp_json_u64(&j, "min_budget", r->min_budget);
         else

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #define LAYERS 12
-#define STEPS 30
+#define STEPS  30
 
 static struct {
     fp_PFN_cuInit init;
@@ -48,7 +48,11 @@ static int load(void)
     if (!gpa)
         return -1;
     CUdriverProcAddressQueryResult st;
-    struct { const char *name; int ver; void **slot; } fns[] = {
+    struct {
+        const char *name;
+        int ver;
+        void **slot;
+    } fns[] = {
         {"cuInit", 2000, (void **)&cu.init},
         {"cuDeviceGet", 2000, (void **)&cu.device_get},
         {"cuDeviceGetName", 2000, (void **)&cu.name},
@@ -71,7 +75,7 @@ static CUdeviceptr take(size_t bytes, unsigned char fill)
     double t = now();
     CUresult r = cu.alloc(&p, bytes);
     alloc_seconds += now() - t;
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {   /* as a training script dies of it */
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) { /* as a training script dies of it */
         fprintf(stderr, "demo: out of memory: cuMemAlloc(%zu) failed\n", bytes);
         exit(3);
     }
@@ -127,7 +131,7 @@ int main(void)
     CUdevice dev;
     CUcontext ctx;
     char name[128] = "?";
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* in order with stderr through a pipe */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* in order with stderr through a pipe */
     if (load() || cu.init(0) || cu.device_get(&dev, 0) || cu.retain(&ctx, dev) ||
         cu.set_current(ctx))
         return 1;

@@ -24,7 +24,7 @@
 typedef struct command {
     int (*fn)(int, char **);
     const fp_cli_spec *spec;
-    const char *what;       /* one line                                */
+    const char *what; /* one line                                */
 } command;
 
 #if !FP_CLI_TRACE
@@ -32,13 +32,15 @@ typedef struct command {
 static int no_trace(int argc, char **argv)
 {
     (void)argc;
-    fprintf(stderr, "fragpool %s: not in this build (zlib was missing when it was built); "
-            "install zlib (Debian: zlib1g-dev), configure and build again\n", argv[0]);
+    fprintf(stderr,
+            "fragpool %s: not in this build (zlib was missing when it was built); "
+            "install zlib (Debian: zlib1g-dev), configure and build again\n",
+            argv[0]);
     return 1;
 }
-#define fp_cmd_replay no_trace
-#define fp_cmd_tune no_trace
-#define fp_cmd_report no_trace
+#define fp_cmd_replay   no_trace
+#define fp_cmd_tune     no_trace
+#define fp_cmd_report   no_trace
 #define fp_cmd_snapshot no_trace
 #endif
 
@@ -84,7 +86,8 @@ static void usage(FILE *f)
         fprintf(f, "\n      %s\n", commands[i].what);
     }
     fputs("  help [COMMAND]\n  --version\n"
-          "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n", f);
+          "SIZE: bytes, or with a unit: 512M, 8GiB, 1.5G.\n",
+          f);
 }
 
 /* An unknown command: "did you mean" for a typo, else the overview. */
@@ -96,8 +99,10 @@ static int unknown(const char *word)
     names[NCOMMANDS] = "help";
     const char *guess = fp_closest((fp_slice){word, strlen(word)}, names, NCOMMANDS + 1);
     if (guess) {
-        fprintf(stderr, "fragpool: unknown command '%s'; did you mean %s? (fragpool help lists "
-                "them)\n", word, guess);
+        fprintf(stderr,
+                "fragpool: unknown command '%s'; did you mean %s? (fragpool help lists "
+                "them)\n",
+                word, guess);
         return 2;
     }
     fprintf(stderr, "fragpool: unknown command '%s'\n", word);

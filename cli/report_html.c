@@ -62,7 +62,7 @@ static void emit_segment(fp_json *j, const fp_html_page *pg, const fp_html_segme
     fp_json_hex(j, "a", s->addr);
     fp_json_u64(j, "s", s->size);
     fp_json_u64(j, "p", (uint64_t)s->small);
-    fp_json_arr(j, "b");   /* size, state, requested; per block */
+    fp_json_arr(j, "b"); /* size, state, requested; per block */
     for (size_t i = s->first; i < s->first + s->n; i++) {
         fp_json_u64(j, NULL, pg->blocks[i].size);
         fp_json_u64(j, NULL, (uint64_t)pg->blocks[i].state);
@@ -200,7 +200,7 @@ int fp_html_write(FILE *f, const fp_html_page *pg)
         return err;
     static const char open[] = "<!--fp:";
     const char *p = page_template;
-    for (const char *m; (m = strstr(p, open)); ) {
+    for (const char *m; (m = strstr(p, open));) {
         const char *name = m + sizeof open - 1, *close = strstr(name, "-->");
         if (!close)
             break;

@@ -30,15 +30,15 @@
 
 _Static_assert(SIZE_MAX == UINT64_MAX, "fragpool needs a 64-bit size_t");
 
-#define FP_LABEL      "FRAGPOOL_CONF" /* what fp_conf_parse's lines name  */
-#define FP_TAIL       "; ignoring this entry, the rest still applies"
-#define FP_MAX_MB     ((uint64_t)(SIZE_MAX / FP_MIB)) /* 17592186044415 */
-#define FP_SHOW       64      /* input bytes quoted in a message          */
-#define FP_SHOW_ITEM  32      /* bytes of one list item quoted            */
-#define FP_LINE       2048    /* a report line can never need more        */
-#define FP_DIV_MAX    1024    /* largest roundup_power2_divisions value   */
-#define FP_DIV_KEY_MAX 32768  /* largest list size, MiB (interval 15)     */
-#define FP_REAL_DECIMALS 15   /* digits after the point a real may have   */
+#define FP_LABEL         "FRAGPOOL_CONF" /* what fp_conf_parse's lines name  */
+#define FP_TAIL          "; ignoring this entry, the rest still applies"
+#define FP_MAX_MB        ((uint64_t)(SIZE_MAX / FP_MIB)) /* 17592186044415 */
+#define FP_SHOW          64    /* input bytes quoted in a message          */
+#define FP_SHOW_ITEM     32    /* bytes of one list item quoted            */
+#define FP_LINE          2048  /* a report line can never need more        */
+#define FP_DIV_MAX       1024  /* largest roundup_power2_divisions value   */
+#define FP_DIV_KEY_MAX   32768 /* largest list size, MiB (interval 15)     */
+#define FP_REAL_DECIMALS 15    /* digits after the point a real may have   */
 
 /* s[0..n) as a message shows it: at most max bytes, odd bytes escaped. */
 static void fp_put_shown(fp_sink *b, const char *s, size_t n, size_t max)
@@ -50,7 +50,7 @@ static void fp_put_shown(fp_sink *b, const char *s, size_t n, size_t max)
             fp_putc(b, (char)ch);
             continue;
         }
-        char esc[4] = { '\\', 'x', hex[ch >> 4], hex[ch & 15] };
+        char esc[4] = {'\\', 'x', hex[ch >> 4], hex[ch & 15]};
         fp_put(b, esc, sizeof esc);
     }
     if (n > max)
@@ -65,7 +65,10 @@ static void fp_put_quoted(fp_sink *b, const char *s, size_t n, size_t max)
 }
 
 /* ---- small lexical helpers -------------------------------------------- */
-static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+static int is_digit(char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
 
 static int slice_is(const char *p, size_t n, const char *word)
 {
@@ -95,7 +98,10 @@ static int parse_u64(const char *s, size_t n, uint64_t *out)
     return 0;
 }
 
-static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+static int is_pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
 
 static unsigned log2_u64(uint64_t v)
 {
@@ -111,14 +117,13 @@ static unsigned log2_u64(uint64_t v)
  * with m <= 2^53 and k <= 15: both exact doubles, so one division gives
  * the correctly rounded result, the same as strtod, with no locale. */
 static const double fp_pow10[FP_REAL_DECIMALS + 1] = {
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7,
-    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
 };
 #define FP_EXACT_INT ((uint64_t)1 << 53)
 
 static int parse_fraction(const char *s, size_t n, uint64_t *m, unsigned *k)
 {
-    while (n && s[n - 1] == '0')   /* trailing zeros add nothing */
+    while (n && s[n - 1] == '0') /* trailing zeros add nothing */
         n--;
     if (n > FP_REAL_DECIMALS)
         return -1;
@@ -140,7 +145,7 @@ static int parse_real(const char *s, size_t n, double *out)
     size_t int_digits = i;
     if (i < n && s[i] == '.') {
         if (int_digits == 0 && i + 1 == n)
-            return -1;                          /* "." alone */
+            return -1; /* "." alone */
         if (parse_fraction(s + i + 1, n - i - 1, &m, &k))
             return -1;
     } else if (i != n || int_digits == 0) {
@@ -172,8 +177,7 @@ static void fp_put_real(fp_sink *b, double v)
         fp_puts(b, "invalid");
         return;
     }
-    for (unsigned k = 0; k <= FP_REAL_DECIMALS && v * fp_pow10[k] <= lim;
-         k++) {
+    for (unsigned k = 0; k <= FP_REAL_DECIMALS && v * fp_pow10[k] <= lim; k++) {
         uint64_t m = (uint64_t)(v * fp_pow10[k] + 0.5);
         best = k;
         if ((double)m / fp_pow10[k] == v) {
@@ -196,8 +200,7 @@ static const void *cfield(const fp_conf *c, const fp_option *o)
 }
 
 /* An integer number of MiB stored as size_t bytes. */
-static int parse_mib(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                     fp_sink *why)
+static int parse_mib(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     uint64_t mb;
     (void)why;
@@ -221,8 +224,7 @@ static void format_mib(const fp_option *o, const fp_conf *c, fp_sink *out)
 }
 
 /* A plain integer count stored as int (trace_stacks). */
-static int parse_count(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                       fp_sink *why)
+static int parse_count(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     uint64_t x;
     (void)why;
@@ -234,7 +236,7 @@ static int parse_count(const fp_option *o, const char *v, size_t n, fp_conf *c,
 
 static void format_count(const fp_option *o, const fp_conf *c, fp_sink *out)
 {
-    fp_put_u64(out, (uint64_t)*(const int *)cfield(c, o));
+    fp_put_u64(out, (uint64_t) * (const int *)cfield(c, o));
 }
 
 static int real_in_range(const fp_option *o, double x)
@@ -245,8 +247,7 @@ static int real_in_range(const fp_option *o, double x)
 }
 
 /* A real stored as double; off_word stores 0. */
-static int parse_dbl(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                     fp_sink *why)
+static int parse_dbl(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     double x;
     (void)why;
@@ -271,15 +272,14 @@ static void format_dbl(const fp_option *o, const fp_conf *c, fp_sink *out)
 
 /* 0/1/true/false/True/False stored as int; off_word (a third state, such
  * as "auto") stores off_value. */
-static int parse_bool(const fp_option *o, const char *v, size_t n,
-                      fp_conf *c, fp_sink *why)
+static int parse_bool(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     (void)why;
     if (o->off_word && slice_is(v, n, o->off_word)) {
         *(int *)field(c, o) = (int)o->off_value;
         return 0;
     }
-    for (int i = 0; o->words[i]; i++)   /* "0", "1", then pairs true/false */
+    for (int i = 0; o->words[i]; i++) /* "0", "1", then pairs true/false */
         if (slice_is(v, n, o->words[i])) {
             *(int *)field(c, o) = i < 2 ? i : i % 2 == 0;
             return 0;
@@ -297,8 +297,7 @@ static void format_bool(const fp_option *o, const fp_conf *c, fp_sink *out)
 }
 
 /* One of o->words, stored as its index (int). */
-static int parse_word(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                      fp_sink *why)
+static int parse_word(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     (void)why;
     for (int i = 0; o->words[i]; i++)
@@ -337,8 +336,7 @@ static int hex_escape(const char *v, size_t n, size_t i, char *out)
     return 0;
 }
 
-static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                      fp_sink *why)
+static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     (void)o;
     char tmp[FP_CONF_PATH_MAX];
@@ -349,7 +347,7 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
             return -1;
         }
         char ch = v[i];
-        int pair = v[i] == '%' && i + 1 < n && v[i + 1] == '%';   /* kept whole */
+        int pair = v[i] == '%' && i + 1 < n && v[i + 1] == '%'; /* kept whole */
         if (m + 1 + (size_t)pair >= FP_CONF_PATH_MAX) {
             fp_puts(why, "path too long");
             return -1;
@@ -361,7 +359,7 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c,
             tmp[m++] = v[i++];
         } else if (ch == '%' && i + 1 < n &&
                    (strchr("[],", v[i + 1]) || hex_escape(v, n, i + 1, &next))) {
-            fp_puts(why, "'%' before '[', ']' or ','");   /* no escape, and no round trip */
+            fp_puts(why, "'%' before '[', ']' or ','"); /* no escape, and no round trip */
             return -1;
         }
         tmp[m++] = ch;
@@ -396,8 +394,8 @@ static void format_dest(const fp_option *o, const fp_conf *c, fp_sink *out)
  * go down, which PyTorch silently lets overwrite. */
 typedef struct fp_divs {
     uint32_t d[FP_ROUNDUP_INTERVALS];
-    int last;        /* interval of the last size listed, -1 before any */
-    int closed;      /* a '>' item was seen                             */
+    int last;   /* interval of the last size listed, -1 before any */
+    int closed; /* a '>' item was seen                             */
 } fp_divs;
 
 static int is_division(uint64_t v)
@@ -419,8 +417,7 @@ static int item_fail(fp_sink *why, fp_slice it, const char *what)
     return -1;
 }
 
-static int divs_size(fp_divs *s, fp_slice it, fp_slice k, uint32_t val,
-                     fp_sink *why)
+static int divs_size(fp_divs *s, fp_slice it, fp_slice k, uint32_t val, fp_sink *why)
 {
     uint64_t mb;
     if (parse_u64(k.p, k.n, &mb) || !is_pow2(mb))
@@ -454,8 +451,7 @@ static int divs_item(fp_divs *s, fp_slice it, size_t no, fp_sink *why)
     fp_slice k = fp_trim(it.p, (size_t)(colon - it.p));
     fp_slice v = fp_trim(colon + 1, it.n - (size_t)(colon - it.p) - 1);
     if (parse_u64(v.p, v.n, &val) || !is_division(val))
-        return item_fail(why, it,
-                         ": divisions must be 0 or a power of two up to 1024");
+        return item_fail(why, it, ": divisions must be 0 or a power of two up to 1024");
     if (!slice_is(k.p, k.n, ">"))
         return divs_size(s, it, k, (uint32_t)val, why);
     fill(s->d, (s->last < 0 ? 0 : s->last) + 1, FP_ROUNDUP_INTERVALS - 1, (uint32_t)val);
@@ -482,10 +478,9 @@ static int divs_list(fp_divs *s, fp_slice in, fp_sink *why)
     }
 }
 
-static int parse_divs_list(const char *v, size_t n, uint32_t *out,
-                           fp_sink *why)
+static int parse_divs_list(const char *v, size_t n, uint32_t *out, fp_sink *why)
 {
-    fp_divs s = { .last = -1 };
+    fp_divs s = {.last = -1};
     const char *close = memchr(v, ']', n);
     if (!close) {
         fp_puts(why, "no closing ']'");
@@ -501,8 +496,7 @@ static int parse_divs_list(const char *v, size_t n, uint32_t *out,
     return 0;
 }
 
-static int parse_divs(const fp_option *o, const char *v, size_t n, fp_conf *c,
-                      fp_sink *why)
+static int parse_divs(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     uint32_t *dst = field(c, o);
     uint64_t x;
@@ -655,72 +649,99 @@ int fp_conf_accept(const fp_option *o, char *buf, size_t len)
 #define POOL_FIELD(f) (offsetof(fp_conf, pool) + offsetof(fp_pool_opts, f))
 
 /* The words a bool row accepts, for its range and its messages. */
-static const char *const fp_bool_words[] = {"0", "1", "true", "false", "True", "False",
-                                            NULL};
+static const char *const fp_bool_words[] = {"0", "1", "true", "false", "True", "False", NULL};
 
 /* A 0/1 key stored in the int field of fp_conf of the same name. */
-#define FP_BOOL_OPTION(key, def, text)                                        \
-    {                                                                         \
-        .name = #key, .type = "bool", .deflt = def,                           \
-        .words = fp_bool_words, .help = text,                                 \
-        .offset = offsetof(fp_conf, key),                                     \
-        .parse = parse_bool, .format = format_bool,                           \
+#define FP_BOOL_OPTION(key, def, text)                                                             \
+    {                                                                                              \
+        .name = #key, .type = "bool", .deflt = def, .words = fp_bool_words, .help = text,          \
+        .offset = offsetof(fp_conf, key), .parse = parse_bool, .format = format_bool,              \
     }
 
 static const fp_option fp_options[] = {
     {
-        .name = "max_split_size_mb", .type = "integer MiB",
+        .name = "max_split_size_mb",
+        .type = "integer MiB",
         .deflt = "unlimited",
         .help = "blocks of this size or more are never split; requests of "
                 "this size or more never take a cached block more than "
                 "max_non_split_rounding_mb bigger",
-        .offset = POOL_FIELD(max_split_size), .min = 21, .max = FP_MAX_MB,
-        .off_word = "unlimited", .off_value = SIZE_MAX,
-        .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(max_split_size),
+        .min = 21,
+        .max = FP_MAX_MB,
+        .off_word = "unlimited",
+        .off_value = SIZE_MAX,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "max_non_split_rounding_mb", .type = "integer MiB",
+        .name = "max_non_split_rounding_mb",
+        .type = "integer MiB",
         .deflt = "20",
         .help = "how much bigger than the request a cached block at or "
                 "above max_split_size_mb may be and still be used whole",
-        .offset = POOL_FIELD(max_non_split_rounding), .min = 20,
-        .max = FP_MAX_MB, .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(max_non_split_rounding),
+        .min = 20,
+        .max = FP_MAX_MB,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "roundup_power2_divisions", .type = "divisions",
-        .deflt = "0", .range = "0, 1, 2, 4, ..., 1024, or [size:div,...,>:div]",
+        .name = "roundup_power2_divisions",
+        .type = "divisions",
+        .deflt = "0",
+        .range = "0, 1, 2, 4, ..., 1024, or [size:div,...,>:div]",
         .help = "round requests up to one of N steps between powers of two, "
                 "for every size interval (1 MiB .. 32 GiB) or per interval",
         .accept = "0 or a power of two up to 1024, or a list like "
                   "[256:1,512:2,>:8] of increasing power-of-two sizes in "
                   "MiB with such values, '>' last",
         .offset = POOL_FIELD(roundup_divisions),
-        .parse = parse_divs, .format = format_divs,
+        .parse = parse_divs,
+        .format = format_divs,
     },
     {
-        .name = "garbage_collection_threshold", .type = "real",
-        .deflt = "off", .example = "0.6",
+        .name = "garbage_collection_threshold",
+        .type = "real",
+        .deflt = "off",
+        .example = "0.6",
         .help = "when reserved memory passes this fraction of the cap, free "
                 "cached blocks, oldest first, before reserving more",
-        .offset = POOL_FIELD(gc_threshold), .rmin = 0, .rmax = 1,
-        .open_min = 1, .open_max = 1, .off_word = "off",
-        .parse = parse_dbl, .format = format_dbl,
+        .offset = POOL_FIELD(gc_threshold),
+        .rmin = 0,
+        .rmax = 1,
+        .open_min = 1,
+        .open_max = 1,
+        .off_word = "off",
+        .parse = parse_dbl,
+        .format = format_dbl,
     },
     {
-        .name = "per_process_memory_fraction", .type = "real",
-        .deflt = "unlimited", .example = "0.5",
+        .name = "per_process_memory_fraction",
+        .type = "real",
+        .deflt = "unlimited",
+        .example = "0.5",
         .help = "cap on reserved memory as a fraction of the device's total",
-        .offset = POOL_FIELD(memory_fraction), .rmin = 0, .rmax = 1,
-        .open_min = 1, .off_word = "unlimited",
-        .parse = parse_dbl, .format = format_dbl,
+        .offset = POOL_FIELD(memory_fraction),
+        .rmin = 0,
+        .rmax = 1,
+        .open_min = 1,
+        .off_word = "unlimited",
+        .parse = parse_dbl,
+        .format = format_dbl,
     },
     {
-        .name = "max_reserved_mb", .type = "integer MiB",
+        .name = "max_reserved_mb",
+        .type = "integer MiB",
         .deflt = "unlimited",
         .help = "cap on reserved memory in MiB",
-        .offset = POOL_FIELD(max_reserved), .min = 1, .max = FP_MAX_MB,
-        .off_word = "unlimited", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(max_reserved),
+        .min = 1,
+        .max = FP_MAX_MB,
+        .off_word = "unlimited",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     FP_BOOL_OPTION(strict, "0",
                    "1: any problem in FRAGPOOL_CONF is fatal (exit status 2 "
@@ -732,84 +753,118 @@ static const fp_option fp_options[] = {
                    "1: verify every pool invariant after each allocation and "
                    "free, and abort with the broken one (slow)"),
     {
-        .name = "free_policy", .type = "word", .deflt = "deferred",
+        .name = "free_policy",
+        .type = "word",
+        .deflt = "deferred",
         .help = "deferred: a free returns at once and the block is reused "
                 "after the work queued before it has finished; sync: every "
                 "free synchronizes the device, exactly as cuMemFree",
         .offset = offsetof(fp_conf, free_policy),
         .words = (const char *const[]){"deferred", "sync", NULL},
-        .parse = parse_word, .format = format_word,
+        .parse = parse_word,
+        .format = format_word,
     },
     {
-        .name = "defer_headroom_mb", .type = "integer MiB", .deflt = "0",
+        .name = "defer_headroom_mb",
+        .type = "integer MiB",
+        .deflt = "0",
         .help = "no effect, kept so that existing settings still parse: "
                 "deferred reuse never waits for the GPU on the host; a "
                 "non-zero value is said once on stderr and ignored",
-        .offset = offsetof(fp_conf, defer_headroom), .min = 0, .max = FP_MAX_MB,
-        .parse = parse_mib, .format = format_mib,
+        .offset = offsetof(fp_conf, defer_headroom),
+        .min = 0,
+        .max = FP_MAX_MB,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "summary", .type = "destination", .deflt = "stderr",
+        .name = "summary",
+        .type = "destination",
+        .deflt = "stderr",
         .range = "off, stderr, PATH (%p pid, %r rank, %h host)",
         .help = "where the memory summary goes at exit",
         .accept = "off, stderr, or a file path shorter than 256 bytes "
                   "(%p pid, %r rank, %h host)",
         .offset = offsetof(fp_conf, summary),
-        .parse = parse_dest, .format = format_dest,
+        .parse = parse_dest,
+        .format = format_dest,
     },
     {
-        .name = "summary_format", .type = "word", .deflt = "text",
+        .name = "summary_format",
+        .type = "word",
+        .deflt = "text",
         .help = "the summary's format: PyTorch's memory_summary table, or "
                 "JSON (docs/summary.md)",
         .offset = offsetof(fp_conf, summary_format),
         .words = (const char *const[]){"text", "json", NULL},
-        .parse = parse_word, .format = format_word,
+        .parse = parse_word,
+        .format = format_word,
     },
     FP_BOOL_OPTION(dump_on_sigusr1, "0",
                    "1: SIGUSR1 writes the current summary (to stderr, or to "
                    "PATH.N with a summary path) and the program runs on"),
     {
-        .name = "trace", .type = "destination", .deflt = "off",
+        .name = "trace",
+        .type = "destination",
+        .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
         .help = "record every allocation, free and segment event to this "
                 "CSV file, for fragpool replay and tune",
         .accept = "off, or a file path shorter than 256 bytes (%p pid, "
                   "%r rank, %h host)",
         .offset = offsetof(fp_conf, trace),
-        .parse = parse_dest, .format = format_dest,
+        .parse = parse_dest,
+        .format = format_dest,
     },
     {
-        .name = "record_mb", .type = "integer MiB", .deflt = "16",
+        .name = "record_mb",
+        .type = "integer MiB",
+        .deflt = "16",
         .help = "host memory each pool may use to record its requests (16 "
                 "bytes each), so that after an OOM a replay of the run can "
                 "prove which setting fits (docs/advice.md); off: no record, "
                 "and no proven advice",
-        .offset = POOL_FIELD(record_bytes), .min = 1, .max = 65536,
-        .off_word = "off", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(record_bytes),
+        .min = 1,
+        .max = 65536,
+        .off_word = "off",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "ipc_export", .type = "word", .deflt = "fragpool",
+        .name = "ipc_export",
+        .type = "word",
+        .deflt = "fragpool",
         .help = "cuIpcGetMemHandle of an allocation inside a pool segment or "
                 "of virtual memory: give a fragpool handle that processes "
                 "under fragpool open (the default), or refuse it "
                 "(CUDA_ERROR_NOT_SUPPORTED) (docs/shim.md, IPC)",
         .offset = offsetof(fp_conf, ipc_export),
         .words = (const char *const[]){"refuse", "fragpool", NULL},
-        .parse = parse_word, .format = format_word,
+        .parse = parse_word,
+        .format = format_word,
     },
     {
-        .name = "own_segment_mb", .type = "integer MiB", .deflt = "off",
+        .name = "own_segment_mb",
+        .type = "integer MiB",
+        .deflt = "off",
         .help = "allocations of this many MiB or more go to the driver, each "
                 "a segment of its own (not cached), so that any process can "
                 "open their IPC handles (PyTorch with its cache on: 2)",
-        .offset = offsetof(fp_conf, own_segment), .min = 1, .max = FP_MAX_MB,
-        .off_word = "off", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = offsetof(fp_conf, own_segment),
+        .min = 1,
+        .max = FP_MAX_MB,
+        .off_word = "off",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     /* ---- snapshot:PATH and trace_stacks:N ---- */
     {
-        .name = "snapshot", .type = "destination", .deflt = "off",
+        .name = "snapshot",
+        .type = "destination",
+        .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
         .help = "write PyTorch's memory snapshot (the pickle of "
                 "_dump_snapshot, for memory_viz) to this file at exit, and "
@@ -817,64 +872,96 @@ static const fp_option fp_options[] = {
         .accept = "off, or a file path shorter than 256 bytes (%p pid, "
                   "%r rank, %h host)",
         .offset = offsetof(fp_conf, snapshot),
-        .parse = parse_dest, .format = format_dest,
+        .parse = parse_dest,
+        .format = format_dest,
     },
     {
-        .name = "trace_stacks", .type = "integer", .deflt = "0",
+        .name = "trace_stacks",
+        .type = "integer",
+        .deflt = "0",
         .help = "record the N innermost host frames of each allocation "
                 "(backtrace) for the snapshot's frames and the leak report; "
                 "0: none",
-        .offset = offsetof(fp_conf, trace_stacks), .min = 0, .max = 32,
-        .parse = parse_count, .format = format_count,
+        .offset = offsetof(fp_conf, trace_stacks),
+        .min = 0,
+        .max = 32,
+        .parse = parse_count,
+        .format = format_count,
     },
     {
-        .name = "tools", .type = "word", .deflt = "passthrough",
+        .name = "tools",
+        .type = "word",
+        .deflt = "passthrough",
         .help = "when a CUDA tool is injected (compute-sanitizer, Nsight: "
                 "CUDA_INJECTION64_PATH or NVTX_INJECTION64_PATH set): "
                 "passthrough sends every allocation to the driver, so the "
                 "tool sees each one; pool serves from the pool anyway",
         .offset = offsetof(fp_conf, tools),
         .words = (const char *const[]){"passthrough", "pool", NULL},
-        .parse = parse_word, .format = format_word,
+        .parse = parse_word,
+        .format = format_word,
     },
     /* ---- end of the snapshot keys ---- */
     /* ---- virtual-memory segments ---- */
     {
-        .name = "expandable_segments", .type = "bool", .deflt = "auto",
-        .words = fp_bool_words, .off_word = "auto", .off_value = FP_VMM_AUTO,
+        .name = "expandable_segments",
+        .type = "bool",
+        .deflt = "auto",
+        .words = fp_bool_words,
+        .off_word = "auto",
+        .off_value = FP_VMM_AUTO,
         .help = "1: serve from large reserved address ranges whose physical "
                 "pages are mapped on demand and moved to where they are "
                 "needed (docs/vmm.md); 0: PyTorch's classic segments; auto: "
                 "1 wherever the driver has virtual memory management",
         .offset = POOL_FIELD(expandable_segments),
-        .parse = parse_bool, .format = format_bool,
+        .parse = parse_bool,
+        .format = format_bool,
     },
     {
-        .name = "vmm_page_mb", .type = "integer MiB", .deflt = "granularity",
+        .name = "vmm_page_mb",
+        .type = "integer MiB",
+        .deflt = "granularity",
         .help = "with expandable_segments, the page mapped at a time, rounded "
                 "up to the device's granularity (2 MiB on an H200)",
-        .offset = POOL_FIELD(vmm_page), .min = 1, .max = 1048576,
-        .off_word = "granularity", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(vmm_page),
+        .min = 1,
+        .max = 1048576,
+        .off_word = "granularity",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "vmm_reserve_mb", .type = "integer MiB", .deflt = "device",
+        .name = "vmm_reserve_mb",
+        .type = "integer MiB",
+        .deflt = "device",
         .help = "with expandable_segments, the address space reserved per "
                 "range (one for small and one for large blocks; more only "
                 "when one is full); device: the device's memory size",
-        .offset = POOL_FIELD(vmm_reserve), .min = 2, .max = FP_MAX_MB,
-        .off_word = "device", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(vmm_reserve),
+        .min = 2,
+        .max = FP_MAX_MB,
+        .off_word = "device",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "vmm_headroom_mb", .type = "integer MiB", .deflt = "64",
+        .name = "vmm_headroom_mb",
+        .type = "integer MiB",
+        .deflt = "64",
         .help = "with expandable_segments, device memory a new page may not "
                 "take: idle pages are unmapped first, so that the driver and "
                 "libraries (kernels loaded lazily, local memory, their own "
                 "cudaMalloc) find room; off or 0: map until the device is full",
-        .offset = POOL_FIELD(vmm_headroom), .min = 0, .max = FP_MAX_MB,
-        .off_word = "off", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = POOL_FIELD(vmm_headroom),
+        .min = 0,
+        .max = FP_MAX_MB,
+        .off_word = "off",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     /* ---- pinned host memory ---- */
     FP_BOOL_OPTION(host_pool, "1",
@@ -882,37 +969,55 @@ static const fp_option fp_options[] = {
                    "cudaMallocHost are served from a pool of pinned memory "
                    "(docs/shim.md, Pinned host memory); 0: all to the driver"),
     {
-        .name = "host_max_reserved_mb", .type = "integer MiB",
+        .name = "host_max_reserved_mb",
+        .type = "integer MiB",
         .deflt = "unlimited",
         .help = "cap on the pinned memory the host pool holds; past it, "
                 "requests go to the driver uncached",
-        .offset = offsetof(fp_conf, host_max_reserved), .min = 1,
-        .max = FP_MAX_MB, .off_word = "unlimited", .off_value = 0,
-        .parse = parse_mib, .format = format_mib,
+        .offset = offsetof(fp_conf, host_max_reserved),
+        .min = 1,
+        .max = FP_MAX_MB,
+        .off_word = "unlimited",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "host_max_cached_mb", .type = "integer MiB",
+        .name = "host_max_cached_mb",
+        .type = "integer MiB",
         .deflt = "unlimited",
         .help = "pinned requests of more than this many MiB go to the "
                 "driver and are not cached (PyTorch: pinned_max_cached_size_mb)",
-        .offset = offsetof(fp_conf, host_max_cached), .min = 0,
-        .max = FP_MAX_MB, .off_word = "unlimited", .off_value = SIZE_MAX,
-        .parse = parse_mib, .format = format_mib,
+        .offset = offsetof(fp_conf, host_max_cached),
+        .min = 0,
+        .max = FP_MAX_MB,
+        .off_word = "unlimited",
+        .off_value = SIZE_MAX,
+        .parse = parse_mib,
+        .format = format_mib,
     },
     {
-        .name = "pinned_max_cached_size_mb", .type = "integer MiB",
+        .name = "pinned_max_cached_size_mb",
+        .type = "integer MiB",
         .deflt = "unlimited",
         .help = "PyTorch's name for host_max_cached_mb: the same value",
-        .offset = offsetof(fp_conf, host_max_cached), .min = 0,
-        .max = FP_MAX_MB, .off_word = "unlimited", .off_value = SIZE_MAX,
-        .parse = parse_mib, .format = format_mib,
+        .offset = offsetof(fp_conf, host_max_cached),
+        .min = 0,
+        .max = FP_MAX_MB,
+        .off_word = "unlimited",
+        .off_value = SIZE_MAX,
+        .parse = parse_mib,
+        .format = format_mib,
     },
 };
 
 #define FP_NOPTIONS (sizeof fp_options / sizeof fp_options[0])
 _Static_assert(FP_NOPTIONS <= FP_CONF_MAX_OPTIONS, "set_mask has 64 bits");
 
-size_t fp_conf_noptions(void) { return FP_NOPTIONS; }
+size_t fp_conf_noptions(void)
+{
+    return FP_NOPTIONS;
+}
 
 const fp_option *fp_conf_option(size_t i)
 {
@@ -964,8 +1069,7 @@ int fp_conf_format(const fp_conf *c, char *buf, size_t len)
     return format_keys(c, UINT64_MAX, buf, len);
 }
 
-size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf,
-                       size_t len)
+size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size_t len)
 {
     size_t n = 0, used = 0;
     for (; n < FP_NOPTIONS && n < max && used < len; n++) {
@@ -984,9 +1088,9 @@ typedef struct fp_parser {
     fp_conf *c;
     fp_conf_report_fn report;
     void *ud;
-    const char *label;   /* "fragpool: <label>: " starts every line */
-    unsigned flags;      /* FP_CONF_LENIENT                        */
-    uint64_t seen;       /* keys met in this text, good or bad */
+    const char *label; /* "fragpool: <label>: " starts every line */
+    unsigned flags;    /* FP_CONF_LENIENT                        */
+    uint64_t seen;     /* keys met in this text, good or bad */
     int problems;
 } fp_parser;
 
@@ -1066,8 +1170,7 @@ static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)
 }
 
 /* "'entry': what; ignoring this entry (key stays cur), the rest ..." */
-static void problem_key(fp_parser *ps, fp_slice e, const fp_option *o,
-                        const char *what)
+static void problem_key(fp_parser *ps, fp_slice e, const fp_option *o, const char *what)
 {
     char buf[FP_LINE];
     fp_sink b;
@@ -1083,8 +1186,7 @@ static void problem_key(fp_parser *ps, fp_slice e, const fp_option *o,
     emit(ps, buf);
 }
 
-static void problem_value(fp_parser *ps, fp_slice e, const fp_option *o,
-                          const char *detail)
+static void problem_value(fp_parser *ps, fp_slice e, const fp_option *o, const char *detail)
 {
     char buf[FP_LINE / 2];
     fp_sink b = fp_sink_buffer(buf, sizeof buf);
@@ -1146,7 +1248,7 @@ static void parse_entry(fp_parser *ps, const char *text, size_t at, size_t end)
     if (!k.n)
         problem(ps, e, "empty key; expected key:value");
     else if (idx < 0 && (ps->flags & FP_CONF_LENIENT) && fp_conf_pytorch_only(k.p, k.n))
-        return;                                   /* PyTorch's alone */
+        return; /* PyTorch's alone */
     else if (idx < 0)
         problem_unknown(ps, e, k);
     else
@@ -1176,17 +1278,16 @@ static size_t find_last_close(const char *t, size_t n)
     return n ? n - 1 : 0;
 }
 
-int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
-                  void *ud)
+int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report, void *ud)
 {
     return fp_conf_parse_as(text, FP_LABEL, 0, c, report, ud);
 }
 
-int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
-                     fp_conf *c, fp_conf_report_fn report, void *ud)
+int fp_conf_parse_as(const char *text, const char *label, unsigned flags, fp_conf *c,
+                     fp_conf_report_fn report, void *ud)
 {
-    fp_parser ps = { .c = c, .report = report, .ud = ud,
-                     .label = label ? label : FP_LABEL, .flags = flags };
+    fp_parser ps = {
+        .c = c, .report = report, .ud = ud, .label = label ? label : FP_LABEL, .flags = flags};
     size_t n = text ? strlen(text) : 0;
     if (fp_trim(text, n).n == 0)
         return 0;
@@ -1208,10 +1309,15 @@ int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
  * and PyTorch's docs).  The shared ones are rows of fp_options. */
 static const char *const fp_pytorch_only[] = {
     "pinned_use_background_threads",
-    "large_segment_size_mb", "backend", "release_lock_on_cudamalloc",
-    "pinned_use_cuda_host_register", "pinned_num_register_threads",
-    "pinned_reserve_segment_size_mb", "graph_capture_record_stream_reuse",
-    "throw_on_cudamalloc_oom", "pinned_max_round_threshold_mb",
+    "large_segment_size_mb",
+    "backend",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_num_register_threads",
+    "pinned_reserve_segment_size_mb",
+    "graph_capture_record_stream_reuse",
+    "throw_on_cudamalloc_oom",
+    "pinned_max_round_threshold_mb",
 };
 
 int fp_conf_pytorch_only(const char *name, size_t n)
@@ -1225,11 +1331,13 @@ int fp_conf_pytorch_only(const char *name, size_t n)
 /* In the order fragpool looks: its own, then PyTorch's (PyTorch reads
  * PYTORCH_ALLOC_CONF and falls back to PYTORCH_CUDA_ALLOC_CONF). */
 static const char *const fp_env_order[] = {
-    "FRAGPOOL_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF",
+    "FRAGPOOL_CONF",
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_CUDA_ALLOC_CONF",
 };
 
-int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
-                     fp_conf_report_fn report, void *ud, const char **source)
+int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get, fp_conf_report_fn report, void *ud,
+                     const char **source)
 {
     *source = NULL;
     for (size_t i = 0; i < sizeof fp_env_order / sizeof *fp_env_order; i++) {
@@ -1237,8 +1345,7 @@ int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
         if (!text)
             continue;
         *source = fp_env_order[i];
-        return fp_conf_parse_as(text, fp_env_order[i], i ? FP_CONF_LENIENT : 0,
-                                c, report, ud);
+        return fp_conf_parse_as(text, fp_env_order[i], i ? FP_CONF_LENIENT : 0, c, report, ud);
     }
     return 0;
 }
@@ -1248,8 +1355,7 @@ int fp_conf_format_set(const fp_conf *c, char *buf, size_t len)
     return format_keys(c, c->set_mask, buf, len);
 }
 
-int fp_conf_source_line(const fp_conf *c, const char *source, char *buf,
-                        size_t len)
+int fp_conf_source_line(const fp_conf *c, const char *source, char *buf, size_t len)
 {
     char keys[FP_LINE / 2];
     fp_sink b;

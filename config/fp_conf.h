@@ -32,29 +32,29 @@ enum { FP_IPC_REFUSE = 0, FP_IPC_FRAGPOOL = 1 };
 enum { FP_TOOLS_PASSTHROUGH = 0, FP_TOOLS_POOL = 1 };
 
 typedef struct fp_conf {
-    fp_pool_opts pool;   /* tunables handed to the pool                   */
-    int strict;          /* 1: any config problem is fatal (shim exits 2) */
-    int meminfo_counts_cache; /* cuMemGetInfo's free includes idle cache  */
-    int debug_check;     /* run the pool checker after every operation    */
-    int free_policy;     /* FP_FREE_DEFERRED or FP_FREE_SYNC              */
-    size_t defer_headroom; /* bytes pending reuse while the pool may grow */
-    char summary[FP_CONF_PATH_MAX]; /* "off", "stderr" or a path pattern  */
-    int summary_format;  /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
-    int dump_on_sigusr1; /* SIGUSR1 writes the summary, the program runs on */
-    char trace[FP_CONF_PATH_MAX]; /* "off" or where to record the trace   */
+    fp_pool_opts pool;               /* tunables handed to the pool                   */
+    int strict;                      /* 1: any config problem is fatal (shim exits 2) */
+    int meminfo_counts_cache;        /* cuMemGetInfo's free includes idle cache  */
+    int debug_check;                 /* run the pool checker after every operation    */
+    int free_policy;                 /* FP_FREE_DEFERRED or FP_FREE_SYNC              */
+    size_t defer_headroom;           /* bytes pending reuse while the pool may grow */
+    char summary[FP_CONF_PATH_MAX];  /* "off", "stderr" or a path pattern  */
+    int summary_format;              /* FP_SUMMARY_TEXT or FP_SUMMARY_JSON            */
+    int dump_on_sigusr1;             /* SIGUSR1 writes the summary, the program runs on */
+    char trace[FP_CONF_PATH_MAX];    /* "off" or where to record the trace   */
     char snapshot[FP_CONF_PATH_MAX]; /* "off" or where the snapshot goes  */
-    int trace_stacks;    /* host frames recorded per allocation, 0..32     */
-    int tools;           /* FP_TOOLS_*: under an injected CUDA tool        */
-    int ipc_export;      /* FP_IPC_FRAGPOOL (default) or FP_IPC_REFUSE: IPC export of
+    int trace_stacks;                /* host frames recorded per allocation, 0..32     */
+    int tools;                       /* FP_TOOLS_*: under an injected CUDA tool        */
+    int ipc_export;                  /* FP_IPC_FRAGPOOL (default) or FP_IPC_REFUSE: IPC export of
                             a block inside its segment                     */
-    size_t own_segment;  /* allocations of this many bytes or more go to
+    size_t own_segment;              /* allocations of this many bytes or more go to
                             the driver whole; 0 = off                      */
     /* ---- pinned host memory ---- */
-    int host_pool;       /* 1: cuMemHostAlloc/cuMemAllocHost from a pool  */
+    int host_pool;            /* 1: cuMemHostAlloc/cuMemAllocHost from a pool  */
     size_t host_max_reserved; /* cap on pinned bytes the pool holds; 0 = none */
     size_t host_max_cached;   /* requests above this go to the driver
                                  uncached; SIZE_MAX = no limit             */
-    uint64_t set_mask;   /* bit i: option i was given and accepted        */
+    uint64_t set_mask;        /* bit i: option i was given and accepted        */
 } fp_conf;
 
 /* Receives one problem: a single line, no trailing newline. */
@@ -66,8 +66,7 @@ void fp_conf_default(fp_conf *c);
 /* Parse text over c's current contents: apply every good entry, skip and
  * report each bad one.  text may be NULL or blank; report may be NULL.
  * Returns the number of problems (saturates at INT_MAX). */
-int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
-                  void *ud);
+int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report, void *ud);
 
 /* ---- where the text comes from -------------------------------------------
  * fragpool reads FRAGPOOL_CONF.  When that variable is unset (not merely
@@ -83,8 +82,8 @@ int fp_conf_parse(const char *text, fp_conf *c, fp_conf_report_fn report,
 /* fp_conf_parse, for text from label (a variable, or "--conf"): every
  * problem line starts "fragpool: <label>: ".  flags: 0 or FP_CONF_LENIENT.
  * fp_conf_parse(t, ...) is fp_conf_parse_as(t, "FRAGPOOL_CONF", 0, ...). */
-int fp_conf_parse_as(const char *text, const char *label, unsigned flags,
-                     fp_conf *c, fp_conf_report_fn report, void *ud);
+int fp_conf_parse_as(const char *text, const char *label, unsigned flags, fp_conf *c,
+                     fp_conf_report_fn report, void *ud);
 
 /* 1 when name[0..n) is a key of PyTorch's allocator config that fragpool
  * has no row for (expandable_segments, backend, pinned_*, ...), else 0. */
@@ -97,15 +96,14 @@ typedef char *(*fp_conf_getenv_fn)(const char *name);
  * PYTORCH_CUDA_ALLOC_CONF that get finds set (PyTorch's two leniently),
  * and sets *source to its name, or to NULL when none is set.  Returns the
  * number of problems, as fp_conf_parse. */
-int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get,
-                     fp_conf_report_fn report, void *ud, const char **source);
+int fp_conf_from_env(fp_conf *c, fp_conf_getenv_fn get, fp_conf_report_fn report, void *ud,
+                     const char **source);
 
 /* The one line that says a PyTorch variable supplied the config:
  * "fragpool: FRAGPOOL_CONF is unset; taking K:V,... from SOURCE (...)".
  * 0; ENOENT when source is NULL or FRAGPOOL_CONF (nothing to say, buf
  * untouched); ENOSPC when buf is too small (still NUL-terminated). */
-int fp_conf_source_line(const fp_conf *c, const char *source, char *buf,
-                        size_t len);
+int fp_conf_source_line(const fp_conf *c, const char *source, char *buf, size_t len);
 
 /* Like fp_conf_format, but only the keys given and accepted (set_mask);
  * "" when there are none. */
@@ -125,37 +123,35 @@ int fp_conf_format(const fp_conf *c, char *buf, size_t len);
  * and never cuts a formatted string apart again.  Returns the pairs
  * filled: all of them (fp_conf_noptions(), at most max), or fewer when
  * buf is too small (4 KiB always suffice). */
-size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf,
-                       size_t len);
+size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size_t len);
 
 /* ---- the option table ------------------------------------------------- */
 typedef struct fp_option fp_option;
 
 /* Parse value v[0..n) (trimmed, non-empty) into c.  0, or -1 with an
  * optional detail written to why (may stay empty). */
-typedef int (*fp_opt_parse_fn)(const fp_option *o, const char *v, size_t n,
-                               fp_conf *c, fp_sink *why);
+typedef int (*fp_opt_parse_fn)(const fp_option *o, const char *v, size_t n, fp_conf *c,
+                               fp_sink *why);
 /* Append o's current value in c, in a form that parses back. */
-typedef void (*fp_opt_format_fn)(const fp_option *o, const fp_conf *c,
-                                 fp_sink *out);
+typedef void (*fp_opt_format_fn)(const fp_option *o, const fp_conf *c, fp_sink *out);
 
 struct fp_option {
-    const char *name;    /* the key                                       */
-    const char *type;    /* kind of value, for docs                       */
-    const char *deflt;   /* default, exactly as fp_conf_format prints it  */
-    const char *range;   /* rows without bounds or words (lists, paths):
+    const char *name;         /* the key                                       */
+    const char *type;         /* kind of value, for docs                       */
+    const char *deflt;        /* default, exactly as fp_conf_format prints it  */
+    const char *range;        /* rows without bounds or words (lists, paths):
                             accepted values, short form for docs          */
-    const char *help;    /* one-line meaning                              */
-    const char *accept;  /* the same rows: accepted values, as error lines
+    const char *help;         /* one-line meaning                              */
+    const char *accept;       /* the same rows: accepted values, as error lines
                             say them (others: derived, fp_conf_accept)    */
-    const char *example; /* real rows: a value the message shows          */
-    size_t offset;       /* offsetof(fp_conf, field)                      */
-    uint64_t min, max;   /* integer bounds (in MiB for _mb keys)          */
-    double rmin, rmax;   /* real bounds                                   */
-    int open_min;        /* 1: rmin itself is excluded                    */
-    int open_max;        /* 1: rmax itself is excluded                    */
-    const char *off_word;/* word meaning "no limit/off", or NULL          */
-    size_t off_value;    /* stored value for off_word (size_t fields)     */
+    const char *example;      /* real rows: a value the message shows          */
+    size_t offset;            /* offsetof(fp_conf, field)                      */
+    uint64_t min, max;        /* integer bounds (in MiB for _mb keys)          */
+    double rmin, rmax;        /* real bounds                                   */
+    int open_min;             /* 1: rmin itself is excluded                    */
+    int open_max;             /* 1: rmax itself is excluded                    */
+    const char *off_word;     /* word meaning "no limit/off", or NULL          */
+    size_t off_value;         /* stored value for off_word (size_t fields)     */
     const char *const *words; /* enum keys: the accepted words, NULL-ended */
     fp_opt_parse_fn parse;
     fp_opt_format_fn format;
@@ -172,7 +168,7 @@ int fp_conf_accept(const fp_option *o, char *buf, size_t len);
  * or fp_pool_opts.  A numeric row gives min/max (or rmin/rmax, open_*,
  * example) and off_word once; its range and messages follow from them. */
 size_t fp_conf_noptions(void);
-const fp_option *fp_conf_option(size_t i);   /* NULL past the end */
+const fp_option *fp_conf_option(size_t i); /* NULL past the end */
 /* Index of the key name[0..n), or -1. */
 int fp_conf_find(const char *name, size_t n);
 

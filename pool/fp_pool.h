@@ -36,37 +36,37 @@
 #define FP_MIB ((size_t)1024 * 1024)
 #define FP_GIB ((size_t)1024 * 1024 * 1024)
 
-#define FP_MIN_BLOCK      ((size_t)512)      /* rounding unit and minimum block  */
-#define FP_SMALL_SIZE     (1 * FP_MIB)       /* largest request of the small pool */
-#define FP_SMALL_SEGMENT  (2 * FP_MIB)       /* segment size of the small pool    */
-#define FP_LARGE_SEGMENT  (20 * FP_MIB)      /* segment for large requests < 10M  */
-#define FP_MIN_LARGE_REQ  (10 * FP_MIB)      /* from here: request rounded to 2M  */
-#define FP_ROUND_LARGE    (2 * FP_MIB)       /* rounding of big segments          */
-#define FP_ROUNDUP_INTERVALS 16              /* power-of-two intervals, 1M..64G   */
+#define FP_MIN_BLOCK         ((size_t)512) /* rounding unit and minimum block  */
+#define FP_SMALL_SIZE        (1 * FP_MIB)  /* largest request of the small pool */
+#define FP_SMALL_SEGMENT     (2 * FP_MIB)  /* segment size of the small pool    */
+#define FP_LARGE_SEGMENT     (20 * FP_MIB) /* segment for large requests < 10M  */
+#define FP_MIN_LARGE_REQ     (10 * FP_MIB) /* from here: request rounded to 2M  */
+#define FP_ROUND_LARGE       (2 * FP_MIB)  /* rounding of big segments          */
+#define FP_ROUNDUP_INTERVALS 16            /* power-of-two intervals, 1M..64G   */
 
 /* ---- tunables: filled by config/, read by the pool -------------------- */
 typedef struct fp_pool_opts {
-    size_t   max_split_size;       /* blocks >= this are never split; SIZE_MAX = off */
-    size_t   max_non_split_rounding; /* slack an oversize request may take       */
+    size_t max_split_size;         /* blocks >= this are never split; SIZE_MAX = off */
+    size_t max_non_split_rounding; /* slack an oversize request may take       */
     uint32_t roundup_divisions[FP_ROUNDUP_INTERVALS]; /* per interval, 0/1 = off */
-    double   gc_threshold;         /* 0 = off, else in (0,1); needs a cap         */
-    double   memory_fraction;      /* cap as fraction of device_total; 0 = none   */
-    size_t   max_reserved;         /* cap in bytes; 0 = none                      */
-    size_t   device_total;         /* device capacity, for memory_fraction        */
+    double gc_threshold;    /* 0 = off, else in (0,1); needs a cap         */
+    double memory_fraction; /* cap as fraction of device_total; 0 = none   */
+    size_t max_reserved;    /* cap in bytes; 0 = none                      */
+    size_t device_total;    /* device capacity, for memory_fraction        */
     /* ---- virtual-memory segments (pool_vmm.c) ---- */
-    int      expandable_segments;  /* FP_VMM_*: whether segments are reserved
+    int expandable_segments;    /* FP_VMM_*: whether segments are reserved
                                       ranges with pages mapped on demand   */
-    size_t   vmm_page;             /* page size; 0 = the backend's granularity    */
-    size_t   vmm_reserve;          /* bytes of address space per range; 0 = the
+    size_t vmm_page;            /* page size; 0 = the backend's granularity    */
+    size_t vmm_reserve;         /* bytes of address space per range; 0 = the
                                       device's total (64 GiB when unknown)        */
-    size_t   vmm_headroom;         /* device memory a map leaves free for the
+    size_t vmm_headroom;        /* device memory a map leaves free for the
                                       driver and libraries, idle pages taken
                                       back first where there are any; 0 = off
                                       (needs the backend's device_free)    */
-    size_t   record_bytes;         /* host bytes the record of requests may
+    size_t record_bytes;        /* host bytes the record of requests may
                                       use (pool_record.c, 16 per event);
                                       0 = no record                        */
-    size_t   exact_segment_round;  /* 0: PyTorch's segment sizes; else a large
+    size_t exact_segment_round; /* 0: PyTorch's segment sizes; else a large
                                       request's segment is its rounded size
                                       rounded up to this (pinned host memory) */
 } fp_pool_opts;
@@ -133,34 +133,34 @@ typedef struct fp_stat {
 enum { FP_ALL = 0, FP_SMALL = 1, FP_LARGE = 2, FP_NKINDS = 3 };
 
 typedef struct fp_pool_stats {
-    fp_stat requested_bytes[FP_NKINDS];  /* bytes the callers asked for        */
-    fp_stat allocated_bytes[FP_NKINDS];  /* whole blocks handed out            */
-    fp_stat active_bytes[FP_NKINDS];     /* handed out or not yet reusable     */
-    fp_stat reserved_bytes[FP_NKINDS];   /* segments held from the backend     */
+    fp_stat requested_bytes[FP_NKINDS];      /* bytes the callers asked for        */
+    fp_stat allocated_bytes[FP_NKINDS];      /* whole blocks handed out            */
+    fp_stat active_bytes[FP_NKINDS];         /* handed out or not yet reusable     */
+    fp_stat reserved_bytes[FP_NKINDS];       /* segments held from the backend     */
     fp_stat inactive_split_bytes[FP_NKINDS]; /* free blocks of split segments */
-    fp_stat allocations[FP_NKINDS];      /* live blocks                        */
-    fp_stat active[FP_NKINDS];           /* active blocks                      */
-    fp_stat segments[FP_NKINDS];         /* segments held                      */
-    fp_stat inactive_split[FP_NKINDS];   /* free blocks of split segments      */
-    fp_stat oversize_allocations;        /* live blocks >= max_split_size      */
-    fp_stat oversize_segments;           /* segments made for such requests    */
-    uint64_t num_allocs;                 /* successful allocations             */
-    uint64_t num_frees;                  /* successful frees                   */
-    uint64_t num_cache_hits;             /* allocations served without backend */
-    uint64_t num_reserve_calls;          /* successful backend reserves        */
-    uint64_t num_release_calls;          /* backend releases                   */
-    uint64_t num_alloc_retries;          /* times the release-all retry ran    */
-    uint64_t num_ooms;                   /* allocations that finally failed    */
-    uint64_t num_gc_releases;            /* segments released by the GC        */
-    uint64_t num_invalid_frees;          /* frees of pointers not live here    */
-    uint64_t num_map_calls;              /* backend map calls (VMM)            */
-    uint64_t num_unmap_calls;            /* backend unmap calls (VMM)          */
-    uint64_t num_reclaims;               /* times idle pages were taken back   */
-    uint64_t num_headroom_reclaims;      /* of those, for vmm_headroom         */
+    fp_stat allocations[FP_NKINDS];          /* live blocks                        */
+    fp_stat active[FP_NKINDS];               /* active blocks                      */
+    fp_stat segments[FP_NKINDS];             /* segments held                      */
+    fp_stat inactive_split[FP_NKINDS];       /* free blocks of split segments      */
+    fp_stat oversize_allocations;            /* live blocks >= max_split_size      */
+    fp_stat oversize_segments;               /* segments made for such requests    */
+    uint64_t num_allocs;                     /* successful allocations             */
+    uint64_t num_frees;                      /* successful frees                   */
+    uint64_t num_cache_hits;                 /* allocations served without backend */
+    uint64_t num_reserve_calls;              /* successful backend reserves        */
+    uint64_t num_release_calls;              /* backend releases                   */
+    uint64_t num_alloc_retries;              /* times the release-all retry ran    */
+    uint64_t num_ooms;                       /* allocations that finally failed    */
+    uint64_t num_gc_releases;                /* segments released by the GC        */
+    uint64_t num_invalid_frees;              /* frees of pointers not live here    */
+    uint64_t num_map_calls;                  /* backend map calls (VMM)            */
+    uint64_t num_unmap_calls;                /* backend unmap calls (VMM)          */
+    uint64_t num_reclaims;                   /* times idle pages were taken back   */
+    uint64_t num_headroom_reclaims;          /* of those, for vmm_headroom         */
     /* (the FP_POOL_NCOUNTS counters num_allocs .. num_headroom_reclaims are one run) */
-    size_t page_size;                    /* VMM page; 0 in the classic mode    */
-    size_t largest_free;                 /* largest free block now             */
-    size_t largest_free_at_peak;         /* largest free block at peak allocated*/
+    size_t page_size;            /* VMM page; 0 in the classic mode    */
+    size_t largest_free;         /* largest free block now             */
+    size_t largest_free_at_peak; /* largest free block at peak allocated*/
 } fp_pool_stats;
 
 #define FP_POOL_NCOUNTS 13 /* num_allocs .. num_headroom_reclaims */
@@ -174,29 +174,28 @@ typedef struct fp_pool fp_pool;
 
 /* A description of one failed allocation, for the OOM report. */
 typedef struct fp_oom_info {
-    size_t requested;      /* bytes asked for                         */
-    size_t rounded;        /* after rounding                          */
-    size_t segment;        /* size of the segment it needed           */
-    size_t allocated;      /* allocated bytes at the failure          */
-    size_t reserved;       /* reserved bytes at the failure           */
-    size_t idle;           /* reserved - allocated                    */
-    size_t largest_free;   /* largest free block at the failure       */
-    size_t cap;            /* cap in force, SIZE_MAX if none          */
-    int    over_cap;       /* 1 when the cap refused, 0 the backend   */
-    int    backend_err;    /* last errno from the backend             */
-    uint64_t record_at;    /* events recorded before the failure      */
+    size_t requested;    /* bytes asked for                         */
+    size_t rounded;      /* after rounding                          */
+    size_t segment;      /* size of the segment it needed           */
+    size_t allocated;    /* allocated bytes at the failure          */
+    size_t reserved;     /* reserved bytes at the failure           */
+    size_t idle;         /* reserved - allocated                    */
+    size_t largest_free; /* largest free block at the failure       */
+    size_t cap;          /* cap in force, SIZE_MAX if none          */
+    int over_cap;        /* 1 when the cap refused, 0 the backend   */
+    int backend_err;     /* last errno from the backend             */
+    uint64_t record_at;  /* events recorded before the failure      */
 } fp_oom_info;
 
-int  fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend,
-                    fp_pool **out);
+int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool **out);
 /* Releases every segment through the backend unless keep_segments. */
 void fp_pool_destroy(fp_pool *p, int keep_segments);
 
 /* 0 and *addr, or ENOMEM (cap or device), or the backend's other errno. */
-int  fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr);
+int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr);
 /* 0, or EINVAL (counted as an invalid free) when addr is not a live
  * block of this pool. */
-int  fp_pool_free(fp_pool *p, uint64_t addr);
+int fp_pool_free(fp_pool *p, uint64_t addr);
 
 /* ---- deferred reuse ------------------------------------------------------
  * The pool keeps a clock that ticks once per allocation.  A free stamps the
@@ -212,17 +211,17 @@ int  fp_pool_free(fp_pool *p, uint64_t addr);
 #define FP_NEVER_FREED ((uint64_t)0) /* memory nobody used since it was reserved */
 
 typedef struct fp_grant {
-    uint64_t addr;      /* the block handed out                        */
-    size_t size;        /* its whole size (the request rounded, or more) */
-    uint64_t freed_at;  /* clock of its memory's last free, or FP_NEVER_FREED */
-    uint64_t now;       /* the clock of this allocation (> freed_at)      */
+    uint64_t addr;     /* the block handed out                        */
+    size_t size;       /* its whole size (the request rounded, or more) */
+    uint64_t freed_at; /* clock of its memory's last free, or FP_NEVER_FREED */
+    uint64_t now;      /* the clock of this allocation (> freed_at)      */
 } fp_grant;
 
 /* fp_pool_alloc with the grant's details.  A cached block freed at or
  * after unsafe_from is passed over for a new segment (without release and
  * retry; EAGAIN when that is refused): for callers that cannot make such
  * memory safe right now.  UINT64_MAX: any block. */
-int  fp_pool_alloc_grant(fp_pool *p, size_t size, uint64_t unsafe_from, fp_grant *g);
+int fp_pool_alloc_grant(fp_pool *p, size_t size, uint64_t unsafe_from, fp_grant *g);
 /* The clock now, read without the lock: every block freed before this
  * read is stamped below the value read. */
 uint64_t fp_pool_clock(const fp_pool *p);
@@ -230,33 +229,33 @@ uint64_t fp_pool_clock(const fp_pool *p);
  * when addr lies in no segment of this pool.  On success *freed_at gets
  * the stamp of the free and *size the block's whole size (either may be
  * NULL). */
-int  fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size);
+int fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size);
 
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
-int  fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
+int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);
 /* The live block at addr: its requested size and allocation sequence
  * number (unique within the pool).  0, or EINVAL when none is live. */
-int  fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq);
+int fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq);
 /* The live allocation whose requested bytes hold addr (an interior
  * pointer too), for the driver's range queries. */
 typedef struct fp_found {
-    uint64_t addr;       /* the block's start, as handed out            */
-    size_t requested;    /* its requested bytes                         */
-    uint64_t seq;        /* its allocation sequence number              */
-    uint64_t segment;    /* the start of the segment that holds it      */
-    int vmm;             /* 1: a virtual-memory segment                 */
+    uint64_t addr;    /* the block's start, as handed out            */
+    size_t requested; /* its requested bytes                         */
+    uint64_t seq;     /* its allocation sequence number              */
+    uint64_t segment; /* the start of the segment that holds it      */
+    int vmm;          /* 1: a virtual-memory segment                 */
 } fp_found;
 /* 0 and *out; ENOENT when addr lies in a segment of this pool but in no
  * live block's requested bytes (freed, never handed out, or past the end
  * of what was asked); ESRCH when it lies in no segment of this pool.
  * Walks the segment's blocks: for queries, not for the hot path. */
-int  fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out);
+int fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out);
 /* Drop every segment without the backend: their memory is already gone
  * (the context that held it was destroyed).  Live blocks count as freed. */
 void fp_pool_forget_segments(fp_pool *p);
 /* Release every wholly free segment (torch.cuda.empty_cache). */
-int  fp_pool_empty_cache(fp_pool *p);
+int fp_pool_empty_cache(fp_pool *p);
 /* Release wholly free classic segments, the one freed longest ago first,
  * until reserved bytes are at most keep; then, if still above, unmap idle
  * pages of virtual-memory segments (whole pages no live block touches),
@@ -285,10 +284,7 @@ size_t fp_pool_idle_bytes(fp_pool *p);
 
 /* A block's state: free (cached, in the free index) or allocated (handed
  * out, in the live map).  fp_block_info.state holds one of these. */
-typedef enum fp_block_state {
-    FP_BLOCK_FREE = 0,
-    FP_BLOCK_ALLOCATED = 1
-} fp_block_state;
+typedef enum fp_block_state { FP_BLOCK_FREE = 0, FP_BLOCK_ALLOCATED = 1 } fp_block_state;
 
 /* Walk every segment in address order, then every block of it.  A
  * virtual-memory range is walked as one segment per run of mapped pages,
@@ -297,10 +293,10 @@ typedef enum fp_block_state {
  * part. */
 typedef struct fp_block_info {
     uint64_t addr;
-    size_t   size;
-    size_t   requested;  /* 0 when free */
-    int      state;      /* FP_BLOCK_FREE or FP_BLOCK_ALLOCATED */
-    uint64_t seq;        /* allocation sequence number, when allocated */
+    size_t size;
+    size_t requested; /* 0 when free */
+    int state;        /* FP_BLOCK_FREE or FP_BLOCK_ALLOCATED */
+    uint64_t seq;     /* allocation sequence number, when allocated */
 } fp_block_info;
 typedef void (*fp_segment_fn)(void *ud, uint64_t addr, size_t size, int small,
                               const fp_block_info *blocks, size_t nblocks);
@@ -314,20 +310,20 @@ void fp_pool_fork_after(fp_pool *p, int child);
  * the calling thread does not hold it: the shim's exit handler asks before
  * it reads a pool, since exit() may run in a signal handler that
  * interrupted this very pool. */
-int  fp_pool_lock_free(fp_pool *p);
+int fp_pool_lock_free(fp_pool *p);
 
 /* 1 when the pool serves from virtual-memory segments. */
-int  fp_pool_is_vmm(const fp_pool *p);
+int fp_pool_is_vmm(const fp_pool *p);
 /* Walk the pages of every virtual-memory segment (a reserved range): fn
  * gets each run of pages that are all mapped or all unmapped, in address
  * order, with the range it lies in. */
 typedef struct fp_page_run {
-    uint64_t addr;        /* the run's first byte                     */
-    size_t   size;        /* whole pages                              */
-    int      mapped;      /* 1: backed by physical pages              */
-    int      small;       /* the range serves the small pool          */
-    uint64_t range;       /* the range's first byte                   */
-    size_t   range_size;  /* the range's bytes of address space       */
+    uint64_t addr;     /* the run's first byte                     */
+    size_t size;       /* whole pages                              */
+    int mapped;        /* 1: backed by physical pages              */
+    int small;         /* the range serves the small pool          */
+    uint64_t range;    /* the range's first byte                   */
+    size_t range_size; /* the range's bytes of address space       */
 } fp_page_run;
 typedef void (*fp_page_fn)(void *ud, const fp_page_run *run);
 void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud);
@@ -340,24 +336,23 @@ void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud);
  * dropped, replayed as allocations first. */
 typedef int (*fp_record_fn)(void *ud, char op, uint64_t id, uint64_t size);
 typedef struct fp_record_info {
-    uint64_t total;        /* events recorded so far                     */
-    uint64_t dropped;      /* events replaced by the base                */
-    size_t base_blocks;    /* live blocks that stand for them            */
-    int broken;            /* a host allocation failed: the record stopped */
+    uint64_t total;     /* events recorded so far                     */
+    uint64_t dropped;   /* events replaced by the base                */
+    size_t base_blocks; /* live blocks that stand for them            */
+    int broken;         /* a host allocation failed: the record stopped */
 } fp_record_info;
 /* Calls fn for the record up to event upto (exclusive; an OOM's record_at),
  * under the pool's lock, and fills info.  0, ENODATA when the pool keeps no
  * record, ESTALE when history before upto was dropped, or fn's error. */
-int  fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud,
-                         fp_record_info *info);
+int fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud, fp_record_info *info);
 
 /* Verify every invariant; 0 when sound, else EFAULT with a description. */
-int  fp_pool_check(fp_pool *p, char *msg, size_t msglen);
+int fp_pool_check(fp_pool *p, char *msg, size_t msglen);
 
 /* The size rules, exposed for tests and the replay tool. */
 size_t fp_round_size(const fp_pool_opts *o, size_t size);
 size_t fp_segment_size(size_t rounded);
-int    fp_is_small(size_t rounded);
+int fp_is_small(size_t rounded);
 /* The max_split rules, the one copy of them.  A size is oversize when it
  * is max_split_size or more.  fp_may_take: 1 when best fit may hand a
  * cached free block of block_size bytes (>= rounded) to a request of
@@ -365,8 +360,8 @@ int    fp_is_small(size_t rounded);
  * block, and an oversize request takes one only while the slack stays
  * below max_non_split_rounding.  fp_may_split: 1 when a large-pool block
  * taken for rounded bytes may have its rest (bytes) split off. */
-int    fp_is_oversize(const fp_pool_opts *o, size_t size);
-int    fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size);
-int    fp_may_split_large(const fp_pool_opts *o, size_t rounded, size_t rest);
+int fp_is_oversize(const fp_pool_opts *o, size_t size);
+int fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size);
+int fp_may_split_large(const fp_pool_opts *o, size_t rounded, size_t rest);
 
 #endif

@@ -139,10 +139,16 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
     fp_segment *s = malloc(sizeof *s);
     fp_block *b = s ? fp_block_new(p) : NULL;
     if (b) {
-        *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
+        *s = (fp_segment){.addr = addr,
+                          .size = size,
+                          .first = b,
+                          .small = small,
                           .oversize = fp_is_oversize(&p->opts, size)};
-        *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
-                        .small = small, .stamp = FP_NEVER_FREED};
+        *b = (fp_block){.addr = addr,
+                        .size = size,
+                        .state = FP_BLOCK_FREE,
+                        .small = small,
+                        .stamp = FP_NEVER_FREED};
     }
     if (!b || fp_segment_file(p, s)) {
         free(s);
@@ -250,8 +256,7 @@ static void collect_garbage(fp_pool *p)
         freed = false;
         for (fp_segment *s = p->seg_head, *n; s && reserved_now(p) > limit; s = n) {
             n = s->next;
-            if (!s->small && segment_is_free(s) &&
-                (double)(p->clock - s->first->stamp) >= avg) {
+            if (!s->small && segment_is_free(s) && (double)(p->clock - s->first->stamp) >= avg) {
                 release_segment(p, s);
                 p->st.num_gc_releases++;
                 freed = true;
@@ -326,8 +331,12 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     fp_index_remove(ix, b);
     b->state = FP_BLOCK_ALLOCATED;
     if (r) {
-        *r = (fp_block){.addr = b->addr + rounded, .size = rest, .prev = b,
-                        .next = b->next, .state = FP_BLOCK_FREE, .small = small,
+        *r = (fp_block){.addr = b->addr + rounded,
+                        .size = rest,
+                        .prev = b,
+                        .next = b->next,
+                        .state = FP_BLOCK_FREE,
+                        .small = small,
                         .stamp = b->stamp};
         if (b->next)
             b->next->prev = r;
@@ -529,8 +538,7 @@ static int not_live(fp_pool *p, uint64_t addr, bool foreign_ok)
     return EINVAL;
 }
 
-static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, uint64_t *freed_at,
-                       size_t *size)
+static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, uint64_t *freed_at, size_t *size)
 {
     fp_block *b = fp_map_take(&p->live, addr);
     if (!b)
@@ -636,12 +644,15 @@ int fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out)
     pthread_mutex_lock(&p->lock);
     fp_segment *s = fp_segtab_find(&p->segs, addr);
     fp_block *b = s ? s->first : NULL;
-    while (b && addr - b->addr >= b->size)  /* the block whose bytes hold addr */
+    while (b && addr - b->addr >= b->size) /* the block whose bytes hold addr */
         b = b->next;
     bool live = b && b->state == FP_BLOCK_ALLOCATED && addr - b->addr < b->requested;
     if (live)
-        *out = (fp_found){.addr = b->addr, .requested = b->requested, .seq = b->stamp,
-                          .segment = s->addr, .vmm = s->vmm};
+        *out = (fp_found){.addr = b->addr,
+                          .requested = b->requested,
+                          .seq = b->stamp,
+                          .segment = s->addr,
+                          .vmm = s->vmm};
     pthread_mutex_unlock(&p->lock);
     return !s ? ESRCH : live ? 0 : ENOENT;
 }
@@ -719,10 +730,16 @@ static void stat_since(fp_stat *s, const fp_stat *base, size_t n)
 
 void fp_pool_stats_since(fp_pool_stats *st, const fp_pool_stats *base)
 {
-#define FP_SINCE(f) stat_since(st->f, base->f, FP_NKINDS);
-    FP_SINCE(requested_bytes) FP_SINCE(allocated_bytes) FP_SINCE(active_bytes)
-    FP_SINCE(reserved_bytes) FP_SINCE(inactive_split_bytes) FP_SINCE(allocations)
-    FP_SINCE(active) FP_SINCE(segments) FP_SINCE(inactive_split)
+#define FP_SINCE(f) stat_since(st->f, base->f, FP_NKINDS)
+    FP_SINCE(requested_bytes);
+    FP_SINCE(allocated_bytes);
+    FP_SINCE(active_bytes);
+    FP_SINCE(reserved_bytes);
+    FP_SINCE(inactive_split_bytes);
+    FP_SINCE(allocations);
+    FP_SINCE(active);
+    FP_SINCE(segments);
+    FP_SINCE(inactive_split);
 #undef FP_SINCE
     stat_since(&st->oversize_allocations, &base->oversize_allocations, 1);
     stat_since(&st->oversize_segments, &base->oversize_segments, 1);

@@ -37,12 +37,12 @@ static void add3(int64_t v[FP_NKINDS], bool small, int64_t d)
     v[small ? FP_SMALL : FP_LARGE] += d;
 }
 
-static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
-                       tally *t, char *msg, size_t len)
+static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally *t, char *msg,
+                       size_t len)
 {
     if (b->small != s->small || b->size == 0 || b->size % FP_MIN_BLOCK)
-        return fail(msg, len, "block %#llx: bad owner or size %zu",
-                    (unsigned long long)b->addr, b->size);
+        return fail(msg, len, "block %#llx: bad owner or size %zu", (unsigned long long)b->addr,
+                    b->size);
     if (b->addr + b->size > s->addr + s->size)
         return fail(msg, len, "block %#llx runs past its segment", (unsigned long long)b->addr);
     if (b->next && (b->next->prev != b || b->addr + b->size != b->next->addr))
@@ -52,7 +52,8 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
             return fail(msg, len, "blocks %#llx and next both free, unmerged",
                         (unsigned long long)b->addr);
         if (!fp_index_contains(s->small ? &p->free_small : &p->free_large, b))
-            return fail(msg, len, "free block %#llx missing from index", (unsigned long long)b->addr);
+            return fail(msg, len, "free block %#llx missing from index",
+                        (unsigned long long)b->addr);
         if (fp_map_get(&p->live, b->addr) == b)
             return fail(msg, len, "free block %#llx in live map", (unsigned long long)b->addr);
         if (b->stamp > p->clock)
@@ -71,8 +72,8 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b,
     add3(t->active_bytes, s->small, (int64_t)b->size);
     add3(t->active, s->small, 1);
     if (b->requested > b->size)
-        return fail(msg, len, "block %#llx: requested %zu > size %zu",
-                    (unsigned long long)b->addr, b->requested, b->size);
+        return fail(msg, len, "block %#llx: requested %zu > size %zu", (unsigned long long)b->addr,
+                    b->requested, b->size);
     t->used++;
     add3(t->allocated, s->small, (int64_t)b->size);
     add3(t->requested, s->small, (int64_t)b->requested);
@@ -159,8 +160,8 @@ static long check_tree(const fp_block *t, bool small, const fp_block **last)
     long l = check_tree(t->left, small, last);
     if (l < 0 || t->state != FP_BLOCK_FREE || t->small != small)
         return -1;
-    if (*last && ((*last)->size > t->size ||
-                  ((*last)->size == t->size && (*last)->addr >= t->addr)))
+    if (*last &&
+        ((*last)->size > t->size || ((*last)->size == t->size && (*last)->addr >= t->addr)))
         return -1;
     *last = t;
     long r = check_tree(t->right, small, last);
@@ -210,11 +211,10 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
         return fail(msg, len, "free index out of order or holds a wrong block");
     if ((size_t)ns != t->free_small || (size_t)nl != t->free_large ||
         p->free_small.count != t->free_small || p->free_large.count != t->free_large)
-        return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu",
-                    ns, nl, t->free_small, t->free_large);
+        return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu", ns, nl,
+                    t->free_small, t->free_large);
     if (p->live.count != t->used)
-        return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count,
-                    t->used);
+        return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count, t->used);
     if (p->segs.n != t->nsegs)
         return fail(msg, len, "segment table holds %zu, walk found %zu", p->segs.n, t->nsegs);
     for (size_t i = 1; i < p->segs.n; i++)
@@ -225,8 +225,8 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
     return 0;
 }
 
-static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS],
-                       const char *name, char *msg, size_t len)
+static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS], const char *name,
+                       char *msg, size_t len)
 {
     for (int k = 0; k < FP_NKINDS; k++) {
         const fp_stat *x = &s[k];
@@ -241,22 +241,31 @@ static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
 {
     const fp_pool_stats *st = &p->st;
     int err = check_stat3(st->reserved_bytes, t->reserved, "reserved_bytes", msg, len);
-    if (!err) err = check_stat3(st->segments, t->segments, "segments", msg, len);
-    if (!err) err = check_stat3(st->allocated_bytes, t->allocated, "allocated_bytes", msg, len);
-    if (!err) err = check_stat3(st->active_bytes, t->active_bytes, "active_bytes", msg, len);
-    if (!err) err = check_stat3(st->requested_bytes, t->requested, "requested_bytes", msg, len);
-    if (!err) err = check_stat3(st->allocations, t->allocations, "allocations", msg, len);
-    if (!err) err = check_stat3(st->active, t->active, "active", msg, len);
-    if (!err) err = check_stat3(st->inactive_split_bytes, t->split_bytes, "inactive_split_bytes", msg, len);
-    if (!err) err = check_stat3(st->inactive_split, t->split_count, "inactive_split", msg, len);
+    if (!err)
+        err = check_stat3(st->segments, t->segments, "segments", msg, len);
+    if (!err)
+        err = check_stat3(st->allocated_bytes, t->allocated, "allocated_bytes", msg, len);
+    if (!err)
+        err = check_stat3(st->active_bytes, t->active_bytes, "active_bytes", msg, len);
+    if (!err)
+        err = check_stat3(st->requested_bytes, t->requested, "requested_bytes", msg, len);
+    if (!err)
+        err = check_stat3(st->allocations, t->allocations, "allocations", msg, len);
+    if (!err)
+        err = check_stat3(st->active, t->active, "active", msg, len);
+    if (!err)
+        err =
+            check_stat3(st->inactive_split_bytes, t->split_bytes, "inactive_split_bytes", msg, len);
+    if (!err)
+        err = check_stat3(st->inactive_split, t->split_count, "inactive_split", msg, len);
     if (err)
         return err;
     if (st->oversize_allocations.current != t->oversize_allocs ||
         st->oversize_segments.current != t->oversize_segs)
         return fail(msg, len, "oversize stats %lld/%lld, walk %lld/%lld",
                     (long long)st->oversize_allocations.current,
-                    (long long)st->oversize_segments.current,
-                    (long long)t->oversize_allocs, (long long)t->oversize_segs);
+                    (long long)st->oversize_segments.current, (long long)t->oversize_allocs,
+                    (long long)t->oversize_segs);
     if (st->num_allocs - st->num_frees != t->used)
         return fail(msg, len, "allocs - frees = %llu, walk found %zu live",
                     (unsigned long long)(st->num_allocs - st->num_frees), t->used);

@@ -70,8 +70,7 @@ static void tree_insert(fp_block **root, fp_block *b)
 static void tree_remove(fp_block **root, fp_block *b)
 {
     while (b->left && b->right)
-        rotate_up(root, fp_block_prio(b->left) > fp_block_prio(b->right) ? b->left
-                                                                          : b->right);
+        rotate_up(root, fp_block_prio(b->left) > fp_block_prio(b->right) ? b->left : b->right);
     fp_block *c = b->left ? b->left : b->right;
     *link_of(root, b) = c;
     if (c)

@@ -27,23 +27,22 @@ typedef struct fp_block fp_block;
  * in the index and needs its tree links; a used one is not and needs its
  * request, so the two share storage. */
 struct fp_block {
-    uint64_t addr;          /* device address                         */
-    size_t size;            /* bytes, a multiple of 512               */
-    fp_block *prev, *next;  /* physical neighbours in the segment     */
+    uint64_t addr;         /* device address                         */
+    size_t size;           /* bytes, a multiple of 512               */
+    fp_block *prev, *next; /* physical neighbours in the segment     */
     union {
-        struct {            /* free: free index links (treap)         */
+        struct { /* free: free index links (treap)         */
             fp_block *left, *right, *parent;
         };
         uint64_t requested; /* used: the caller's bytes               */
     };
-    uint64_t stamp : 62;    /* used: the allocation's ordinal; free: the
+    uint64_t stamp : 62; /* used: the allocation's ordinal; free: the
                                clock of its last free (FP_NEVER_FREED) */
-    uint64_t state : 1;     /* FP_BLOCK_FREE or _ALLOCATED        */
-    uint64_t small : 1;     /* belongs to the small pool              */
+    uint64_t state : 1;  /* FP_BLOCK_FREE or _ALLOCATED        */
+    uint64_t small : 1;  /* belongs to the small pool              */
 };
 _Static_assert(sizeof(fp_block) == 64, "fp_block: one cache line");
-_Static_assert(FP_BLOCK_FREE == 0 && FP_BLOCK_ALLOCATED == 1,
-               "fp_block.state is one bit");
+_Static_assert(FP_BLOCK_FREE == 0 && FP_BLOCK_ALLOCATED == 1, "fp_block.state is one bit");
 
 /* The caller's bytes: 0 unless the block is in use. */
 static inline uint64_t fp_block_requested(const fp_block *b)
@@ -61,17 +60,17 @@ static inline uint32_t fp_block_prio(const fp_block *b)
 }
 
 struct fp_segment {
-    uint64_t addr;          /* base as the backend returned it        */
-    size_t size;            /* bytes                                  */
-    fp_block *first;        /* lowest block                           */
-    fp_segment *prev, *next;/* all segments, in creation order        */
-    bool small;             /* belongs to the small pool              */
-    bool oversize;          /* made for a request >= max_split_size   */
-    bool vmm;               /* a reserved range, pages mapped on demand*/
-    size_t page;            /* vmm: page size                          */
-    size_t npages;          /* vmm: size / page                        */
-    size_t mapped;          /* vmm: pages mapped now                   */
-    uint64_t *pages;        /* vmm: bit i set when page i is mapped    */
+    uint64_t addr;           /* base as the backend returned it        */
+    size_t size;             /* bytes                                  */
+    fp_block *first;         /* lowest block                           */
+    fp_segment *prev, *next; /* all segments, in creation order        */
+    bool small;              /* belongs to the small pool              */
+    bool oversize;           /* made for a request >= max_split_size   */
+    bool vmm;                /* a reserved range, pages mapped on demand*/
+    size_t page;             /* vmm: page size                          */
+    size_t npages;           /* vmm: size / page                        */
+    size_t mapped;           /* vmm: pages mapped now                   */
+    uint64_t *pages;         /* vmm: bit i set when page i is mapped    */
 };
 
 /* Bytes a segment holds from the device: all of it, or its pages. */
@@ -86,8 +85,8 @@ static inline size_t fp_segment_held(const fp_segment *s)
  * three-level bitmap finds the next non-empty bin in O(1) and each bin is
  * a small treap.  Bins partition sizes in increasing order, so the first
  * fitting block of the first bin that has one is the exact best fit. */
-#define FP_BIN_EXACT 2048u  /* 512-byte units with a bin each          */
-#define FP_BIN_SUB   256u   /* bins per power of two above that        */
+#define FP_BIN_EXACT 2048u                             /* 512-byte units with a bin each          */
+#define FP_BIN_SUB   256u                              /* bins per power of two above that        */
 #define FP_NBINS     (FP_BIN_EXACT + 44u * FP_BIN_SUB) /* units < 2^55  */
 _Static_assert((FP_MAX_REQUEST >> 9) < ((uint64_t)1 << 55),
                "FP_NBINS: every request size has a bin");
@@ -95,34 +94,34 @@ _Static_assert((FP_MAX_REQUEST >> 9) < ((uint64_t)1 << 55),
 #define FP_NMIDWORDS ((FP_NBINWORDS + 63) / 64)
 
 typedef struct fp_index {
-    fp_block *bins[FP_NBINS];     /* treap roots                          */
-    uint64_t used[FP_NBINWORDS];  /* bit set when a bin is non-empty      */
-    uint64_t mid[FP_NMIDWORDS];   /* bit w set when used[w] != 0          */
-    uint64_t top;                 /* bit m set when mid[m] != 0           */
-    size_t count;                 /* blocks indexed                       */
+    fp_block *bins[FP_NBINS];    /* treap roots                          */
+    uint64_t used[FP_NBINWORDS]; /* bit set when a bin is non-empty      */
+    uint64_t mid[FP_NMIDWORDS];  /* bit w set when used[w] != 0          */
+    uint64_t top;                /* bit m set when mid[m] != 0           */
+    size_t count;                /* blocks indexed                       */
 } fp_index;
 
-void      fp_index_insert(fp_index *ix, fp_block *b);
-void      fp_index_remove(fp_index *ix, fp_block *b);
+void fp_index_insert(fp_index *ix, fp_block *b);
+void fp_index_remove(fp_index *ix, fp_block *b);
 fp_block *fp_index_lower_bound(const fp_index *ix, size_t size);
 fp_block *fp_index_max(const fp_index *ix);
 /* Calls fn on every block, largest (size, address) first, until fn
  * returns false. */
 typedef bool (*fp_index_fn)(const fp_block *b, void *ud);
-void      fp_index_visit_desc(const fp_index *ix, fp_index_fn fn, void *ud);
-bool      fp_index_contains(const fp_index *ix, const fp_block *b);
+void fp_index_visit_desc(const fp_index *ix, fp_index_fn fn, void *ud);
+bool fp_index_contains(const fp_index *ix, const fp_block *b);
 const fp_block *fp_index_bin(const fp_index *ix, unsigned bin); /* checker */
 
 /* Address -> live block: base/'s one hash map, the header pointer as the
  * value (never 0).  pool_map.c gives it the pool's types. */
 typedef fp_hmap fp_map;
 
-int       fp_map_init(fp_map *m);
-void      fp_map_fini(fp_map *m);
-int       fp_map_make_room(fp_map *m);      /* then one put cannot fail */
-void      fp_map_put(fp_map *m, fp_block *b);
+int fp_map_init(fp_map *m);
+void fp_map_fini(fp_map *m);
+int fp_map_make_room(fp_map *m); /* then one put cannot fail */
+void fp_map_put(fp_map *m, fp_block *b);
 fp_block *fp_map_get(const fp_map *m, uint64_t addr);
-void      fp_map_prefetch(const fp_map *m, uint64_t addr); /* no lock needed */
+void fp_map_prefetch(const fp_map *m, uint64_t addr); /* no lock needed */
 fp_block *fp_map_take(fp_map *m, uint64_t addr);
 
 /* Sorted array of segments by address, for "does the pool own addr". */
@@ -133,54 +132,54 @@ typedef struct fp_segtab {
 
 /* The record of requests (pool_record.c): two generations of events. */
 typedef struct fp_rec_event {
-    uint64_t word;          /* op << 62 | the allocation's ordinal      */
-    uint64_t size;          /* requested bytes                          */
+    uint64_t word; /* op << 62 | the allocation's ordinal      */
+    uint64_t size; /* requested bytes                          */
 } fp_rec_event;
 
 typedef struct fp_rec_gen {
-    fp_rec_event *base;     /* blocks live at its start, by ordinal     */
+    fp_rec_event *base; /* blocks live at its start, by ordinal     */
     size_t nbase;
-    fp_rec_event *ev;       /* its events, in order                     */
+    fp_rec_event *ev; /* its events, in order                     */
     size_t n, cap;
-    uint64_t start;         /* events recorded before its first         */
+    uint64_t start; /* events recorded before its first         */
 } fp_rec_gen;
 
 typedef struct fp_record {
-    size_t half;            /* events per generation; 0: recording off  */
-    fp_rec_gen g[2];        /* older, newer                             */
-    int started;            /* the newer generation exists              */
-    int broken;             /* a host allocation failed: stopped        */
-    uint64_t total;         /* events recorded                          */
+    size_t half;     /* events per generation; 0: recording off  */
+    fp_rec_gen g[2]; /* older, newer                             */
+    int started;     /* the newer generation exists              */
+    int broken;      /* a host allocation failed: stopped        */
+    uint64_t total;  /* events recorded                          */
 } fp_record;
 
-void   fp_record_init(fp_record *r, size_t cap_events);
-void   fp_record_fini(fp_record *r);
-int    fp_record_check(const fp_record *r, char *msg, size_t len);   /* fp_pool_check */
+void fp_record_init(fp_record *r, size_t cap_events);
+void fp_record_fini(fp_record *r);
+int fp_record_check(const fp_record *r, char *msg, size_t len); /* fp_pool_check */
 /* Under p->lock, as the pool serves them. */
-void   fp_record_alloc(fp_pool *p, uint64_t ordinal, uint64_t size);
-void   fp_record_free(fp_pool *p, uint64_t ordinal, uint64_t size);
+void fp_record_alloc(fp_pool *p, uint64_t ordinal, uint64_t size);
+void fp_record_free(fp_pool *p, uint64_t ordinal, uint64_t size);
 
 /* Everything one device's pool holds. */
 struct fp_pool {
     pthread_mutex_t lock;
     fp_pool_opts opts;
     fp_backend be;
-    size_t cap;             /* SIZE_MAX when none                      */
-    fp_index free_small;    /* free blocks of small segments           */
-    fp_index free_large;    /* free blocks of large segments           */
-    fp_map live;            /* allocated blocks by address             */
-    fp_segtab segs;         /* segments by address                     */
+    size_t cap;                      /* SIZE_MAX when none                      */
+    fp_index free_small;             /* free blocks of small segments           */
+    fp_index free_large;             /* free blocks of large segments           */
+    fp_map live;                     /* allocated blocks by address             */
+    fp_segtab segs;                  /* segments by address                     */
     fp_segment *seg_head, *seg_tail; /* segments by creation order     */
-    fp_block *spare;        /* recycled block headers                  */
-    struct fp_chunk *chunks;/* every header allocation, for destroy    */
-    uint64_t clock;         /* allocation attempts, for stamps and GC  */
+    fp_block *spare;                 /* recycled block headers                  */
+    struct fp_chunk *chunks;         /* every header allocation, for destroy    */
+    uint64_t clock;                  /* allocation attempts, for stamps and GC  */
     fp_pool_stats st;
     size_t reserved_mirror; /* st.reserved_bytes[FP_ALL].current, for
                                lock-free readers (atomic builtins only) */
     fp_oom_info last_oom;
-    fp_record rec;          /* what a replay needs (pool_record.c)     */
-    size_t page;            /* VMM page size; 0 = classic segments     */
-    size_t vmm_range;       /* VMM: address space per range            */
+    fp_record rec;    /* what a replay needs (pool_record.c)     */
+    size_t page;      /* VMM page size; 0 = classic segments     */
+    size_t vmm_range; /* VMM: address space per range            */
 };
 
 /* The free index a block of the small or the large pool lives in. */
@@ -201,28 +200,28 @@ _Static_assert(sizeof(fp_chunk) == FP_CHUNK_BYTES, "fp_chunk: 16 KiB");
 
 /* Header recycling and segment bookkeeping (pool_segs.c). */
 fp_block *fp_block_new(fp_pool *p);
-void      fp_block_put(fp_pool *p, fp_block *b);
-void      fp_seglist_link(fp_pool *p, fp_segment *s);   /* creation order */
-void      fp_seglist_unlink(fp_pool *p, fp_segment *s);
-void      fp_segment_free(fp_segment *s);               /* with its pages */
+void fp_block_put(fp_pool *p, fp_block *b);
+void fp_seglist_link(fp_pool *p, fp_segment *s); /* creation order */
+void fp_seglist_unlink(fp_pool *p, fp_segment *s);
+void fp_segment_free(fp_segment *s); /* with its pages */
 /* Files a new segment s whose one free block is s->first: segment table,
  * creation list, index, accounting, num_reserve_calls.  On failure puts
  * s->first back and returns ENOMEM; s and its range stay the caller's. */
-int       fp_segment_file(fp_pool *p, fp_segment *s);
+int fp_segment_file(fp_pool *p, fp_segment *s);
 
 /* Segment table (pool_segs.c). */
-int         fp_segtab_insert(fp_segtab *t, fp_segment *s);
-void        fp_segtab_remove(fp_segtab *t, fp_segment *s);
+int fp_segtab_insert(fp_segtab *t, fp_segment *s);
+void fp_segtab_remove(fp_segtab *t, fp_segment *s);
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr);
 
 /* Virtual-memory segments (pool_vmm.c). */
-void fp_vmm_setup(fp_pool *p);   /* sets page/vmm_range, or leaves 0 */
+void fp_vmm_setup(fp_pool *p); /* sets page/vmm_range, or leaves 0 */
 /* A range for a request of rounded bytes (exact: just that, rounded to
  * pages; else the configured range or more); *out: its free block. */
-int  fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_block **out);
+int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_block **out);
 /* Maps every page of [addr, addr+size), taking idle pages back when the
  * cap or the device refuses.  0, or ENOMEM/the backend's errno. */
-int  fp_vmm_back(fp_pool *p, uint64_t addr, size_t size);
+int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size);
 /* Unmaps every idle page (empty_cache); returns the bytes. */
 size_t fp_vmm_trim(fp_pool *p);
 /* The largest free run of memory the pool holds: in a range, free bytes

@@ -153,16 +153,15 @@ static int emit_events(const fp_rec_gen *g, uint64_t upto, fp_record_fn fn, void
 {
     for (size_t i = 0; i < g->n && g->start + i < upto; i++) {
         uint64_t w = g->ev[i].word;
-        int err = fn(ud, (w >> REC_OP_SHIFT) == REC_FREE ? 'f' : 'a', w & REC_ORD_MASK,
-                     g->ev[i].size);
+        int err =
+            fn(ud, (w >> REC_OP_SHIFT) == REC_FREE ? 'f' : 'a', w & REC_ORD_MASK, g->ev[i].size);
         if (err)
             return err;
     }
     return 0;
 }
 
-int fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud,
-                        fp_record_info *info)
+int fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud, fp_record_info *info)
 {
     pthread_mutex_lock(&p->lock);
     const fp_record *r = &p->rec;
@@ -176,7 +175,7 @@ int fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud,
     if (!r->half)
         err = ENODATA;
     else if (upto < old->start)
-        err = ESTALE;   /* the history up to there was dropped */
+        err = ESTALE; /* the history up to there was dropped */
     for (size_t i = 0; !err && i < old->nbase; i++)
         err = fn(ud, 'a', old->base[i].word, old->base[i].size);
     if (!err)

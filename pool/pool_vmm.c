@@ -36,8 +36,8 @@ static size_t round_up(size_t v, size_t to)
 void fp_vmm_setup(fp_pool *p)
 {
     const fp_backend *be = &p->be;
-    if (!p->opts.expandable_segments || !be->granularity || !be->reserve_va ||
-        !be->free_va || !be->map || !be->unmap)
+    if (!p->opts.expandable_segments || !be->granularity || !be->reserve_va || !be->free_va ||
+        !be->map || !be->unmap)
         return;
     size_t g = be->granularity(be->ctx);
     if (!g)
@@ -100,10 +100,19 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
     uint64_t *bits = calloc((npages + 63) / 64, sizeof *bits);
     fp_block *b = s && bits ? fp_block_new(p) : NULL;
     if (b) {
-        *s = (fp_segment){.addr = addr, .size = size, .first = b, .small = small,
-                          .vmm = true, .page = p->page, .npages = npages, .pages = bits};
-        *b = (fp_block){.addr = addr, .size = size, .state = FP_BLOCK_FREE,
-                        .small = small, .stamp = FP_NEVER_FREED};
+        *s = (fp_segment){.addr = addr,
+                          .size = size,
+                          .first = b,
+                          .small = small,
+                          .vmm = true,
+                          .page = p->page,
+                          .npages = npages,
+                          .pages = bits};
+        *b = (fp_block){.addr = addr,
+                        .size = size,
+                        .state = FP_BLOCK_FREE,
+                        .small = small,
+                        .stamp = FP_NEVER_FREED};
     }
     if (!b || fp_segment_file(p, s)) {
         free(bits);
@@ -138,8 +147,8 @@ void fp_vmm_release_range(fp_pool *p, fp_segment *s)
 /* A free block with mapped pages that no live block touches. */
 typedef struct idle_run {
     fp_segment *s;
-    size_t lo, hi;     /* pages [lo, hi) lie wholly inside the block */
-    uint64_t stamp;    /* the block's last free                      */
+    size_t lo, hi;  /* pages [lo, hi) lie wholly inside the block */
+    uint64_t stamp; /* the block's last free                      */
 } idle_run;
 
 /* The whole pages of free block b, less the pages [xlo, xhi). */
@@ -334,7 +343,7 @@ static size_t mapped_run(const fp_segment *s, const fp_block *b)
     uint64_t off = b->addr - s->addr, end = off + b->size;
     size_t best = 0, last = (size_t)((end - 1) / s->page) + 1;
     for (size_t i = (size_t)(off / s->page); i < last;) {
-        size_t j = next_in_state(s, i, last, false);   /* mapped: [i, j) */
+        size_t j = next_in_state(s, i, last, false); /* mapped: [i, j) */
         if (j > i) {
             uint64_t lo = (uint64_t)i * s->page, hi = (uint64_t)j * s->page;
             lo = lo > off ? lo : off;
@@ -388,8 +397,11 @@ void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud)
         for (size_t i = 0; i < s->npages;) {
             bool m = is_mapped(s, i);
             size_t j = next_in_state(s, i, s->npages, !m);
-            fp_page_run r = {.addr = s->addr + i * s->page, .size = (j - i) * s->page,
-                             .mapped = m, .small = s->small, .range = s->addr,
+            fp_page_run r = {.addr = s->addr + i * s->page,
+                             .size = (j - i) * s->page,
+                             .mapped = m,
+                             .small = s->small,
+                             .range = s->addr,
                              .range_size = s->size};
             fn(ud, &r);
             i = j;

@@ -10,13 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define G_STEP (2 * FP_MIB)   /* tune's budget step */
-#define MAX_VERIFY 8          /* candidates replayed at the budget at most */
+#define G_STEP     (2 * FP_MIB) /* tune's budget step */
+#define MAX_VERIFY 8            /* candidates replayed at the budget at most */
 
 /* The keys a verdict chooses; the run's other keys are kept. */
 static const char *const policy_keys[] = {"max_split_size_mb", "roundup_power2_divisions",
-                                          "expandable_segments",
-                                          "garbage_collection_threshold"};
+                                          "expandable_segments", "garbage_collection_threshold"};
 #define NPOLICY (sizeof policy_keys / sizeof *policy_keys)
 
 static uint64_t key_bit(const char *name)
@@ -42,8 +41,7 @@ static void make_over(const fp_conf *cur, fp_conf *over)
     fp_conf_default(&d);
     *over = cur ? *cur : d;
     over->pool.max_split_size = d.pool.max_split_size;
-    memcpy(over->pool.roundup_divisions, d.pool.roundup_divisions,
-           sizeof d.pool.roundup_divisions);
+    memcpy(over->pool.roundup_divisions, d.pool.roundup_divisions, sizeof d.pool.roundup_divisions);
     over->pool.expandable_segments = d.pool.expandable_segments;
     over->pool.gc_threshold = 0;
     over->pool.memory_fraction = 0;
@@ -67,7 +65,7 @@ static void current_setting(const fp_conf *cur, fp_tune_setting *s)
     s->opts.device_total = 0;
     s->opts.record_bytes = 0;
     s->gc = s->opts.gc_threshold > 0;
-    s->opts.memory_fraction = s->gc ? 1.0 : 0;   /* GC: the budget is the cap */
+    s->opts.memory_fraction = s->gc ? 1.0 : 0; /* GC: the budget is the cap */
     s->order = SIZE_MAX;
 }
 
@@ -217,7 +215,7 @@ static const fp_tune_row **ordered(const fp_tune_row *rows, size_t n)
     const fp_tune_row **v = malloc((n ? n : 1) * sizeof *v);
     if (!v)
         return NULL;
-    for (size_t i = 0; i < n; i++) {   /* insertion sort: n is below 200 */
+    for (size_t i = 0; i < n; i++) { /* insertion sort: n is below 200 */
         size_t k = i;
         while (k > 0 && leaner(&rows[i], v[k - 1])) {
             v[k] = v[k - 1];
@@ -244,8 +242,7 @@ static size_t need_of(const fp_trace *t, const fp_tune_row *r, fp_advice *a)
 /* The first candidate, in verdict order, that fits the budget, is not the
  * setting in force, and whose printed text replays clean at the budget. */
 static const fp_tune_row *first_fit(const fp_trace *t, const fp_tune_row **v, size_t n,
-                                    const fp_tune_row *cur, const fp_advice_req *req,
-                                    fp_advice *a)
+                                    const fp_tune_row *cur, const fp_advice_req *req, fp_advice *a)
 {
     size_t tried = 0;
     for (size_t i = 0; i < n && tried < MAX_VERIFY; i++) {
@@ -274,7 +271,7 @@ static int choose_fit(const fp_trace *t, const fp_tune_row **v, size_t n, const 
             a->kind = FP_ADVICE_FIX;
             return 0;
         }
-        a->conf[0] = a->torch[0] = '\0';   /* needs no less than the setting in force */
+        a->conf[0] = a->torch[0] = '\0'; /* needs no less than the setting in force */
     }
     if (cur->fits == 1) {
         a->kind = FP_ADVICE_CURRENT_FITS;
@@ -283,7 +280,7 @@ static int choose_fit(const fp_trace *t, const fp_tune_row **v, size_t n, const 
     if (try_raise_cap(t, req, a))
         return 0;
     a->kind = FP_ADVICE_NONE_FITS;
-    for (size_t i = 0; i < n && !a->best_need; i++)   /* the leanest setting's need */
+    for (size_t i = 0; i < n && !a->best_need; i++) /* the leanest setting's need */
         if ((a->best_need = need_of(t, v[i], a)) != 0 &&
             explicit_text(v[i]->set.conf, a->leanest, sizeof a->leanest))
             snprintf(a->leanest, sizeof a->leanest, "%s", v[i]->set.conf);
@@ -309,7 +306,7 @@ static int choose_best(const fp_tune_row **v, size_t n, const fp_tune_row *cur,
             a->kind = FP_ADVICE_BEST;
             a->need = r->peak_reserved;
         }
-        break;   /* only the leanest is worth naming */
+        break; /* only the leanest is worth naming */
     }
     return 0;
 }
@@ -368,8 +365,11 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
     fp_conf over;
     make_over(req->current, &over);
     memset(out, 0, sizeof *out);
-    fp_tune_params p = {.threads = req->threads, .over = &over, .peaks_only = 1,
-                        .at_budget = req->budget, .lean = req->lean && !req->budget};
+    fp_tune_params p = {.threads = req->threads,
+                        .over = &over,
+                        .peaks_only = 1,
+                        .at_budget = req->budget,
+                        .lean = req->lean && !req->budget};
     fp_tune_row *rows = NULL, cur;
     size_t n = 0;
     fp_tune_setting s;
@@ -386,8 +386,8 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
 }
 
 /* The rows must carry fits for req->budget (fp_tune_params.at_budget). */
-int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n,
-                   const fp_advice_req *req, fp_advice *out)
+int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n, const fp_advice_req *req,
+                   fp_advice *out)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < n; i++)
@@ -413,7 +413,7 @@ void fp_put_mib(fp_sink *s, size_t bytes)
     fp_puts(s, " MiB");
 }
 
-#define DASH " \xe2\x80\x94 "   /* " — " */
+#define DASH " \xe2\x80\x94 " /* " — " */
 
 /* "FRAGPOOL_CONF=X — a replay of SUBJECT": how every named verdict starts. */
 static void put_named(fp_sink *s, const fp_advice *a, const char *between, const char *subject)

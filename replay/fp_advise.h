@@ -72,27 +72,27 @@ typedef struct fp_advice_req {
 } fp_advice_req;
 
 typedef struct fp_advice {
-    int kind;                       /* FP_ADVICE_*                          */
-    char conf[FP_ADVICE_CONF_MAX];  /* FIX, BEST: the FRAGPOOL_CONF value    */
-    char torch[FP_ADVICE_CONF_MAX]; /* the same as PYTORCH_CUDA_ALLOC_CONF,
+    int kind;                            /* FP_ADVICE_*                          */
+    char conf[FP_ADVICE_CONF_MAX];       /* FIX, BEST: the FRAGPOOL_CONF value    */
+    char torch[FP_ADVICE_CONF_MAX];      /* the same as PYTORCH_CUDA_ALLOC_CONF,
                                        "" when some key has no PyTorch name */
-    size_t need;            /* FIX, RAISE_CAP: the verdict's smallest clean
+    size_t need;                         /* FIX, RAISE_CAP: the verdict's smallest clean
                                budget;
                                BEST: its peak reserved                      */
-    size_t current_need;    /* the setting in force: smallest clean budget
+    size_t current_need;                 /* the setting in force: smallest clean budget
                                (with a budget; 0 none found) or peak
                                reserved (without)                           */
-    size_t best_need;       /* NONE_FITS: what the leanest setting needs, 0:
+    size_t best_need;                    /* NONE_FITS: what the leanest setting needs, 0:
                                it fits no budget tried                      */
     char leanest[FP_TUNE_CONF_MAX + 32]; /* NONE_FITS: which setting that is
                                             ("" PyTorch's defaults)         */
-    size_t peak_live;       /* the trace's peak live bytes, rounded         */
+    size_t peak_live;                    /* the trace's peak live bytes, rounded         */
     size_t budget;
-    size_t room;            /* req->room                                    */
-    uint64_t too_large;     /* ALL_OOM: the largest request no pool serves
+    size_t room;         /* req->room                                    */
+    uint64_t too_large;  /* ALL_OOM: the largest request no pool serves
                                (over FP_MAX_REQUEST); 0 none           */
-    size_t too_large_at;    /* ALL_OOM: the event of its first request      */
-    size_t settings;        /* settings replayed                            */
+    size_t too_large_at; /* ALL_OOM: the event of its first request      */
+    size_t settings;     /* settings replayed                            */
     size_t replays;
 } fp_advice;
 
@@ -101,8 +101,8 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out);
 
 /* The same from rows fp_tune_run already made over the defaults (tune):
  * the setting in force is the defaults' row. */
-int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n,
-                   const fp_advice_req *req, fp_advice *out);
+int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n, const fp_advice_req *req,
+                   fp_advice *out);
 
 /* The verdict in one line: lead, then the setting and the replay's
  * figures for subject ("this trace"), "\n".  No allocation, no stdio. */

@@ -24,7 +24,7 @@
 
 struct fp_pstr {
     uint64_t hash;
-    uint32_t node;   /* a string node, UINT32_MAX for an empty slot */
+    uint32_t node; /* a string node, UINT32_MAX for an empty slot */
 };
 
 /* FNV-1a, 64 bits. */
@@ -79,7 +79,7 @@ static int intern_strings(fp_pdoc *d)
 }
 
 typedef struct key_at {
-    uint32_t key, pair;   /* the key's id, the pair's position as read */
+    uint32_t key, pair; /* the key's id, the pair's position as read */
 } key_at;
 
 static int key_at_cmp(const void *a, const void *b)
@@ -102,7 +102,7 @@ static void build_dict(fp_pdoc *d, fp_pv *v, key_at *tmp, uint32_t *out)
     qsort(tmp, nstr, sizeof *tmp, key_at_cmp);
     for (uint32_t j = 0; j < nstr; j++) {
         if (j + 1 < nstr && tmp[j + 1].key == tmp[j].key)
-            continue;   /* set again later: the last value wins */
+            continue; /* set again later: the last value wins */
         out[nout++] = v->v.items[2 * tmp[j].pair];
         out[nout++] = v->v.items[2 * tmp[j].pair + 1];
     }
@@ -154,7 +154,7 @@ const fp_pv *fp_pdoc_get(const fp_pdoc *d, const fp_pv *v, const char *key)
     const unsigned char *p = (const unsigned char *)key;
     const struct fp_pstr *e = &d->strs[find_slot(d, p, n, hash_bytes(p, n))];
     if (e->node == UINT32_MAX)
-        return NULL;   /* no string of the document has these bytes */
+        return NULL; /* no string of the document has these bytes */
     uint32_t lo = 0, hi = v->key;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;

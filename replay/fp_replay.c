@@ -15,11 +15,11 @@
 #include <string.h>
 
 typedef struct sim_dev {
-    uint64_t next;     /* next address to hand out   */
-    size_t in_use;     /* bytes reserved now         */
-    size_t budget;     /* 0 = unlimited              */
-    const fp_replay_hook *h;   /* its on_change sees the segments */
-    size_t idx;        /* the event being replayed   */
+    uint64_t next;           /* next address to hand out   */
+    size_t in_use;           /* bytes reserved now         */
+    size_t budget;           /* 0 = unlimited              */
+    const fp_replay_hook *h; /* its on_change sees the segments */
+    size_t idx;              /* the event being replayed   */
 } sim_dev;
 
 static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size, size_t idx)
@@ -34,7 +34,7 @@ static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
     size_t limit = d->budget ? d->budget : SIZE_MAX;
     uint64_t span = (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
     if (size > limit || d->in_use > limit - size || span < size || d->next > UINT64_MAX - span)
-        return ENOMEM;   /* over the budget, or past the end of the address space */
+        return ENOMEM; /* over the budget, or past the end of the address space */
     *addr = d->next;
     d->next += span;
     d->in_use += size;
@@ -129,8 +129,8 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
 
 /* An 'o' row: the recorded run asked for this and was refused.  Asked
  * again here; served, it is given straight back (the run never had it). */
-static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx,
-                           const fp_replay_hook *h, fp_replay_result *r)
+static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx, const fp_replay_hook *h,
+                           fp_replay_result *r)
 {
     uint64_t addr;
     r->recorded_ooms++;
@@ -171,8 +171,8 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
     fp_hmap_erase(m, i);
 }
 
-int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
-              fp_replay_result *r, fp_pool **keep)
+int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget, fp_replay_result *r,
+              fp_pool **keep)
 {
     return fp_replay_ex(t, opts, budget, NULL, r, keep);
 }
@@ -199,11 +199,16 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
 {
     sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h};
-    fp_backend be = {.ctx = &dev, .reserve = sim_reserve, .release = sim_release,
-                     .granularity = sim_granularity, .reserve_va = sim_reserve_va,
-                     .free_va = sim_free_va, .map = sim_map, .unmap = sim_unmap};
+    fp_backend be = {.ctx = &dev,
+                     .reserve = sim_reserve,
+                     .release = sim_release,
+                     .granularity = sim_granularity,
+                     .reserve_va = sim_reserve_va,
+                     .free_va = sim_free_va,
+                     .map = sim_map,
+                     .unmap = sim_unmap};
     fp_pool_opts o = *opts;
-    o.record_bytes = 0;   /* a replay's own pool needs no record */
+    o.record_bytes = 0; /* a replay's own pool needs no record */
     if (!o.device_total)
         o.device_total = budget;
     fp_pool *p;
@@ -254,7 +259,7 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
         } else if (e->op == 'f' && held) {
             live = live == SIZE_MAX ? live : live - (size_t)held;
             fp_hmap_erase(&m, i);
-        } else if (e->op == 'o') {   /* refused in the run: needed at that moment */
+        } else if (e->op == 'o') { /* refused in the run: needed at that moment */
             size_t sz = fp_round_size(opts, (size_t)e->size);
             size_t at = live > SIZE_MAX - sz ? SIZE_MAX : live + sz;
             peak = at > peak ? at : peak;
@@ -266,10 +271,18 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
 
 void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *g)
 {
-    rows[0] = (fp_row){"unknown_frees", " free of an unknown id (skipped)",
-                       " frees of unknown ids (skipped)", FP_ROW_COUNT, r->bad_frees, 0};
-    rows[1] = (fp_row){"duplicate_allocs", " allocation of a live id (refused)",
-                       " allocations of live ids (refused)", FP_ROW_COUNT, r->dup_allocs, 0};
-    *g = (fp_group){.key = "trace", .label = "Trace problems", .rows = rows, .nrows = 2,
-                    .zero = "none"};
+    rows[0] = (fp_row){"unknown_frees",
+                       " free of an unknown id (skipped)",
+                       " frees of unknown ids (skipped)",
+                       FP_ROW_COUNT,
+                       r->bad_frees,
+                       0};
+    rows[1] = (fp_row){"duplicate_allocs",
+                       " allocation of a live id (refused)",
+                       " allocations of live ids (refused)",
+                       FP_ROW_COUNT,
+                       r->dup_allocs,
+                       0};
+    *g = (fp_group){
+        .key = "trace", .label = "Trace problems", .rows = rows, .nrows = 2, .zero = "none"};
 }

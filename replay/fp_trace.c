@@ -24,7 +24,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-
 /* ---- which format ----------------------------------------------------- */
 
 /* The reader for the file's first bytes: a pickle starts with PROTO
@@ -49,8 +48,7 @@ static int read_any(fp_reader *r, fp_trace *t)
         rc = fp_trace_read_csv(r, t);
     }
     if (!rc && !t->n && !r->lineno) {
-        snprintf(r->err, r->errlen, "%s: no events: the file is empty",
-                 r->path);
+        snprintf(r->err, r->errlen, "%s: no events: the file is empty", r->path);
         rc = EINVAL;
     } else if (!rc && !t->n) {
         snprintf(r->err, r->errlen, "%s: no events in %zu line%s (an empty trace)", r->path,

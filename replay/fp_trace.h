@@ -15,40 +15,40 @@
 #include <stdint.h>
 
 typedef struct fp_trace_event {
-    uint64_t id;      /* unique for one allocation's lifetime  */
-    uint64_t size;    /* requested bytes                        */
-    uint32_t stream;  /* the program's stream number            */
-    char op;          /* 'a' allocate, 'f' free                 */
+    uint64_t id;     /* unique for one allocation's lifetime  */
+    uint64_t size;   /* requested bytes                        */
+    uint32_t stream; /* the program's stream number            */
+    char op;         /* 'a' allocate, 'f' free                 */
 } fp_trace_event;
 
 typedef struct fp_trace {
     fp_trace_event *ev;
     size_t n, cap;
-    const char *format;      /* "fragpool CSV", "RMM log", "PyTorch snapshot" */
+    const char *format; /* "fragpool CSV", "RMM log", "PyTorch snapshot" */
     /* Readers that map addresses to ids (RMM, snapshots): frees of an
      * address with no live allocation (made before the log began), skipped;
      * allocations at a live address, whose old one was freed first. */
     size_t dropped_frees, reused_live;
-    int device;              /* a snapshot's device read; 0 otherwise     */
+    int device; /* a snapshot's device read; 0 otherwise     */
 } fp_trace;
 
 /* 0, or an errno with a one-line reason in err (path, line, what): a file
  * that is not a regular file, a read or gzip error (cut short, corrupt),
  * a malformed row, or no events at all.  Never a partial trace. */
-int  fp_trace_load(const char *path, fp_trace *t, char *err, size_t errlen);
-int  fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream);
+int fp_trace_load(const char *path, fp_trace *t, char *err, size_t errlen);
+int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream);
 void fp_trace_free(fp_trace *t);
 
 typedef struct fp_replay_result {
-    fp_pool_stats stats;     /* the pool's stats at the end                  */
-    size_t events;           /* events replayed                              */
-    size_t ooms;             /* allocations refused                          */
-    size_t first_oom_event;  /* index of the first refused allocation, or n  */
-    size_t bad_frees;        /* frees of ids that were never (or no longer)
+    fp_pool_stats stats;    /* the pool's stats at the end                  */
+    size_t events;          /* events replayed                              */
+    size_t ooms;            /* allocations refused                          */
+    size_t first_oom_event; /* index of the first refused allocation, or n  */
+    size_t bad_frees;       /* frees of ids that were never (or no longer)
                                 live: skipped                                */
-    size_t dup_allocs;       /* allocations of an id that is live: refused,
+    size_t dup_allocs;      /* allocations of an id that is live: refused,
                                 the live allocation stays (not an OOM)       */
-    size_t first_bad_free;   /* event index of the first of each, or n       */
+    size_t first_bad_free;  /* event index of the first of each, or n       */
     size_t first_dup_alloc;
     size_t recorded_ooms;    /* 'o' rows: requests the recorded run failed on */
     size_t recorded_refused; /* of which this replay refused too             */
@@ -57,8 +57,8 @@ typedef struct fp_replay_result {
 
 /* Replays t through a fresh pool with opts.  budget 0 = unlimited device.
  * With keep non-NULL the pool is returned (the caller destroys it). */
-int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
-              fp_replay_result *r, fp_pool **keep);
+int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget, fp_replay_result *r,
+              fp_pool **keep);
 
 /* Optional per-event control of a replay (fragpool tune, fragpool report). */
 typedef struct fp_replay_hook {
@@ -67,15 +67,22 @@ typedef struct fp_replay_hook {
      * NULL. */
     int (*after_event)(void *ud, fp_pool *p, size_t i, int refused);
     void *ud;
-    int stop_at_oom;   /* 1: stop right after the first refused allocation */
+    int stop_at_oom; /* 1: stop right after the first refused allocation */
     /* Called for each change the replay makes, in order, during event
      * `event`: kind FP_REPLAY_*, the block or segment and its bytes (alloc
      * and free: the requested size; oom: addr 0).  May be NULL. */
     void (*on_change)(void *ud, int kind, uint64_t addr, uint64_t size, size_t event);
 } fp_replay_hook;
 
-enum { FP_REPLAY_ALLOC, FP_REPLAY_FREE, FP_REPLAY_OOM, FP_REPLAY_SEGMENT_ALLOC,
-       FP_REPLAY_SEGMENT_FREE, FP_REPLAY_SEGMENT_MAP, FP_REPLAY_SEGMENT_UNMAP };
+enum {
+    FP_REPLAY_ALLOC,
+    FP_REPLAY_FREE,
+    FP_REPLAY_OOM,
+    FP_REPLAY_SEGMENT_ALLOC,
+    FP_REPLAY_SEGMENT_FREE,
+    FP_REPLAY_SEGMENT_MAP,
+    FP_REPLAY_SEGMENT_UNMAP
+};
 
 /* fp_replay with a hook (may be NULL).  r->events counts the events
  * replayed, fewer than t->n when the hook stopped the replay. */

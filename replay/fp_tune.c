@@ -23,11 +23,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TUNE_MAX_SPLITS 12
+#define TUNE_MAX_SPLITS  12
 #define TUNE_MAX_THREADS 64
 
-static const char *const roundups[] = {NULL, "2", "4", "8", "16", "[32:1,>:4]",
-                                        "[256:1,512:2,1024:4,>:8]"};
+static const char *const roundups[] = {
+    NULL, "2", "4", "8", "16", "[32:1,>:4]", "[256:1,512:2,1024:4,>:8]"};
 #define TUNE_NROUNDUPS (sizeof roundups / sizeof *roundups)
 
 static const char *const gc_thresholds[] = {"0.6", "0.8"};
@@ -144,19 +144,19 @@ static int past_search_end(size_t hi, size_t g, size_t upper)
 
 /* Budgets are counted in steps of g, and no step count reaches SIZE_MAX / g,
  * so every budget tried is a size_t, for any upper. */
-int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower,
-                       size_t upper, size_t g, size_t *out, size_t *replays)
+int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower, size_t upper,
+                       size_t g, size_t *out, size_t *replays)
 {
     size_t max_steps = SIZE_MAX / g;
-    size_t lo = lower ? (lower - 1) / g : 0;                   /* lo * g < lower  */
-    size_t hi = upper / g + (upper % g != 0), n = 0;           /* hi * g >= upper */
-    int clean = !s->gc, err = 0;                               /* without GC, hi is safe */
+    size_t lo = lower ? (lower - 1) / g : 0;         /* lo * g < lower  */
+    size_t hi = upper / g + (upper % g != 0), n = 0; /* hi * g >= upper */
+    int clean = !s->gc, err = 0;                     /* without GC, hi is safe */
     *out = 0;
     if (hi <= lo)
         hi = lo + 1;
-    if (hi >= max_steps)   /* upper is near SIZE_MAX: no budget can be tried */
+    if (hi >= max_steps) /* upper is near SIZE_MAX: no budget can be tried */
         goto done;
-    while (!clean) {   /* with the budget as the cap, hi must be tried */
+    while (!clean) { /* with the budget as the cap, hi must be tried */
         if ((err = fp_tune_runs_clean(t, s, hi * g, &clean)))
             return err;
         n++;
@@ -196,7 +196,7 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_para
     row->replays = 1;
     row->peak_reserved = (size_t)r.stats.reserved_bytes[FP_ALL].peak;
     row->peak_allocated = (size_t)r.stats.allocated_bytes[FP_ALL].peak;
-    if (r.ooms)   /* a request no device could hold */
+    if (r.ooms) /* a request no device could hold */
         return 0;
     if (p && p->at_budget) {
         if ((err = fp_tune_runs_clean(t, s, p->at_budget, &row->fits)))
@@ -206,18 +206,17 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_para
     if (p && p->peaks_only)
         return 0;
     size_t lower = fp_trace_peak_live(t, &s->opts);
-    return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget,
-                              &row->replays);
+    return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget, &row->replays);
 }
 
 /* ---- many settings on a few threads -------------------------------------- */
 
 typedef struct tune_jobs {
     const fp_trace *t;
-    fp_tune_row *rows;          /* rows[i].set is the input of job i  */
+    fp_tune_row *rows; /* rows[i].set is the input of job i  */
     size_t n, next;
     const fp_tune_params *p;
-    int err;                    /* first error                        */
+    int err; /* first error                        */
     pthread_mutex_t lock;
 } tune_jobs;
 
@@ -251,7 +250,7 @@ static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, const fp_tun
     for (unsigned k = 1; k < threads && k < n; k++)
         if (!pthread_create(&tid[started], NULL, tune_worker, &j))
             started++;
-    tune_worker(&j);   /* this thread works too */
+    tune_worker(&j); /* this thread works too */
     for (unsigned k = 0; k < started; k++)
         pthread_join(tid[k], NULL);
     pthread_mutex_destroy(&j.lock);
@@ -277,7 +276,7 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const 
     size_t nroundups = lean ? 1 : TUNE_NROUNDUPS;
     size_t mb[TUNE_MAX_SPLITS + 1];
     size_t nmb = fp_tune_split_values(t, mb + 1, TUNE_MAX_SPLITS);
-    mb[0] = 0;   /* unset */
+    mb[0] = 0; /* unset */
     for (size_t k = 0; k < nroundups; k++) {
         char conf[FP_TUNE_CONF_MAX];
         snprintf(conf, sizeof conf, "%s%s", roundups[k] ? "roundup_power2_divisions:" : "",
@@ -291,8 +290,7 @@ static int base_settings(const fp_trace *t, fp_tune_row *rows, size_t *n, const 
             char conf[FP_TUNE_CONF_MAX];
             int m = snprintf(conf, sizeof conf, "expandable_segments:False");
             if (mb[i])
-                m += snprintf(conf + m, sizeof conf - (size_t)m, ",max_split_size_mb:%zu",
-                              mb[i]);
+                m += snprintf(conf + m, sizeof conf - (size_t)m, ",max_split_size_mb:%zu", mb[i]);
             if (roundups[k])
                 snprintf(conf + m, sizeof conf - (size_t)m, ",roundup_power2_divisions:%s",
                          roundups[k]);
@@ -364,7 +362,7 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     if (!err)
         err = eval_all(t, rows, nbase, params, threads);
     n = nbase;
-    if (!err && (!params->peaks_only || params->at_budget))   /* GC acts only under a cap */
+    if (!err && (!params->peaks_only || params->at_budget)) /* GC acts only under a cap */
         err = gc_settings(rows, nbase, &n, top, params->full, params->over);
     if (!err)
         err = eval_all(t, rows + nbase, n - nbase, params, threads);

@@ -37,27 +37,27 @@ typedef struct fp_tune_setting {
 
 typedef struct fp_tune_row {
     fp_tune_setting set;
-    size_t peak_reserved;   /* unlimited device                              */
-    size_t peak_allocated;  /* unlimited device                              */
-    size_t min_budget;      /* smallest clean budget found; 0 = none         */
-    size_t replays;         /* replays this row took                         */
-    int is_default;         /* 1 for the row of PyTorch's defaults           */
-    int fits;               /* params.at_budget: 1 when the replay at it ran
+    size_t peak_reserved;  /* unlimited device                              */
+    size_t peak_allocated; /* unlimited device                              */
+    size_t min_budget;     /* smallest clean budget found; 0 = none         */
+    size_t replays;        /* replays this row took                         */
+    int is_default;        /* 1 for the row of PyTorch's defaults           */
+    int fits;              /* params.at_budget: 1 when the replay at it ran
                                clean, 0 when it did not; -1 not tried        */
 } fp_tune_row;
 
 typedef struct fp_tune_params {
-    size_t granularity;     /* budget step in bytes; 0 = 2 MiB               */
-    unsigned threads;       /* workers; 0 = one per online CPU               */
-    unsigned gc_top;        /* GC variants for this many best settings, and  */
-                            /* the defaults; 0 = 3                           */
-    int full;               /* 1: GC variants of every setting               */
-    const fp_conf *over;    /* settings are parsed over this; NULL: the
+    size_t granularity;  /* budget step in bytes; 0 = 2 MiB               */
+    unsigned threads;    /* workers; 0 = one per online CPU               */
+    unsigned gc_top;     /* GC variants for this many best settings, and  */
+                         /* the defaults; 0 = 3                           */
+    int full;            /* 1: GC variants of every setting               */
+    const fp_conf *over; /* settings are parsed over this; NULL: the
                                defaults (the OOM advice: the run's own keys) */
-    int peaks_only;         /* 1: no budget search (min_budget stays 0)      */
-    size_t at_budget;       /* nonzero: each setting is also replayed at this
+    int peaks_only;      /* 1: no budget search (min_budget stays 0)      */
+    size_t at_budget;    /* nonzero: each setting is also replayed at this
                                budget (fp_tune_row.fits)                     */
-    int lean;               /* 1: no roundup_power2_divisions variants (the
+    int lean;            /* 1: no roundup_power2_divisions variants (the
                                exit summary's quick look: 1/7 the replays)   */
 } fp_tune_params;
 
@@ -77,8 +77,8 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap);
  * an OOM, searching from lower (known too small below it) to upper (the
  * unlimited peak reserved).  *out 0 when none was found up to 4 x upper.
  * *replays (may be NULL) counts the replays.  0, or ENOMEM. */
-int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower,
-                       size_t upper, size_t g, size_t *out, size_t *replays);
+int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower, size_t upper,
+                       size_t g, size_t *out, size_t *replays);
 
 /* Evaluate one setting: an unlimited replay, then (unless p->peaks_only)
  * the budget search, and (with p->at_budget) one replay at that budget.
@@ -93,8 +93,7 @@ int fp_tune_runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budge
 /* Generate the settings for t, evaluate them on params->threads threads,
  * and rank them (fp_tune_rank).  *rows is malloc'd (the caller frees).
  * 0, EINVAL on a bad parameter, or ENOMEM. */
-int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **rows,
-                size_t *nrows);
+int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **rows, size_t *nrows);
 
 /* Order rows by peak reserved, then min budget (none last), then
  * generation order. */

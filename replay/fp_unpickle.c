@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FP_PK_DEPTH 256    /* open marks at once */
+#define FP_PK_DEPTH 256 /* open marks at once */
 
 typedef struct u32vec {
     uint32_t *v;
@@ -122,7 +122,7 @@ static int push_long(parser *k, const unsigned char *b, size_t n)
     if (!neg || n == 9)
         return neg ? push_int(k, (uint64_t)0 - v, 1) : push_int(k, v, 0);
     if (w < 8)
-        v |= ~(uint64_t)0 << (8 * w);   /* sign-extend */
+        v |= ~(uint64_t)0 << (8 * w); /* sign-extend */
     return push_int(k, (uint64_t)0 - v, 1);
 }
 
@@ -175,7 +175,7 @@ static int fill_from(parser *k, size_t from, uint8_t want, const char *op)
     if (want == FP_PV_DICT && n % 2)
         return fail(k, EINVAL, "a dict given a key without a value");
     for (size_t i = 0; i < n; i++) {
-        fp_pv *cc = &k->d->node[k->stack.v[from - 1]];   /* add_item may not move nodes */
+        fp_pv *cc = &k->d->node[k->stack.v[from - 1]]; /* add_item may not move nodes */
         if (add_item(k, cc, k->stack.v[from + i]))
             return ENOMEM;
     }
@@ -234,23 +234,50 @@ static int memo_get(parser *k, uint64_t idx)
 
 static int refused(parser *k, unsigned op)
 {
-    static const struct { unsigned char op; const char *name; } names[] = {
-        {'c', "GLOBAL"}, {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"}, {'b', "BUILD"},
-        {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"}, {'i', "INST"}, {'o', "OBJ"},
-        {'P', "PERSID"}, {'Q', "BINPERSID"}, {'B', "BINBYTES"}, {'C', "SHORT_BINBYTES"},
-        {0x8e, "BINBYTES8"}, {0x96, "BYTEARRAY8"}, {0x8f, "EMPTY_SET"}, {0x90, "ADDITEMS"},
-        {0x91, "FROZENSET"}, {'I', "INT"}, {'L', "LONG"}, {'F', "FLOAT"}, {'S', "STRING"},
-        {'V', "UNICODE"}, {'p', "PUT"}, {'g', "GET"}, {0x82, "EXT1"}, {0x83, "EXT2"},
-        {0x84, "EXT4"}, {'2', "DUP"}, {'1', "POP_MARK"}, {0x97, "NEXT_BUFFER"},
-        {0x98, "READONLY_BUFFER"}};
+    static const struct {
+        unsigned char op;
+        const char *name;
+    } names[] = {{'c', "GLOBAL"},
+                 {0x93, "STACK_GLOBAL"},
+                 {'R', "REDUCE"},
+                 {'b', "BUILD"},
+                 {0x81, "NEWOBJ"},
+                 {0x92, "NEWOBJ_EX"},
+                 {'i', "INST"},
+                 {'o', "OBJ"},
+                 {'P', "PERSID"},
+                 {'Q', "BINPERSID"},
+                 {'B', "BINBYTES"},
+                 {'C', "SHORT_BINBYTES"},
+                 {0x8e, "BINBYTES8"},
+                 {0x96, "BYTEARRAY8"},
+                 {0x8f, "EMPTY_SET"},
+                 {0x90, "ADDITEMS"},
+                 {0x91, "FROZENSET"},
+                 {'I', "INT"},
+                 {'L', "LONG"},
+                 {'F', "FLOAT"},
+                 {'S', "STRING"},
+                 {'V', "UNICODE"},
+                 {'p', "PUT"},
+                 {'g', "GET"},
+                 {0x82, "EXT1"},
+                 {0x83, "EXT2"},
+                 {0x84, "EXT4"},
+                 {'2', "DUP"},
+                 {'1', "POP_MARK"},
+                 {0x97, "NEXT_BUFFER"},
+                 {0x98, "READONLY_BUFFER"}};
     const char *name = "an unknown opcode";
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (names[i].op == op)
             name = names[i].name;
     char why[256];
-    snprintf(why, sizeof why, "pickle opcode 0x%02x (%s) is not one a memory snapshot uses; "
+    snprintf(why, sizeof why,
+             "pickle opcode 0x%02x (%s) is not one a memory snapshot uses; "
              "fragpool reads plain data only (dicts, lists, tuples, numbers, strings) and "
-             "runs nothing", op, name);
+             "runs nothing",
+             op, name);
     return fail(k, EINVAL, why);
 }
 
@@ -280,8 +307,8 @@ static int simple(parser *k, unsigned op)
         if (pop_mark(k, &at))
             return EINVAL;
         return op == 't' ? make_tuple(k, at)
-               : fill_from(k, at, op == 'u' ? FP_PV_DICT : FP_PV_LIST,
-                           op == 'u' ? "SETITEMS" : "APPENDS");
+                         : fill_from(k, at, op == 'u' ? FP_PV_DICT : FP_PV_LIST,
+                                     op == 'u' ? "SETITEMS" : "APPENDS");
     case 's':
     case 'a':
         if (k->stack.n < (op == 's' ? 3u : 2u))
@@ -292,17 +319,16 @@ static int simple(parser *k, unsigned op)
     case 0x86:
     case 0x87:
         if (k->stack.n < op - 0x84u)
-            return fail(k, EINVAL, "a tuple of more items than the stack holds (a malformed pickle)");
+            return fail(k, EINVAL,
+                        "a tuple of more items than the stack holds (a malformed pickle)");
         return make_tuple(k, k->stack.n - (op - 0x84u));
     case '0':
         if (!k->stack.n)
             return fail(k, EINVAL, "POP with an empty stack (a malformed pickle)");
         k->stack.n--;
         return 0;
-    case 0x94:
-        return memo_put(k, k->memo.n);
-    default:
-        return refused(k, op);
+    case 0x94: return memo_put(k, k->memo.n);
+    default: return refused(k, op);
     }
 }
 
@@ -360,10 +386,8 @@ static int with_arg(parser *k, unsigned op)
         if ((rc = need(k, op == 'h' ? 1 : 4, &b)) != 0)
             return rc;
         return memo_get(k, le(b, op == 'h' ? 1 : 4));
-    case 0x95:
-        return need(k, 8, &b);   /* FRAME: its length only helps a streaming reader */
-    default:
-        return simple(k, op);
+    case 0x95: return need(k, 8, &b); /* FRAME: its length only helps a streaming reader */
+    default: return simple(k, op);
     }
 }
 
@@ -371,7 +395,8 @@ static int run(parser *k)
 {
     const unsigned char *b;
     if (k->len < 2 || k->p[0] != 0x80 || k->p[1] < 2 || k->p[1] > 5)
-        return fail(k, EINVAL, "not a pickle of protocol 2 to 5 (it must start with "
+        return fail(k, EINVAL,
+                    "not a pickle of protocol 2 to 5 (it must start with "
                     "PROTO 2..5)");
     k->pos = 2;
     for (;;) {
@@ -385,7 +410,8 @@ static int run(parser *k)
             return rc;
     }
     if (k->stack.n != 1 || k->marks.n)
-        return fail(k, EINVAL, "STOP with the stack not holding exactly one value "
+        return fail(k, EINVAL,
+                    "STOP with the stack not holding exactly one value "
                     "(a malformed pickle)");
     if (k->pos != k->len)
         return fail(k, EINVAL, "bytes after the pickle's STOP (a pickle is one value)");
@@ -403,8 +429,8 @@ void fp_pdoc_free(fp_pdoc *d)
     *d = (fp_pdoc){0};
 }
 
-int fp_unpickle(const unsigned char *data, size_t len, const char *name, fp_pdoc *d,
-                char *err, size_t errlen)
+int fp_unpickle(const unsigned char *data, size_t len, const char *name, fp_pdoc *d, char *err,
+                size_t errlen)
 {
     *d = (fp_pdoc){.data = data, .len = len};
     parser k = {.d = d, .p = data, .len = len, .name = name, .err = err, .errlen = errlen};

@@ -22,27 +22,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { FP_PV_NONE, FP_PV_BOOL, FP_PV_INT, FP_PV_FLOAT, FP_PV_STR, FP_PV_LIST,
-       FP_PV_TUPLE, FP_PV_DICT };
+enum {
+    FP_PV_NONE,
+    FP_PV_BOOL,
+    FP_PV_INT,
+    FP_PV_FLOAT,
+    FP_PV_STR,
+    FP_PV_LIST,
+    FP_PV_TUPLE,
+    FP_PV_DICT
+};
 
 typedef struct fp_pv {
     uint8_t type;
-    uint8_t neg;          /* INT: negative (u is the magnitude)          */
-    uint32_t n, cap;      /* containers: items (a dict: key, value, ...) */
-    uint32_t key;         /* STR: its id, the first string node of the
+    uint8_t neg;     /* INT: negative (u is the magnitude)          */
+    uint32_t n, cap; /* containers: items (a dict: key, value, ...) */
+    uint32_t key;    /* STR: its id, the first string node of the
                              same bytes; DICT: its leading pairs whose key
                              is a string, one per key, sorted by key id
                              (pairs with other keys follow, as read)     */
     union {
-        uint64_t u;       /* INT magnitude; BOOL 0/1                     */
+        uint64_t u; /* INT magnitude; BOOL 0/1                     */
         double f;
-        struct { size_t off, len; } s;   /* STR: bytes of the input     */
-        uint32_t *items;  /* node indices                                */
+        struct {
+            size_t off, len;
+        } s;             /* STR: bytes of the input     */
+        uint32_t *items; /* node indices                                */
     } v;
 } fp_pv;
 
 typedef struct fp_pdoc {
-    const unsigned char *data;   /* the input, which strings point into */
+    const unsigned char *data; /* the input, which strings point into */
     size_t len;
     fp_pv *node;
     size_t n, cap;
@@ -54,8 +64,8 @@ typedef struct fp_pdoc {
 /* Parses data[0..len) (kept: strings point into it).  0, or EINVAL /
  * ENOMEM with one line in err[errlen] prefixed by name ("NAME: byte 17:
  * ..."); on failure the document is empty. */
-int  fp_unpickle(const unsigned char *data, size_t len, const char *name, fp_pdoc *d,
-                 char *err, size_t errlen);
+int fp_unpickle(const unsigned char *data, size_t len, const char *name, fp_pdoc *d, char *err,
+                size_t errlen);
 void fp_pdoc_free(fp_pdoc *d);
 
 const fp_pv *fp_pdoc_node(const fp_pdoc *d, uint32_t i);
@@ -70,6 +80,6 @@ const fp_pv *fp_pdoc_item(const fp_pdoc *d, const fp_pv *v, size_t i);
 /* v is a string equal to s. */
 bool fp_pdoc_str_is(const fp_pdoc *d, const fp_pv *v, const char *s);
 /* v is a non-negative integer: 0 and *out, else EINVAL. */
-int  fp_pdoc_u64(const fp_pv *v, uint64_t *out);
+int fp_pdoc_u64(const fp_pv *v, uint64_t *out);
 
 #endif

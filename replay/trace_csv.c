@@ -32,9 +32,11 @@ static int parse_row(fp_reader *r, const char *s, size_t n, fp_trace_event *e)
     size_t fl[5];
     size_t k = fp_trace_split(s, n, f, fl, 5);
     if (k < 4 || k > 5) {
-        snprintf(r->err, r->errlen, "%s:%zu: not a trace row (%s%zu field%s; want "
-                 "seq,op,id,size[,stream] with op a, f or o)", r->path, r->lineno,
-                 k > 5 ? "more than " : "", k > 5 ? (size_t)5 : k, k == 1 ? "" : "s");
+        snprintf(r->err, r->errlen,
+                 "%s:%zu: not a trace row (%s%zu field%s; want "
+                 "seq,op,id,size[,stream] with op a, f or o)",
+                 r->path, r->lineno, k > 5 ? "more than " : "", k > 5 ? (size_t)5 : k,
+                 k == 1 ? "" : "s");
         return EINVAL;
     }
     uint64_t seq, st = 0;
@@ -76,8 +78,8 @@ static int take_line(fp_reader *r, fp_trace *t)
         return rc;
     rc = fp_trace_push(t, e.op, e.id, e.size, e.stream);
     if (rc)
-        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path,
-                 r->lineno, t->n);
+        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path, r->lineno,
+                 t->n);
     return rc;
 }
 

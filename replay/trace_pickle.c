@@ -32,7 +32,7 @@ typedef struct conv {
     fp_hmap live, streams;
     uint64_t next_id;
     size_t dev;
-    int use_requested;   /* no free_completed: free_requested frees */
+    int use_requested; /* no free_completed: free_requested frees */
 } conv;
 
 static int bad_entry(conv *c, size_t i, const char *what)
@@ -75,9 +75,9 @@ static int op_of(conv *c, const fp_pv *action)
         return 'a';
     if (fp_pdoc_str_is(d, action, "oom"))
         return 'o';
-    if (c->use_requested ? fp_pdoc_str_is(d, action, "free_requested") ||
-                           fp_pdoc_str_is(d, action, "free")
-                         : fp_pdoc_str_is(d, action, "free_completed"))
+    if (c->use_requested
+            ? fp_pdoc_str_is(d, action, "free_requested") || fp_pdoc_str_is(d, action, "free")
+            : fp_pdoc_str_is(d, action, "free_completed"))
         return 'f';
     return 0;
 }
@@ -112,7 +112,7 @@ static int take_entry(conv *c, const fp_pv *e, size_t i)
         fp_hmap_erase(&c->live, slot);
         return fp_trace_push(t, 'f', id, size, stream);
     }
-    if (fp_hmap_at(&c->live, slot)) {   /* its free fell outside what is used: close it first */
+    if (fp_hmap_at(&c->live, slot)) { /* its free fell outside what is used: close it first */
         if (fp_trace_push(t, 'f', fp_hmap_at(&c->live, slot), 0, stream))
             return ENOMEM;
         t->reused_live++;
@@ -129,8 +129,8 @@ static int pick_device(conv *c, const fp_pv *traces, const fp_pv **list)
     for (size_t i = 0; i < traces->n; i++) {
         const fp_pv *l = fp_pdoc_item(c->d, traces, i);
         if (!l || l->type != FP_PV_LIST) {
-            snprintf(c->r->err, c->r->errlen, "%s: device_traces[%zu] is not a list",
-                     c->r->path, i);
+            snprintf(c->r->err, c->r->errlen, "%s: device_traces[%zu] is not a list", c->r->path,
+                     i);
             return EINVAL;
         }
         if (has_action(c->d, l, "alloc")) {
@@ -139,9 +139,10 @@ static int pick_device(conv *c, const fp_pv *traces, const fp_pv **list)
             return 0;
         }
     }
-    snprintf(c->r->err, c->r->errlen, "%s: the snapshot records no allocation on any of its "
-             "%u device%s (was torch.cuda.memory._record_memory_history() on?)", c->r->path,
-             traces->n, traces->n == 1 ? "" : "s");
+    snprintf(c->r->err, c->r->errlen,
+             "%s: the snapshot records no allocation on any of its "
+             "%u device%s (was torch.cuda.memory._record_memory_history() on?)",
+             c->r->path, traces->n, traces->n == 1 ? "" : "s");
     return EINVAL;
 }
 
@@ -150,9 +151,11 @@ static int convert(conv *c)
     const fp_pv *root = fp_pdoc_node(c->d, c->d->root);
     const fp_pv *traces = fp_pdoc_get(c->d, root, "device_traces");
     if (!traces || traces->type != FP_PV_LIST) {
-        snprintf(c->r->err, c->r->errlen, "%s: a pickle, but not a PyTorch memory snapshot "
+        snprintf(c->r->err, c->r->errlen,
+                 "%s: a pickle, but not a PyTorch memory snapshot "
                  "(no list 'device_traces'); write one with "
-                 "torch.cuda.memory._dump_snapshot(path)", c->r->path);
+                 "torch.cuda.memory._dump_snapshot(path)",
+                 c->r->path);
         return EINVAL;
     }
     const fp_pv *list;

@@ -15,14 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FP_TRACE_MAX_BYTES ((size_t)1 << 34)   /* 16 GiB of pickle */
+#define FP_TRACE_MAX_BYTES ((size_t)1 << 34) /* 16 GiB of pickle */
 
 static int grow_line(fp_reader *r, size_t need)
 {
     char *p = fp_vec_grow(r->line, &r->cap, need, 1, 256);
     if (!p) {
         snprintf(r->err, r->errlen, "%s:%zu: out of memory for a line of %zu bytes", r->path,
-                 r->lineno + 1, need);   /* the line being read */
+                 r->lineno + 1, need); /* the line being read */
         return ENOMEM;
     }
     r->line = p;
@@ -44,15 +44,16 @@ int fp_reader_fill(fp_reader *r)
         r->eof = 1;
         return 0;
     }
-    const char *colon = strstr(msg, ">: ");   /* zlib's "<fd:3>: " prefix */
+    const char *colon = strstr(msg, ">: "); /* zlib's "<fd:3>: " prefix */
     msg = colon && msg[0] == '<' ? colon + 3 : msg;
-    char line[32] = "";   /* a file read whole (a pickle) has no lines */
+    char line[32] = ""; /* a file read whole (a pickle) has no lines */
     if (!r->whole)
         snprintf(line, sizeof line, ":%zu", r->lineno + 1);
-    snprintf(r->err, r->errlen, "%s%s: read error after %" PRIu64 " bytes%s: %s%s", r->path,
-             line, r->bytes, r->whole ? "" : " of text", zerr == Z_ERRNO ? strerror(errno) : msg,
-             zerr == Z_BUF_ERROR ? " (the gzip file is cut short)"
-             : zerr == Z_DATA_ERROR ? " (the gzip data is corrupt)" : "");
+    snprintf(r->err, r->errlen, "%s%s: read error after %" PRIu64 " bytes%s: %s%s", r->path, line,
+             r->bytes, r->whole ? "" : " of text", zerr == Z_ERRNO ? strerror(errno) : msg,
+             zerr == Z_BUF_ERROR    ? " (the gzip file is cut short)"
+             : zerr == Z_DATA_ERROR ? " (the gzip data is corrupt)"
+                                    : "");
     return EIO;
 }
 
@@ -108,8 +109,7 @@ int fp_reader_all(fp_reader *r, unsigned char **data, size_t *len)
             if (!nb) {
                 free(buf);
                 snprintf(r->err, r->errlen, "%s: %s after %zu bytes", r->path,
-                         n + k > FP_TRACE_MAX_BYTES ? "larger than 16 GiB" : "out of memory",
-                         n);
+                         n + k > FP_TRACE_MAX_BYTES ? "larger than 16 GiB" : "out of memory", n);
                 return ENOMEM;
             }
             buf = nb;

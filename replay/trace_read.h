@@ -14,7 +14,7 @@
 #include <zlib.h>
 
 #define TRACE_CHUNK (1u << 16)
-#define TRACE_SHOW 32            /* bytes of a bad field quoted */
+#define TRACE_SHOW  32 /* bytes of a bad field quoted */
 
 typedef struct fp_reader {
     gzFile f;
@@ -22,14 +22,14 @@ typedef struct fp_reader {
     char *err;
     size_t errlen;
     char chunk[TRACE_CHUNK];
-    size_t pos, end;      /* unread bytes of chunk                    */
+    size_t pos, end; /* unread bytes of chunk                    */
     int eof;
-    char *line;           /* the current line, without its '\n'        */
+    char *line; /* the current line, without its '\n'        */
     size_t len, cap;
     size_t lineno;
-    uint64_t bytes;       /* uncompressed bytes read so far            */
-    int header_seen;      /* a row or the header came already          */
-    int whole;            /* read whole (fp_reader_all): no line numbers */
+    uint64_t bytes;  /* uncompressed bytes read so far            */
+    int header_seen; /* a row or the header came already          */
+    int whole;       /* read whole (fp_reader_all): no line numbers */
 } fp_reader;
 
 /* The next chunk: 0 (r->eof at the end), or EIO with the reason. */

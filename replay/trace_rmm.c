@@ -27,8 +27,8 @@ static const char header[] = "Thread,Time,Action,Pointer,Size,Stream";
 static const char *const fields[] = {"Thread", "Time", "Action", "Pointer", "Size", "Stream"};
 
 typedef struct rmm_state {
-    fp_hmap live;      /* pointer -> trace id        */
-    fp_hmap streams;   /* stream value -> its number */
+    fp_hmap live;    /* pointer -> trace id        */
+    fp_hmap streams; /* stream value -> its number */
     uint64_t next_id;
 } rmm_state;
 
@@ -49,9 +49,10 @@ static int parse_hex(const char *p, size_t n, uint64_t *out)
     uint64_t v = 0;
     for (size_t i = 2; i < n; i++) {
         char c = p[i];
-        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
                      : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                            : 16u;
         if (d > 15)
             return EINVAL;
         v = v << 4 | d;
@@ -65,8 +66,8 @@ static int oom(fp_reader *r, const fp_trace *t)
     if (!r->lineno)
         snprintf(r->err, r->errlen, "%s: out of memory before the first line", r->path);
     else
-        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path,
-                 r->lineno, t->n);
+        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path, r->lineno,
+                 t->n);
     return ENOMEM;
 }
 
@@ -89,7 +90,7 @@ static int stream_number(fp_reader *r, rmm_state *st, const char *p, size_t n, u
 static int take_alloc(rmm_state *st, fp_trace *t, uint64_t ptr, uint64_t size, uint32_t s)
 {
     size_t i = fp_hmap_slot(&st->live, ptr);
-    if (fp_hmap_at(&st->live, i)) {   /* its free fell outside the log: close it first */
+    if (fp_hmap_at(&st->live, i)) { /* its free fell outside the log: close it first */
         if (fp_trace_push(t, 'f', fp_hmap_at(&st->live, i), 0, s))
             return ENOMEM;
         t->reused_live++;
@@ -118,17 +119,19 @@ static int take_row(fp_reader *r, rmm_state *st, fp_trace *t, const char *s, siz
     size_t fl[6];
     size_t k = fp_trace_split(s, n, f, fl, 6);
     if (k != 6) {
-        snprintf(r->err, r->errlen, "%s:%zu: not an RMM log row (%s%zu field%s; want %s)",
-                 r->path, r->lineno, k > 6 ? "more than " : "", k > 6 ? (size_t)6 : k,
-                 k == 1 ? "" : "s", header);
+        snprintf(r->err, r->errlen, "%s:%zu: not an RMM log row (%s%zu field%s; want %s)", r->path,
+                 r->lineno, k > 6 ? "more than " : "", k > 6 ? (size_t)6 : k, k == 1 ? "" : "s",
+                 header);
         return EINVAL;
     }
     if (!fl[0] || !fl[1])
         return bad(r, fl[0] ? 1 : 0, "", 0, "a value (an empty field)");
     int act = fl[2] == 8 && !memcmp(f[2], "allocate", 8) ? 'a'
               : (fl[2] == 4 && !memcmp(f[2], "free", 4)) ||
-                (fl[2] == 10 && !memcmp(f[2], "deallocate", 10)) ? 'f'
-              : fl[2] == 16 && !memcmp(f[2], "allocate failure", 16) ? 'o' : 0;
+                      (fl[2] == 10 && !memcmp(f[2], "deallocate", 10))
+                  ? 'f'
+              : fl[2] == 16 && !memcmp(f[2], "allocate failure", 16) ? 'o'
+                                                                     : 0;
     if (!act)
         return bad(r, 2, f[2], fl[2], "allocate, free, deallocate or allocate failure");
     uint64_t ptr = 0, size;
@@ -140,9 +143,9 @@ static int take_row(fp_reader *r, rmm_state *st, fp_trace *t, const char *s, siz
     int rc = stream_number(r, st, f[5], fl[5], &stream);
     if (rc)
         return rc == ENOMEM ? oom(r, t) : rc;
-    rc = act == 'a' ? take_alloc(st, t, ptr, size, stream)
+    rc = act == 'a'   ? take_alloc(st, t, ptr, size, stream)
          : act == 'f' ? take_free(st, t, ptr, size, stream)
-         : fp_trace_push(t, 'o', 0, size, stream);
+                      : fp_trace_push(t, 'o', 0, size, stream);
     return rc ? oom(r, t) : 0;
 }
 

@@ -125,9 +125,14 @@ static void fp_json_escape(fp_sink *s, unsigned char c)
 {
     static const char hex[] = "0123456789abcdef";
     char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-    const char *two = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
-                    : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b"
-                    : c == '\f' ? "\\f" : NULL;
+    const char *two = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\n' ? "\\n"
+                      : c == '\t' ? "\\t"
+                      : c == '\r' ? "\\r"
+                      : c == '\b' ? "\\b"
+                      : c == '\f' ? "\\f"
+                                  : NULL;
     if (two)
         fp_put(s, two, 2);
     else
@@ -257,8 +262,7 @@ void fp_json_hex(fp_json *j, const char *key, uint64_t v)
     fp_putc(j->s, '"');
 }
 
-void fp_json_fixed(fp_json *j, const char *key, uint64_t num, uint64_t den,
-                   unsigned decimals)
+void fp_json_fixed(fp_json *j, const char *key, uint64_t num, uint64_t den, unsigned decimals)
 {
     if (!den) {
         fp_json_null(j, key);
@@ -268,8 +272,7 @@ void fp_json_fixed(fp_json *j, const char *key, uint64_t num, uint64_t den,
     fp_put_fixed(j->s, num, den, decimals);
 }
 
-void fp_json_pair(fp_json *j, const char *key, size_t klen, const char *val,
-                  size_t vlen)
+void fp_json_pair(fp_json *j, const char *key, size_t klen, const char *val, size_t vlen)
 {
     fp_json_sepn(j, key, klen);
     if (val)

@@ -15,7 +15,7 @@
 /* ---- the 75-column box of torch.cuda.memory_summary() ------------------- */
 #define FP_TBL_WIDTH 75
 #define FP_TBL_LABEL 21
-void fp_tbl_rule(fp_sink *s, char c);                 /* |=====...=|        */
+void fp_tbl_rule(fp_sink *s, char c); /* |=====...=|        */
 /* Boxed text: indent spaces then text (indent SIZE_MAX: centred); text
  * wider than the box is word-wrapped onto further lines. */
 void fp_tbl_text(fp_sink *s, const char *text, size_t n, size_t indent);
@@ -26,9 +26,9 @@ void fp_tbl_kv(fp_sink *s, const char *label, const char *value, size_t n);
 
 /* ---- JSON writer ------------------------------------------------------------ */
 typedef struct fp_json {
-    fp_sink *s;          /* output                                         */
-    unsigned depth;      /* open containers (at most 63)                   */
-    uint64_t more;       /* bit d: depth d already holds a member          */
+    fp_sink *s;     /* output                                         */
+    unsigned depth; /* open containers (at most 63)                   */
+    uint64_t more;  /* bit d: depth d already holds a member          */
 } fp_json;
 
 void fp_json_init(fp_json *j, fp_sink *s);
@@ -44,11 +44,10 @@ void fp_json_str(fp_json *j, const char *key, const char *str); /* NULL: null */
 void fp_json_strn(fp_json *j, const char *key, const char *p, size_t n);
 /* A member from counted strings: "key":"val", or "key":null when val is
  * NULL (only inside an object). */
-void fp_json_pair(fp_json *j, const char *key, size_t klen, const char *val,
-                  size_t vlen);
-void fp_json_hex(fp_json *j, const char *key, uint64_t v);      /* "0x.." */
+void fp_json_pair(fp_json *j, const char *key, size_t klen, const char *val, size_t vlen);
+void fp_json_hex(fp_json *j, const char *key, uint64_t v); /* "0x.." */
 void fp_json_fixed(fp_json *j, const char *key, uint64_t num, uint64_t den,
-                   unsigned decimals);                          /* den 0: null */
+                   unsigned decimals); /* den 0: null */
 /* A JSON string literal: quotes, backslashes and control characters
  * escaped, invalid UTF-8 replaced by \ufffd. */
 void fp_put_json_string(fp_sink *s, const char *p, size_t n);

@@ -20,20 +20,20 @@
 /* ---- the reader ------------------------------------------------------------------ */
 
 typedef struct fp_jparser {
-    const char *p;       /* text                               */
-    size_t n, i;         /* its length, the next byte          */
-    fp_jtok *tok;        /* the caller's tokens                */
-    size_t cap;          /* their number                       */
-    int ntok;            /* tokens used                        */
-    int depth;           /* open containers                    */
+    const char *p; /* text                               */
+    size_t n, i;   /* its length, the next byte          */
+    fp_jtok *tok;  /* the caller's tokens                */
+    size_t cap;    /* their number                       */
+    int ntok;      /* tokens used                        */
+    int depth;     /* open containers                    */
 } fp_jparser;
 
 static int fp_jvalue(fp_jparser *ps);
 
 static void fp_jws(fp_jparser *ps)
 {
-    while (ps->i < ps->n && (ps->p[ps->i] == ' ' || ps->p[ps->i] == '\t' ||
-                             ps->p[ps->i] == '\n' || ps->p[ps->i] == '\r'))
+    while (ps->i < ps->n && (ps->p[ps->i] == ' ' || ps->p[ps->i] == '\t' || ps->p[ps->i] == '\n' ||
+                             ps->p[ps->i] == '\r'))
         ps->i++;
 }
 
@@ -81,7 +81,7 @@ static int fp_jstring(fp_jparser *ps)
     int t = fp_jnew(ps, FP_JSTR, ps->i + 1);
     if (t < 0)
         return ENOMEM;
-    for (ps->i++; ps->i < ps->n; ) {
+    for (ps->i++; ps->i < ps->n;) {
         unsigned char c = (unsigned char)ps->p[ps->i];
         if (c == '"') {
             ps->tok[t].end = ps->i++;
@@ -135,8 +135,10 @@ static int fp_jnumber(fp_jparser *ps)
 
 static int fp_jliteral(fp_jparser *ps)
 {
-    static const struct { const char *word; int type; } lit[] = {
-        {"true", FP_JBOOL}, {"false", FP_JBOOL}, {"null", FP_JNULL}};
+    static const struct {
+        const char *word;
+        int type;
+    } lit[] = {{"true", FP_JBOOL}, {"false", FP_JBOOL}, {"null", FP_JNULL}};
     for (size_t k = 0; k < 3; k++) {
         size_t len = strlen(lit[k].word);
         if (ps->n - ps->i >= len && !memcmp(ps->p + ps->i, lit[k].word, len)) {
@@ -216,13 +218,13 @@ static int fp_jvalue(fp_jparser *ps)
     return fp_jliteral(ps);
 }
 
-int fp_jdoc_parse(fp_jdoc *d, const char *text, size_t len, fp_jtok *tok,
-                  size_t cap, size_t *errpos)
+int fp_jdoc_parse(fp_jdoc *d, const char *text, size_t len, fp_jtok *tok, size_t cap,
+                  size_t *errpos)
 {
     fp_jparser ps = {text, len, 0, tok, cap, 0, 0};
     int rc = text ? fp_jvalue(&ps) : EINVAL;
     if (!rc && fp_jpeek(&ps) >= 0)
-        rc = EINVAL;                    /* something after the value */
+        rc = EINVAL; /* something after the value */
     if (errpos)
         *errpos = ps.i;
     d->text = text;
@@ -303,7 +305,7 @@ int fp_jdoc_int(const fp_jdoc *d, int t, int64_t *v)
     uint64_t u = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     for (p += neg; p < end; p++) {
         if (*p < '0' || *p > '9')
-            return EINVAL;              /* a fraction or an exponent */
+            return EINVAL; /* a fraction or an exponent */
         unsigned dgt = (unsigned)(*p - '0');
         if (u > (lim - dgt) / 10)
             return EINVAL;
@@ -317,7 +319,7 @@ int fp_jdoc_int(const fp_jdoc *d, int t, int64_t *v)
 
 typedef struct fp_jout {
     char *buf;
-    size_t len, k;       /* capacity, bytes produced (kept or not) */
+    size_t len, k; /* capacity, bytes produced (kept or not) */
 } fp_jout;
 
 static void fp_jout_byte(fp_jout *o, unsigned char c)
@@ -378,8 +380,12 @@ static size_t fp_junicode(const char *p, const char *end, uint32_t *cp)
 
 static char fp_jsimple(char c)
 {
-    return c == 'b' ? '\b' : c == 'f' ? '\f' : c == 'n' ? '\n' : c == 'r' ? '\r'
-         : c == 't' ? '\t' : c;
+    return c == 'b'   ? '\b'
+           : c == 'f' ? '\f'
+           : c == 'n' ? '\n'
+           : c == 'r' ? '\r'
+           : c == 't' ? '\t'
+                      : c;
 }
 
 size_t fp_jdoc_str(const fp_jdoc *d, int t, char *buf, size_t len)
@@ -404,4 +410,3 @@ size_t fp_jdoc_str(const fp_jdoc *d, int t, char *buf, size_t len)
         buf[o.k < len ? o.k : len - 1] = '\0';
     return o.k;
 }
-

@@ -15,23 +15,23 @@
 enum { FP_JNULL, FP_JBOOL, FP_JNUM, FP_JSTR, FP_JARR, FP_JOBJ };
 
 typedef struct fp_jtok {
-    int type;            /* FP_J*                                          */
-    size_t start, end;   /* bytes of the value in the text (strings: the  */
-                         /* contents between the quotes)                  */
-    int next;            /* index of the token after this whole value     */
-    int n;               /* arrays: elements; objects: members            */
-} fp_jtok;               /* an object's members: key token, then value    */
+    int type;          /* FP_J*                                          */
+    size_t start, end; /* bytes of the value in the text (strings: the  */
+                       /* contents between the quotes)                  */
+    int next;          /* index of the token after this whole value     */
+    int n;             /* arrays: elements; objects: members            */
+} fp_jtok;             /* an object's members: key token, then value    */
 
 typedef struct fp_jdoc {
-    const char *text;    /* the parsed text, not owned                     */
-    const fp_jtok *tok;  /* tokens, not owned; tok[0] is the root          */
+    const char *text;   /* the parsed text, not owned                     */
+    const fp_jtok *tok; /* tokens, not owned; tok[0] is the root          */
     int ntok;
 } fp_jdoc;
 
 /* Parse one JSON value (RFC 8259, depth <= 64) into the caller's tokens.
  * 0, EINVAL with *errpos at the bad byte, or ENOMEM when cap is short. */
-int fp_jdoc_parse(fp_jdoc *d, const char *text, size_t len, fp_jtok *tok,
-                  size_t cap, size_t *errpos);
+int fp_jdoc_parse(fp_jdoc *d, const char *text, size_t len, fp_jtok *tok, size_t cap,
+                  size_t *errpos);
 /* 1 when t is a token of d (t >= 0) of the given FP_J* type. */
 int fp_jdoc_is(const fp_jdoc *d, int t, int type);
 int fp_jdoc_get(const fp_jdoc *d, int obj, const char *key); /* -1: none */

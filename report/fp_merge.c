@@ -26,11 +26,11 @@
 /* ---- merge: reading ---------------------------------------------------------------- */
 
 typedef struct merge_row {
-    int64_t rank;        /* -1 when none                 */
-    int64_t pid;         /* 0 when unknown               */
+    int64_t rank; /* -1 when none                 */
+    int64_t pid;  /* 0 when unknown               */
     int64_t device;
-    int64_t peak_alloc;  /* allocated.peak               */
-    int64_t peak_res;    /* reserved.peak                */
+    int64_t peak_alloc; /* allocated.peak               */
+    int64_t peak_res;   /* reserved.peak                */
     int64_t ooms;
     int64_t retries;
 } merge_row;
@@ -40,8 +40,7 @@ typedef struct merge_rows {
     size_t n, cap;
 } merge_rows;
 
-static int fail(char *err, size_t errlen, const char *path, const char *what,
-                   int rc)
+static int fail(char *err, size_t errlen, const char *path, const char *what, int rc)
 {
     fp_sink s = fp_sink_buffer(err, errlen);
     fp_puts(&s, path);
@@ -50,8 +49,7 @@ static int fail(char *err, size_t errlen, const char *path, const char *what,
     return rc;
 }
 
-static int fail_json(char *err, size_t errlen, const char *path, size_t pos,
-                        int rc)
+static int fail_json(char *err, size_t errlen, const char *path, size_t pos, int rc)
 {
     char what[64];
     fp_sink s = fp_sink_buffer(what, sizeof what);
@@ -101,13 +99,13 @@ static int read_file(const char *path, char **text, size_t *len, char *why, size
 
 /* One integer member of a summary, as merge reads it. */
 typedef struct merge_field {
-    const char *key, *sub;   /* sub may be NULL                        */
-    int64_t dflt, min;       /* absent or null: dflt; smaller: an error */
+    const char *key, *sub; /* sub may be NULL                        */
+    int64_t dflt, min;     /* absent or null: dflt; smaller: an error */
 } merge_field;
 
 /* "PATH: devices.0.reserved.peak is 1e99, not an integer from 0 to ..." */
-static int fail_field(const fp_jdoc *d, int v, int dev, const merge_field *f,
-                         const char *path, char *err, size_t errlen)
+static int fail_field(const fp_jdoc *d, int v, int dev, const merge_field *f, const char *path,
+                      char *err, size_t errlen)
 {
     fp_sink s = fp_sink_buffer(err, errlen);
     fp_puts(&s, path);
@@ -138,7 +136,7 @@ static int fail_field(const fp_jdoc *d, int v, int dev, const merge_field *f,
  * or null reads as f->dflt; anything but an integer from f->min up, an
  * error naming the file and the member. */
 static int read_int(const fp_jdoc *d, int t, int dev, const merge_field *f, int64_t *out,
-                   const char *path, char *err, size_t errlen)
+                    const char *path, char *err, size_t errlen)
 {
     int v = fp_jdoc_get(d, t, f->key);
     if (f->sub && v >= 0 && d->tok[v].type != FP_JNULL)
@@ -163,24 +161,28 @@ static int rows_push(merge_rows *rows, const merge_row *r)
 }
 
 /* Reads every member merge uses, in order; rows may be NULL (a check). */
-static int merge_doc(const fp_jdoc *d, merge_rows *rows, const char *path,
-                        char *err, size_t errlen)
+static int merge_doc(const fp_jdoc *d, merge_rows *rows, const char *path, char *err, size_t errlen)
 {
     int64_t version;
     if (!fp_jdoc_is(d, 0, FP_JOBJ))
-        return fail(err, errlen, path, "not a fragpool summary (its JSON is not an object; "
-                    "docs/summary.md)", EINVAL);
+        return fail(err, errlen, path,
+                    "not a fragpool summary (its JSON is not an object; "
+                    "docs/summary.md)",
+                    EINVAL);
     if (fp_jdoc_int(d, fp_jdoc_path(d, "version"), &version) || version != 1)
-        return fail(err, errlen, path, "not a fragpool summary (\"version\" is not the "
-                    "number 1; docs/summary.md)", EINVAL);
+        return fail(err, errlen, path,
+                    "not a fragpool summary (\"version\" is not the "
+                    "number 1; docs/summary.md)",
+                    EINVAL);
     int devs = fp_jdoc_path(d, "devices");
     if (!fp_jdoc_is(d, devs, FP_JARR))
         return fail(err, errlen, path, "no \"devices\" array", EINVAL);
     static const merge_field rank = {"rank", NULL, -1, 0}, pid = {"pid", NULL, 0, 0};
-    static const merge_field fields[5] = {
-        {"device", NULL, 0, 0},        {"allocated", "peak", 0, 0},
-        {"reserved", "peak", 0, 0},    {"oom_count", NULL, 0, 0},
-        {"alloc_retries", NULL, 0, 0}};
+    static const merge_field fields[5] = {{"device", NULL, 0, 0},
+                                          {"allocated", "peak", 0, 0},
+                                          {"reserved", "peak", 0, 0},
+                                          {"oom_count", NULL, 0, 0},
+                                          {"alloc_retries", NULL, 0, 0}};
     merge_row base = {0};
     int rc = read_int(d, 0, -1, &rank, &base.rank, path, err, errlen);
     if (!rc)
@@ -202,8 +204,7 @@ int fp_merge_check(const fp_jdoc *d, const char *path, char *err, size_t errlen)
     return merge_doc(d, NULL, path, err, errlen);
 }
 
-static int merge_file(const char *path, merge_rows *rows, char *err,
-                         size_t errlen)
+static int merge_file(const char *path, merge_rows *rows, char *err, size_t errlen)
 {
     char *text = NULL;
     size_t len = 0, pos = 0;
@@ -256,8 +257,8 @@ static const size_t column_width[8] = {5, 9, 3, 14, 13, 13, 4, 7};
 
 static void put_header(fp_sink *s)
 {
-    static const char *const head[8] = {"Rank", "PID", "Dev", "Peak allocated",
-        "Peak reserved", "Fragmentation", "OOMs", "Retries"};
+    static const char *const head[8] = {"Rank",          "PID",           "Dev",  "Peak allocated",
+                                        "Peak reserved", "Fragmentation", "OOMs", "Retries"};
     fp_putc(s, '|');
     for (int i = 0; i < 8; i++)
         put_cell(s, head[i], strlen(head[i]), column_width[i]);
@@ -363,8 +364,7 @@ static void write_table(fp_sink *out, const merge_rows *rows, size_t nfiles)
                      "the total row shows that largest value, not the sum)\n");
 }
 
-int fp_merge_json(const char *const *paths, size_t n, fp_sink *out,
-                  char *err, size_t errlen)
+int fp_merge_json(const char *const *paths, size_t n, fp_sink *out, char *err, size_t errlen)
 {
     merge_rows rows = {NULL, 0, 0};
     int rc = 0;

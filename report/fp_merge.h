@@ -11,14 +11,12 @@
 #include "fp_jread.h"
 #include "fp_text.h"
 
-
 /* Read the JSON summaries at paths and write one row per rank and device
  * (rank, pid, device, peak allocated, peak reserved, fragmentation, OOMs,
  * retries), sorted by rank, then a total row: sums, with fragmentation
  * recomputed from the summed peaks.  0, or an errno with a message in err
  * ("PATH: what"). */
-int fp_merge_json(const char *const *paths, size_t n, fp_sink *out,
-                  char *err, size_t errlen);
+int fp_merge_json(const char *const *paths, size_t n, fp_sink *out, char *err, size_t errlen);
 /* The checks merge makes of one summary, parsed (d): an object, "version"
  * the number 1, "devices" an array, and every member merge reads an
  * integer in range or absent.  0, or EINVAL with "PATH: what" in err.

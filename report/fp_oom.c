@@ -21,19 +21,17 @@
 
 #include <errno.h>
 
-#define FP_DASH " \xe2\x80\x94 "   /* " — " */
+#define FP_DASH " \xe2\x80\x94 " /* " — " */
 
-enum { FP_CAUSE_TOO_LARGE, FP_CAUSE_CAP, FP_CAUSE_FRAG, FP_CAUSE_DRIVER,
-       FP_CAUSE_EXHAUSTION };
-
+enum { FP_CAUSE_TOO_LARGE, FP_CAUSE_CAP, FP_CAUSE_FRAG, FP_CAUSE_DRIVER, FP_CAUSE_EXHAUSTION };
 
 /* What the OOM path knows, gathered once. */
 typedef struct fp_oom_ctx {
     const fp_oom_info *o;
-    const fp_pool_stats *st;   /* may be NULL */
-    const fp_pool_opts *opts;  /* may be NULL */
-    size_t total;              /* device bytes, 0 unknown */
-    size_t dfree;              /* free per driver, (size_t)-1 unknown */
+    const fp_pool_stats *st;  /* may be NULL */
+    const fp_pool_opts *opts; /* may be NULL */
+    size_t total;             /* device bytes, 0 unknown */
+    size_t dfree;             /* free per driver, (size_t)-1 unknown */
 } fp_oom_ctx;
 
 /* The bytes a block had to hold: the rounded request. */
@@ -65,7 +63,7 @@ static int fp_oom_cause(const fp_oom_ctx *c)
 {
     const fp_oom_info *o = c->o;
     if (o->requested > FP_MAX_REQUEST)
-        return FP_CAUSE_TOO_LARGE;   /* refused before any cap or device */
+        return FP_CAUSE_TOO_LARGE; /* refused before any cap or device */
     if (o->over_cap)
         return FP_CAUSE_CAP;
     if (fp_oom_fragmented(c))
@@ -270,9 +268,8 @@ static void fp_oom_cause_line(fp_sink *s, const fp_oom_ctx *c, int cause)
     fp_putc(s, '\n');
 }
 
-int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st,
-                   const fp_pool_opts *opts, int device, size_t total_capacity,
-                   size_t device_free, fp_sink *out)
+int fp_oom_message(const fp_oom_info *o, const fp_pool_stats *st, const fp_pool_opts *opts,
+                   int device, size_t total_capacity, size_t device_free, fp_sink *out)
 {
     fp_oom_ctx c = {o, st, opts, total_capacity, device_free};
     if (!c.total && opts)

@@ -60,12 +60,30 @@ static void close_with(fp_pk *k, unsigned char c)
     op(k, c);
 }
 
-void fp_pk_dict(fp_pk *k) { open_with(k, '}'); }
-void fp_pk_list(fp_pk *k) { open_with(k, ']'); }
-void fp_pk_tuple(fp_pk *k) { open_with(k, 0); }
-void fp_pk_end_dict(fp_pk *k) { close_with(k, 'u'); }
-void fp_pk_end_list(fp_pk *k) { close_with(k, 'e'); }
-void fp_pk_end_tuple(fp_pk *k) { close_with(k, 't'); }
+void fp_pk_dict(fp_pk *k)
+{
+    open_with(k, '}');
+}
+void fp_pk_list(fp_pk *k)
+{
+    open_with(k, ']');
+}
+void fp_pk_tuple(fp_pk *k)
+{
+    open_with(k, 0);
+}
+void fp_pk_end_dict(fp_pk *k)
+{
+    close_with(k, 'u');
+}
+void fp_pk_end_list(fp_pk *k)
+{
+    close_with(k, 'e');
+}
+void fp_pk_end_tuple(fp_pk *k)
+{
+    close_with(k, 't');
+}
 
 void fp_pk_int(fp_pk *k, int64_t v)
 {
@@ -80,8 +98,8 @@ void fp_pk_int(fp_pk *k, int64_t v)
     for (int i = 0; i < 8; i++)
         b[i] = (char)(u >> (8 * i));
     /* drop bytes that only repeat the sign of the byte below them */
-    while (n > 1 && ((b[n - 1] == 0 && !(b[n - 2] & 0x80)) ||
-                     (b[n - 1] == (char)0xff && (b[n - 2] & 0x80))))
+    while (n > 1 &&
+           ((b[n - 1] == 0 && !(b[n - 2] & 0x80)) || (b[n - 1] == (char)0xff && (b[n - 2] & 0x80))))
         n--;
     op(k, 0x8a);
     op(k, (unsigned char)n);
@@ -97,7 +115,7 @@ void fp_pk_uint(fp_pk *k, uint64_t v)
     char b[9];
     for (int i = 0; i < 8; i++)
         b[i] = (char)(v >> (8 * i));
-    b[8] = 0;   /* the top bit is set: one more byte keeps it positive */
+    b[8] = 0; /* the top bit is set: one more byte keeps it positive */
     op(k, 0x8a);
     op(k, 9);
     fp_put(k->s, b, 9);
@@ -133,5 +151,11 @@ void fp_pk_str(fp_pk *k, const char *s)
         fp_pk_strn(k, s, strlen(s));
 }
 
-void fp_pk_none(fp_pk *k) { op(k, 'N'); }
-void fp_pk_bool(fp_pk *k, bool v) { op(k, v ? 0x88 : 0x89); }
+void fp_pk_none(fp_pk *k)
+{
+    op(k, 'N');
+}
+void fp_pk_bool(fp_pk *k, bool v)
+{
+    op(k, v ? 0x88 : 0x89);
+}

@@ -19,13 +19,13 @@
 
 typedef struct fp_pk {
     fp_sink *s;
-    unsigned depth;      /* open containers                             */
-    int bad;             /* EINVAL: a close without its open, or > 64 deep */
+    unsigned depth; /* open containers                             */
+    int bad;        /* EINVAL: a close without its open, or > 64 deep */
 } fp_pk;
 
-void fp_pk_begin(fp_pk *k, fp_sink *s);        /* PROTO 2 */
+void fp_pk_begin(fp_pk *k, fp_sink *s); /* PROTO 2 */
 /* STOP; 0, EINVAL when containers did not pair, or the sink's error. */
-int  fp_pk_done(fp_pk *k);
+int fp_pk_done(fp_pk *k);
 
 void fp_pk_dict(fp_pk *k);
 void fp_pk_list(fp_pk *k);
@@ -37,7 +37,7 @@ void fp_pk_end_tuple(fp_pk *k);
 void fp_pk_int(fp_pk *k, int64_t v);
 void fp_pk_uint(fp_pk *k, uint64_t v);
 void fp_pk_float(fp_pk *k, double v);
-void fp_pk_str(fp_pk *k, const char *s);       /* UTF-8; NULL writes None */
+void fp_pk_str(fp_pk *k, const char *s); /* UTF-8; NULL writes None */
 void fp_pk_strn(fp_pk *k, const char *s, size_t n);
 void fp_pk_none(fp_pk *k);
 void fp_pk_bool(fp_pk *k, bool v);

@@ -62,8 +62,7 @@ static void fp_put_right(fp_sink *s, int64_t v, size_t width)
 /* Scale v while pref is at least limit, at most nunits - 1 times.  Python
  * divides pref as a float; for an integer limit, floor(pref / base^u) >=
  * limit is the same test. */
-static int fp_scale(int64_t *v, int64_t pref, int64_t limit, int64_t base,
-                    int nunits)
+static int fp_scale(int64_t *v, int64_t pref, int64_t limit, int64_t base, int nunits)
 {
     int u = 0;
     while (u + 1 < nunits && pref >= limit) {

@@ -23,8 +23,9 @@
 #define SNAP_FRAMES 64
 
 static const char *const action_names[FP_SNAP_NACTIONS] = {
-    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-    "segment_map", "segment_unmap", "snapshot", "oom"};
+    "alloc",         "free_requested", "free_completed",
+    "segment_alloc", "segment_free",   "segment_map",
+    "segment_unmap", "snapshot",       "oom"};
 
 const char *fp_snap_action_name(unsigned action)
 {
@@ -160,7 +161,7 @@ static void put_settings(fp_pk *k, const fp_snap *s)
     fp_pk_dict(k);
     fp_pk_key(k, "PYTORCH_CUDA_ALLOC_CONF");
     fp_pk_str(k, s->conf ? s->conf : "");
-    fp_pk_key(k, "max_split_size");   /* PyTorch's "off" is SIZE_MAX as int64: -1 */
+    fp_pk_key(k, "max_split_size"); /* PyTorch's "off" is SIZE_MAX as int64: -1 */
     fp_pk_int(k, !o || o->max_split_size == SIZE_MAX ? -1 : (int64_t)o->max_split_size);
     fp_pk_key(k, "garbage_collection_threshold");
     fp_pk_float(k, o ? o->gc_threshold : 0.0);
@@ -172,7 +173,7 @@ static void put_settings(fp_pk *k, const fp_snap *s)
     fp_pk_bool(k, false);
     fp_pk_key(k, "pinned_use_cuda_host_register");
     fp_pk_bool(k, false);
-    fp_pk_key(k, "roundup_power2_divisions");   /* "1", "2", "4", ... MiB */
+    fp_pk_key(k, "roundup_power2_divisions"); /* "1", "2", "4", ... MiB */
     fp_pk_dict(k);
     for (int i = 0; i < FP_ROUNDUP_INTERVALS; i++) {
         char key[8];

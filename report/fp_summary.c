@@ -20,14 +20,16 @@
 /* ---- the metric table --------------------------------------------------------- */
 
 typedef struct fp_metric {
-    const char *label;   /* row name in torch.cuda.memory_summary()      */
-    const char *key;     /* member name in the JSON                       */
-    size_t off;          /* offsetof the fp_stat (array) in fp_pool_stats */
-    int count;           /* 1: a count, 0: bytes                          */
+    const char *label; /* row name in torch.cuda.memory_summary()      */
+    const char *key;   /* member name in the JSON                       */
+    size_t off;        /* offsetof the fp_stat (array) in fp_pool_stats */
+    int count;         /* 1: a count, 0: bytes                          */
 } fp_metric;
 
-#define FP_M(label, key, field, count) \
-    {label, key, offsetof(fp_pool_stats, field), count}
+#define FP_M(label, key, field, count)                                                             \
+    {                                                                                              \
+        label, key, offsetof(fp_pool_stats, field), count                                          \
+    }
 
 static const fp_metric fp_metrics[] = {
     FP_M("Allocated memory", "allocated", allocated_bytes, 0),
@@ -49,8 +51,7 @@ static const fp_metric fp_oversize[] = {
 
 #define FP_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static const fp_stat *fp_metric_stat(const fp_pool_stats *st,
-                                     const fp_metric *m, int kind)
+static const fp_stat *fp_metric_stat(const fp_pool_stats *st, const fp_metric *m, int kind)
 {
     return (const fp_stat *)(const void *)((const char *)st + m->off) + kind;
 }
@@ -68,44 +69,36 @@ static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
 /* The pool's counters: X(json key, text for one, text for many, kind,
  * field of fp_pool_stats).  fragmentation, a ratio, is computed between
  * largest_free_block_at_peak and cache_hits (the JSON's order). */
-#define FP_POOL_COUNTS_A(X)                                                   \
-    X("oom_count", " OOM", " OOMs", FP_ROW_COUNT, num_ooms)                   \
-    X("alloc_retries", " alloc retry", " alloc retries", FP_ROW_COUNT,        \
-      num_alloc_retries)                                                      \
-    X("largest_free_block", " largest free block", NULL, FP_ROW_BYTES,        \
-      largest_free)                                                           \
-    X("largest_free_block_at_peak", " largest free block at peak", NULL,      \
-      FP_ROW_BYTES, largest_free_at_peak)
-#define FP_POOL_COUNTS_B(X)                                                   \
-    X("cache_hits", " cache hit", " cache hits", FP_ROW_COUNT, num_cache_hits)\
-    X("allocs", " alloc", " allocs", FP_ROW_COUNT, num_allocs)                \
-    X("frees", " free", " frees", FP_ROW_COUNT, num_frees)                    \
-    X("reserve_calls", " reserve call", " reserve calls", FP_ROW_COUNT,       \
-      num_reserve_calls)                                                      \
-    X("release_calls", " release call", " release calls", FP_ROW_COUNT,       \
-      num_release_calls)                                                      \
-    X("page_size", " page size", NULL, FP_ROW_BYTES, page_size)               \
-    X("map_calls", " map call", " map calls", FP_ROW_COUNT, num_map_calls)    \
-    X("unmap_calls", " unmap call", " unmap calls", FP_ROW_COUNT,             \
-      num_unmap_calls)                                                        \
-    X("reclaims", " reclaim", " reclaims", FP_ROW_COUNT, num_reclaims)        \
-    X("headroom_reclaims", " reclaim for headroom", " reclaims for headroom", \
-      FP_ROW_COUNT, num_headroom_reclaims)                                    \
-    X("gc_releases", " GC release", " GC releases", FP_ROW_COUNT,             \
-      num_gc_releases)                                                        \
-    X("invalid_frees", " invalid free", " invalid frees", FP_ROW_COUNT,       \
-      num_invalid_frees)
+#define FP_POOL_COUNTS_A(X)                                                                        \
+    X("oom_count", " OOM", " OOMs", FP_ROW_COUNT, num_ooms)                                        \
+    X("alloc_retries", " alloc retry", " alloc retries", FP_ROW_COUNT, num_alloc_retries)          \
+    X("largest_free_block", " largest free block", NULL, FP_ROW_BYTES, largest_free)               \
+    X("largest_free_block_at_peak", " largest free block at peak", NULL, FP_ROW_BYTES,             \
+      largest_free_at_peak)
+#define FP_POOL_COUNTS_B(X)                                                                        \
+    X("cache_hits", " cache hit", " cache hits", FP_ROW_COUNT, num_cache_hits)                     \
+    X("allocs", " alloc", " allocs", FP_ROW_COUNT, num_allocs)                                     \
+    X("frees", " free", " frees", FP_ROW_COUNT, num_frees)                                         \
+    X("reserve_calls", " reserve call", " reserve calls", FP_ROW_COUNT, num_reserve_calls)         \
+    X("release_calls", " release call", " release calls", FP_ROW_COUNT, num_release_calls)         \
+    X("page_size", " page size", NULL, FP_ROW_BYTES, page_size)                                    \
+    X("map_calls", " map call", " map calls", FP_ROW_COUNT, num_map_calls)                         \
+    X("unmap_calls", " unmap call", " unmap calls", FP_ROW_COUNT, num_unmap_calls)                 \
+    X("reclaims", " reclaim", " reclaims", FP_ROW_COUNT, num_reclaims)                             \
+    X("headroom_reclaims", " reclaim for headroom", " reclaims for headroom", FP_ROW_COUNT,        \
+      num_headroom_reclaims)                                                                       \
+    X("gc_releases", " GC release", " GC releases", FP_ROW_COUNT, num_gc_releases)                 \
+    X("invalid_frees", " invalid free", " invalid frees", FP_ROW_COUNT, num_invalid_frees)
 
 size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
 {
     size_t n = 0;
     uint64_t num, den;
-#define FP_POOL_ROW(key, one, many, kind, field) \
+#define FP_POOL_ROW(key, one, many, kind, field)                                                   \
     rows[n++] = (fp_row){key, one, many, kind, (uint64_t)st->field, 0};
     FP_POOL_COUNTS_A(FP_POOL_ROW)
     fp_frag(st, &num, &den);
-    rows[n++] = (fp_row){"fragmentation", " fragmentation at peak", NULL, FP_ROW_RATIO,
-                         num, den};
+    rows[n++] = (fp_row){"fragmentation", " fragmentation at peak", NULL, FP_ROW_RATIO, num, den};
     FP_POOL_COUNTS_B(FP_POOL_ROW)
 #undef FP_POOL_ROW
     assert(n == FP_POOL_NROWS && "FP_POOL_NROWS counts the rows above");
@@ -115,11 +108,11 @@ size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
 /* ---- leaks ---------------------------------------------------------------------------- */
 
 typedef struct fp_leak_acc {
-    fp_leak *top;        /* the caller's array, largest first  */
-    size_t ntop, n;      /* its capacity and entries filled    */
-    uint64_t count;      /* all live blocks                    */
-    uint64_t bytes;      /* their requested bytes              */
-    uint64_t since;      /* blocks numbered up to it are left out */
+    fp_leak *top;   /* the caller's array, largest first  */
+    size_t ntop, n; /* its capacity and entries filled    */
+    uint64_t count; /* all live blocks                    */
+    uint64_t bytes; /* their requested bytes              */
+    uint64_t since; /* blocks numbered up to it are left out */
 } fp_leak_acc;
 
 /* 1 when a ranks before b: larger first, then older. */
@@ -144,8 +137,8 @@ static void fp_leak_insert(fp_leak_acc *a, const fp_leak *l)
     a->top[i] = *l;
 }
 
-static void fp_leak_segment(void *ud, uint64_t addr, size_t size, int small,
-                            const fp_block_info *b, size_t nb)
+static void fp_leak_segment(void *ud, uint64_t addr, size_t size, int small, const fp_block_info *b,
+                            size_t nb)
 {
     fp_leak_acc *a = ud;
     (void)addr;
@@ -161,15 +154,14 @@ static void fp_leak_segment(void *ud, uint64_t addr, size_t size, int small,
     }
 }
 
-void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st,
-                         fp_leak *leaks)
+void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st, fp_leak *leaks)
 {
     d->stats = *st;
-    d->idle_now = (size_t)(st->reserved_bytes[FP_ALL].current -
-                           st->allocated_bytes[FP_ALL].current);
+    d->idle_now =
+        (size_t)(st->reserved_bytes[FP_ALL].current - st->allocated_bytes[FP_ALL].current);
     d->leaks = leaks;
-    d->nleaks = fp_report_collect_leaks(p, d->since_seq, leaks, FP_REPORT_TOP_LEAKS,
-                                        &d->leak_count, &d->leak_bytes);
+    d->nleaks = fp_report_collect_leaks(p, d->since_seq, leaks, FP_REPORT_TOP_LEAKS, &d->leak_count,
+                                        &d->leak_bytes);
 }
 
 size_t fp_report_collect_leaks(fp_pool *p, uint64_t since, fp_leak *top, size_t ntop,
@@ -189,7 +181,7 @@ size_t fp_report_collect_leaks(fp_pool *p, uint64_t since, fp_leak *top, size_t 
 
 /* A value assembled in a fixed buffer, then boxed by fp_tbl_kv. */
 typedef struct fp_val {
-    char buf[1024];  /* a config problem names every key: ~600 B with 23 */
+    char buf[1024]; /* a config problem names every key: ~600 B with 23 */
     fp_sink s;
 } fp_val;
 
@@ -229,7 +221,7 @@ static void fp_text_title(fp_sink *s, const fp_dev_report *d)
     fp_sink l = fp_sink_buffer(buf, sizeof buf);
     fp_puts(&l, "fragpool memory summary, device ID ");
     fp_put_i64(&l, d->device);
-    fp_tbl_text(s, buf, fp_sink_length(&l), 18);   /* PyTorch's indent */
+    fp_tbl_text(s, buf, fp_sink_length(&l), 18); /* PyTorch's indent */
 }
 
 static void fp_sep(fp_sink *l, const char *sep)
@@ -239,8 +231,7 @@ static void fp_sep(fp_sink *l, const char *sep)
 }
 
 /* "NVIDIA H200, 139.81 GiB; pid 42, rank 3", centred; nothing if empty. */
-static void fp_text_subtitle(fp_sink *s, const fp_run_report *r,
-                             const fp_dev_report *d)
+static void fp_text_subtitle(fp_sink *s, const fp_run_report *r, const fp_dev_report *d)
 {
     char buf[160];
     fp_sink l = fp_sink_buffer(buf, sizeof buf);
@@ -279,8 +270,8 @@ static void fp_text_oom_line(fp_sink *s, const fp_pool_stats *st)
     fp_tbl_text(s, buf, fp_sink_length(&l), 0);
 }
 
-static void fp_text_cells(fp_sink *s, const char *label, const fp_stat *v,
-                          const fp_stat *pref, int count)
+static void fp_text_cells(fp_sink *s, const char *label, const fp_stat *v, const fp_stat *pref,
+                          int count)
 {
     char c[4][24];
     const char *cells[4] = {c[0], c[1], c[2], c[3]};
@@ -296,20 +287,16 @@ static void fp_text_cells(fp_sink *s, const char *label, const fp_stat *v,
 }
 
 /* A metric row and its two pool rows; units follow the "all" row. */
-static void fp_text_metric(fp_sink *s, const fp_pool_stats *st,
-                           const fp_metric *m)
+static void fp_text_metric(fp_sink *s, const fp_pool_stats *st, const fp_metric *m)
 {
     const fp_stat *all = fp_metric_stat(st, m, FP_ALL);
     fp_tbl_rule(s, '-');
     fp_text_cells(s, m->label, all, all, m->count);
-    fp_text_cells(s, "      from large pool", fp_metric_stat(st, m, FP_LARGE),
-                  all, m->count);
-    fp_text_cells(s, "      from small pool", fp_metric_stat(st, m, FP_SMALL),
-                  all, m->count);
+    fp_text_cells(s, "      from large pool", fp_metric_stat(st, m, FP_LARGE), all, m->count);
+    fp_text_cells(s, "      from small pool", fp_metric_stat(st, m, FP_SMALL), all, m->count);
 }
 
-static void fp_text_table(fp_sink *s, const fp_run_report *r,
-                          const fp_dev_report *d)
+static void fp_text_table(fp_sink *s, const fp_run_report *r, const fp_dev_report *d)
 {
     static const char head[] =
         "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ";
@@ -364,7 +351,7 @@ static void fp_text_free(fp_sink *s, const fp_dev_report *d)
     fp_puts(o, " reserved but not allocated, now");
     fp_val_end(&v, s, "Idle in cached blocks");
     if (d->replay)
-        return;   /* no device */
+        return; /* no device */
     o = fp_val_begin(&v);
     if (d->device_free == (size_t)-1) {
         fp_puts(o, "unknown");
@@ -493,9 +480,7 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
         fp_put_size(o, d->leak_bytes);
         fp_puts(o, ", largest first:");
     }
-    fp_val_end(&v, s, d->running  ? "Live now"
-                      : d->replay ? "Live at the end"
-                                  : "Live at exit");
+    fp_val_end(&v, s, d->running ? "Live now" : d->replay ? "Live at the end" : "Live at exit");
     for (size_t i = 0; i < d->nleaks && d->leaks; i++) {
         o = fp_val_begin(&v);
         fp_put_size(o, d->leaks[i].size);
@@ -538,9 +523,7 @@ void fp_summary_put_row(fp_sink *o, const fp_row *r)
             fp_put_size(o, (size_t)r->value);
         fp_puts(o, r->one);
         break;
-    default:
-        fp_put_count(o, r->value, r->one, r->many ? r->many : r->one);
-        break;
+    default: fp_put_count(o, r->value, r->one, r->many ? r->many : r->one); break;
     }
 }
 
@@ -585,10 +568,10 @@ int fp_summary_row_in_prose(const char *key)
     static const char *const prose[] = {
         "largest_free_block", "largest_free_block_at_peak", /* Largest free block */
         "fragmentation",                                    /* Fragmentation at peak */
-        "cache_hits", "allocs",                             /* Served from cache */
-        "page_size", "map_calls", "unmap_calls", "reclaims",  /* Segments */
-        "headroom_reclaims"
-    };
+        "cache_hits",         "allocs",                     /* Served from cache */
+        "page_size",          "map_calls",
+        "unmap_calls",        "reclaims", /* Segments */
+        "headroom_reclaims"};
     for (size_t i = 0; i < sizeof prose / sizeof *prose; i++)
         if (!strcmp(key, prose[i]))
             return 1;
@@ -616,7 +599,7 @@ static void fp_text_extras(fp_sink *s, const fp_dev_report *d)
     fp_text_frag(s, &d->stats);
     fp_text_free(s, d);
     fp_text_cache(s, &d->stats);
-    if (!d->replay)   /* a replay is not timed */
+    if (!d->replay) /* a replay is not timed */
         fp_text_time(s, d);
     fp_text_pool_counts(s, &d->stats);
     for (size_t i = 0; i < d->ngroups && d->groups; i++)
@@ -644,7 +627,7 @@ static void fp_text_process(fp_sink *s, const fp_run_report *r)
         fp_puts(o, "host ");
         fp_put_visible(o, r->host, strlen(r->host));
     }
-    if (fp_sink_total(o))   /* a replay has no process */
+    if (fp_sink_total(o)) /* a replay has no process */
         fp_val_end(&v, s, "Process");
     o = fp_val_begin(&v);
     fp_puts(o, r->mode ? r->mode : "unknown");
@@ -849,7 +832,7 @@ static void fp_json_leaks(fp_json *j, const fp_dev_report *d)
         fp_json_hex(j, "addr", d->leaks[i].addr);
         fp_json_u64(j, "seq", d->leaks[i].seq);
         const char *st = d->leak_stacks ? d->leak_stacks[i] : NULL;
-        if (st && *st) {   /* trace_stacks: one string per frame */
+        if (st && *st) { /* trace_stacks: one string per frame */
             fp_json_arr(j, "frames");
             for (const char *nl; *st && (nl = strchr(st, '\n')) != NULL; st = nl + 1)
                 fp_json_strn(j, NULL, st, (size_t)(nl - st));
@@ -873,8 +856,7 @@ static void fp_json_device(fp_json *j, const fp_dev_report *d)
     fp_json_str(j, "segments_why", d->segments_why);
     fp_json_metrics(j, &d->stats, FP_ALL);
     for (size_t i = 0; i < FP_COUNT(fp_oversize); i++)
-        fp_json_stat(j, fp_oversize[i].key,
-                     fp_metric_stat(&d->stats, &fp_oversize[i], 0));
+        fp_json_stat(j, fp_oversize[i].key, fp_metric_stat(&d->stats, &fp_oversize[i], 0));
     fp_json_by_pool(j, &d->stats);
     fp_json_pool_counts(j, &d->stats);
     fp_json_u64(j, "alloc_ns", d->alloc_ns);

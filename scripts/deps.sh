@@ -11,6 +11,7 @@
 #   zlib      zlib.h and libz, for replay, tune and report
 #   python3   python3 on PATH
 #   chromium  chromium, chromium-browser or google-chrome on PATH
+#   clang-format  clang-format on PATH (the style check of test.sh)
 #
 # What is there is used as it is: a pip-installed cmake in /usr/local/bin
 # is as good as Debian's.  What is missing is installed with apt-get, only
@@ -73,6 +74,7 @@ int main(void) { return zlibVersion() ? 0 : 1; }' -lz ;;
     chromium)
       command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
         command -v google-chrome >/dev/null 2>&1 ;;
+    clang-format) command -v clang-format >/dev/null 2>&1 ;;
     *) echo "fragpool: deps.sh: unknown need '$1'" >&2; exit 2 ;;
   esac
 }
@@ -91,6 +93,7 @@ package() {
     zlib) echo zlib1g-dev ;;
     python3) echo python3 ;;
     chromium) echo chromium ;;
+    clang-format) echo clang-format ;;
   esac
 }
 
@@ -105,6 +108,7 @@ describe() {
     zlib) echo "zlib: zlib.h and libz (https://zlib.net)" ;;
     python3) echo "python3 on PATH (https://www.python.org)" ;;
     chromium) echo "chromium, chromium-browser or google-chrome on PATH (install Chromium or Google Chrome)" ;;
+    clang-format) echo "clang-format on PATH (https://releases.llvm.org; the style is clang-format 14's)" ;;
   esac
 }
 

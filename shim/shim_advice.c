@@ -79,7 +79,8 @@ static size_t run_room(const fp_oom_info *o, size_t device_free, size_t total)
 
 static void put_why_none(fp_sink *s, int err)
 {
-    fp_puts(s, "fragpool: fix: none proven" " \xe2\x80\x94 ");
+    fp_puts(s, "fragpool: fix: none proven"
+               " \xe2\x80\x94 ");
     if (err == ENODATA)
         fp_puts(s, "the record of requests is off (record_mb:off), so no replay of this run "
                    "exists; record it with trace:PATH and run `fragpool tune PATH --budget SIZE`");
@@ -121,7 +122,7 @@ static void put_method(fp_sink *s, const fp_advice *a, const fp_trace *t,
 static void put_outside(fp_sink *s, const fp_oom_info *o, size_t device_free, size_t total)
 {
     if (!total || device_free == (size_t)-1 || o->reserved + device_free + FP_MIB > total)
-        return;   /* unknown, or under 1 MiB */
+        return; /* unknown, or under 1 MiB */
     fp_puts(s, "fragpool: outside the pool: ");
     fp_put_mib(s, total - device_free - o->reserved);
     fp_puts(s, " of the device's ");
@@ -158,8 +159,9 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
     size_t room = run_room(o, device_free, d->total);
     fp_conf ran;
     fp_advice_req req = {.budget = o->cap && o->cap < room ? o->cap : room,
-                         .current = conf_as_run(d, &ran), .device_total = d->total};
-    req.room = req.budget < room ? room : 0;   /* the cap binds */
+                         .current = conf_as_run(d, &ran),
+                         .device_total = d->total};
+    req.room = req.budget < room ? room : 0; /* the cap binds */
     if (!err)
         err = fp_advise(&t, &req, &a);
     fp_sink line = fp_sink_buffer(fix_line, len);
@@ -181,7 +183,7 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
 void fp_advice_oom(fp_ctx_pool *d)
 {
     size_t device_free = (size_t)-1;
-    fp_oom_info o;   /* the failure the message reports, proven against */
+    fp_oom_info o; /* the failure the message reports, proven against */
     fp_summary_oom(d, &o, &device_free);
     fp_sink s = fp_sink_fd(2);
     pthread_mutex_lock(&lock);
@@ -194,13 +196,13 @@ void fp_advice_oom(fp_ctx_pool *d)
                     "`fragpool run` (or set PYTORCH_NO_CUDA_MEMORY_CACHING=1) and fragpool "
                     "will prove a setting at the next OOM\n");
     } else if (i < ndone) {
-        fp_puts(&s, done[i].line);   /* proven at this pool's first OOM */
+        fp_puts(&s, done[i].line); /* proven at this pool's first OOM */
     } else if (ndone < FP_ADVICE_POOLS) {
         done[ndone].pool = d->pool;
         search(d, &o, device_free, done[ndone].line, sizeof done[ndone].line, &s);
         ndone++;
     } else {
-        fp_puts(&s, "fragpool: fix: none proven \xe2\x80\x94 the runs of " 
+        fp_puts(&s, "fragpool: fix: none proven \xe2\x80\x94 the runs of "
                     "8 pools were searched already in this process\n");
     }
     pthread_mutex_unlock(&lock);

@@ -13,8 +13,8 @@
 #include "shim_real.h"
 #include "shim_streams.h"
 
-#define REAL_OR(fn, ...) (fp_shim_init() && fp_real.fn ? fp_real.fn(__VA_ARGS__) \
-                                                       : CUDA_ERROR_NOT_INITIALIZED)
+#define REAL_OR(fn, ...)                                                                           \
+    (fp_shim_init() && fp_real.fn ? fp_real.fn(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED)
 
 /* Whether the stream names the calling thread's per-thread stream (NULL
  * means it in the _ptsz entry points). */
@@ -28,8 +28,8 @@ static bool per_thread(CUstream s, bool ptsz)
  * Asked before the capture begins: none of these calls may touch it. */
 static void describe(fp_capture_desc *d, CUstream s, bool ptsz, CUstreamCaptureMode mode)
 {
-    *d = (fp_capture_desc){.per_thread = per_thread(s, ptsz), .thread = pthread_self(),
-                           .mode = mode};
+    *d = (fp_capture_desc){
+        .per_thread = per_thread(s, ptsz), .thread = pthread_self(), .mode = mode};
     d->stream = d->per_thread ? CU_STREAM_PER_THREAD : s;
     if (!fp_shim_init() || fp_real.cuCtxGetCurrent(&d->ctx) != CUDA_SUCCESS || !d->ctx ||
         fp_real.cuCtxGetDevice(&d->dev) != CUDA_SUCCESS) {
@@ -100,8 +100,8 @@ static CUresult call_to_graph(void *p)
 static CUresult call_to_graph_ptsz(void *p)
 {
     begin_args *a = p;
-    return REAL_OR(cuStreamBeginCaptureToGraph_ptsz, a->s, a->graph, a->deps, a->edges,
-                   a->ndeps, a->mode);
+    return REAL_OR(cuStreamBeginCaptureToGraph_ptsz, a->s, a->graph, a->deps, a->edges, a->ndeps,
+                   a->mode);
 }
 
 /* The first cuStreamBeginCapture has no mode: global, the strictest. */
@@ -131,8 +131,8 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode
 
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
                                      const CUgraphNode *dependencies,
-                                     const CUgraphEdgeData *dependencyData,
-                                     size_t numDependencies, CUstreamCaptureMode mode)
+                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                     CUstreamCaptureMode mode)
 {
     begin_args a = {hStream, mode, hGraph, dependencies, dependencyData, numDependencies};
     return begin(hStream, false, mode, call_to_graph, &a);
@@ -163,10 +163,10 @@ static CUresult end(CUstream s, bool ptsz, CUgraph *phGraph)
 {
     if (!fp_shim_init())
         return CUDA_ERROR_NOT_INITIALIZED;
-    fp_PFN_cuStreamEndCapture real = ptsz ? fp_real.cuStreamEndCapture_ptsz
-                                          : fp_real.cuStreamEndCapture;
-    fp_PFN_cuStreamIsCapturing query = ptsz ? fp_real.cuStreamIsCapturing_ptsz
-                                            : fp_real.cuStreamIsCapturing;
+    fp_PFN_cuStreamEndCapture real =
+        ptsz ? fp_real.cuStreamEndCapture_ptsz : fp_real.cuStreamEndCapture;
+    fp_PFN_cuStreamIsCapturing query =
+        ptsz ? fp_real.cuStreamIsCapturing_ptsz : fp_real.cuStreamIsCapturing;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     bool pt = per_thread(s, ptsz);

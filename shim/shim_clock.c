@@ -21,7 +21,7 @@
 #define FP_TIME_EVERY 8
 #define FP_TIME_FLUSH 32
 
-static FP_THREAD_LOCAL uint64_t tl_ticks;   /* not yet in fp_alloc_ticks  */
+static FP_THREAD_LOCAL uint64_t tl_ticks; /* not yet in fp_alloc_ticks  */
 static FP_THREAD_LOCAL unsigned tl_calls;
 static FP_THREAD_LOCAL uint64_t tl_slow_t0; /* start of this call's wait  */
 

@@ -63,16 +63,16 @@ typedef struct fp_async_free {
 } fp_async_free;
 
 struct fp_defer {
-    pthread_mutex_t lock;       /* one fence at a time; guards the rest  */
+    pthread_mutex_t lock; /* one fence at a time; guards the rest  */
     CUcontext ctx;
-    CUevent ev;                 /* the fence, recorded anew each time    */
-    bool ctx_events;            /* the driver has cuCtxRecordEvent       */
-    atomic_ullong covered;      /* pool clock: blocks stamped before it are safe */
-    uint64_t fence_at;          /* clock of the fence last recorded; 0: none  */
-    uint64_t done;              /* blocks stamped before it: work finished    */
+    CUevent ev;            /* the fence, recorded anew each time    */
+    bool ctx_events;       /* the driver has cuCtxRecordEvent       */
+    atomic_ullong covered; /* pool clock: blocks stamped before it are safe */
+    uint64_t fence_at;     /* clock of the fence last recorded; 0: none  */
+    uint64_t done;         /* blocks stamped before it: work finished    */
     fp_async_free recent[FP_RECENT];
     size_t nrecent;
-    atomic_bool any_recent;     /* nrecent > 0, read without the lock    */
+    atomic_bool any_recent; /* nrecent > 0, read without the lock    */
     fp_defer_counts counts;
 };
 
@@ -125,8 +125,8 @@ static bool fence(fp_defer *f, CUstream s, bool async)
         return false;
     }
     f->counts.fences++;
-    CUresult r = async ? fp_real.cuStreamWaitEvent(s, f->ev, 0)
-                       : fp_real.cuCtxWaitEvent(f->ctx, f->ev);
+    CUresult r =
+        async ? fp_real.cuStreamWaitEvent(s, f->ev, 0) : fp_real.cuCtxWaitEvent(f->ctx, f->ev);
     if (r != CUDA_SUCCESS) {
         f->counts.failed++;
         return false;
@@ -171,8 +171,7 @@ static bool order(fp_defer *f, const fp_pool *pool, CUstream s, bool async)
 /* The grant's memory may still be in use by work queued before its free:
  * order new work after that work.  False when nothing could (a capture
  * began, or the driver refused both ways). */
-static bool make_safe(fp_defer *f, const fp_pool *pool, const fp_grant *g, CUstream s,
-                      bool async)
+static bool make_safe(fp_defer *f, const fp_pool *pool, const fp_grant *g, CUstream s, bool async)
 {
     if (!fp_capture_gate_enter())
         return false;
@@ -227,8 +226,7 @@ static int refused(fp_pool *pool, size_t size, uint64_t unsafe_from, fp_grant *g
     return err;
 }
 
-int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async,
-                   uint64_t *addr)
+int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async, uint64_t *addr)
 {
     /* While a graph is captured no fence may be made: pass over memory
      * freed since the last one. */
@@ -261,8 +259,7 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
 
 /* ---- frees and synchronizations ------------------------------------- */
 
-void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp,
-                          CUstream s)
+void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp, CUstream s)
 {
     pthread_mutex_lock(&f->lock);
     f->recent[f->nrecent++ % FP_RECENT] = (fp_async_free){addr, stamp, size, s};
@@ -291,8 +288,8 @@ static int wait_done(fp_defer *f, uint64_t stamp)
     if (fp_streams_capturing())
         return EBUSY;
     fp_time_slow();
-    if (f->ctx_events && f->fence_at > stamp &&
-        fp_real.cuEventSynchronize && fp_real.cuEventSynchronize(f->ev) == CUDA_SUCCESS) {
+    if (f->ctx_events && f->fence_at > stamp && fp_real.cuEventSynchronize &&
+        fp_real.cuEventSynchronize(f->ev) == CUDA_SUCCESS) {
         f->counts.unmap_waits++;
         f->done = f->fence_at; /* a newer recording covers at least as much */
         return 0;

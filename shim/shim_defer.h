@@ -21,22 +21,20 @@ bool fp_defer_ctx_events(void);
 fp_defer *fp_defer_new(CUcontext ctx);
 /* An allocation from pool whose memory no work queued before its free
  * can still touch (s and async: the stream of cuMemAllocAsync). */
-int  fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async,
-                    uint64_t *addr);
+int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async, uint64_t *addr);
 /* cuMemFreeAsync(addr, s) gave back a block of size bytes, stamped stamp. */
-void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp,
-                          CUstream s);
+void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp, CUstream s);
 /* The context was synchronized; the synchronization began at pool clock. */
 void fp_defer_synchronized(fp_defer *f, uint64_t clock);
 /* Before pages whose newest free is stamped `stamp` are unmapped: returns
  * 0 once the device has finished all work queued before that free
  * (waiting on the host if needed, counted as unmap_waits), EBUSY while a
  * graph is being captured and it has not, EIO when the driver failed. */
-int  fp_defer_wait_done(fp_defer *f, uint64_t stamp);
-void fp_defer_forget(fp_defer *f);   /* the context is gone */
-void fp_defer_free(fp_defer *f);     /* the pool is dropped */
-void fp_defer_fork_prepare(fp_defer *f);             /* fork: take the lock */
-void fp_defer_fork_after(fp_defer *f, bool child);   /* give back, or renew */
+int fp_defer_wait_done(fp_defer *f, uint64_t stamp);
+void fp_defer_forget(fp_defer *f);                 /* the context is gone */
+void fp_defer_free(fp_defer *f);                   /* the pool is dropped */
+void fp_defer_fork_prepare(fp_defer *f);           /* fork: take the lock */
+void fp_defer_fork_after(fp_defer *f, bool child); /* give back, or renew */
 void fp_defer_counts_get(fp_defer *f, fp_defer_counts *out);
 /* Whether f's lock is free this moment (the calling thread does not hold
  * it): the exit handler asks before it reads the counts. */

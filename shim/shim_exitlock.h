@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <time.h>
 
-#define FP_EXIT_WAIT_MS 500   /* the whole exit handler's patience */
+#define FP_EXIT_WAIT_MS 500 /* the whole exit handler's patience */
 
 /* by = now + FP_EXIT_WAIT_MS (CLOCK_MONOTONIC). */
 static inline void fp_exit_deadline(struct timespec *by)

@@ -34,9 +34,9 @@
 #include <unistd.h>
 
 #define FP_NO_CACHE_VAR "PYTORCH_NO_CUDA_MEMORY_CACHING"
-#define FP_NOTES 2
+#define FP_NOTES        2
 
-static const char *conf_source;           /* NULL: defaults            */
+static const char *conf_source; /* NULL: defaults            */
 static char note_text[FP_NOTES][384];
 static const char *note_ptr[FP_NOTES];
 static atomic_size_t nnotes;
@@ -78,7 +78,7 @@ static int is_c10_cuda(struct dl_phdr_info *info, size_t size, void *ud)
     return strncmp(base ? base + 1 : name, "libc10_cuda.so", 14) == 0;
 }
 
-static atomic_bool cache_in_front;   /* PyTorch's cache serves the tensors */
+static atomic_bool cache_in_front; /* PyTorch's cache serves the tensors */
 
 bool fp_fw_cache_in_front(void)
 {

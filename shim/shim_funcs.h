@@ -14,6 +14,8 @@
 #ifndef FP_SHIM_FUNCS_H
 #define FP_SHIM_FUNCS_H
 
+/* The lists keep their grouping: the formatter leaves them alone. */
+// clang-format off
 #define FP_HOOKED_FUNCS(X)                                                  \
     X(cuGetProcAddress) X(cuGetProcAddress_v2)                              \
     X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocPitch_v2)                  \
@@ -61,6 +63,7 @@
     X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)                       \
     /* IPC of virtual-memory blocks: shim_vmm.c, shim_ipc_vmm.c */          \
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
+// clang-format on
 
 #define FP_REAL_FUNCS(X) FP_HOOKED_FUNCS(X) FP_FORWARDED_FUNCS(X)
 

@@ -29,8 +29,8 @@ static void *swap_any(void *fn)
 {
     if (!fn)
         return fn;
-#define FP_SWAP_ANY(n)                                                      \
-    if (fn == (void *)fp_real.n)                                            \
+#define FP_SWAP_ANY(n)                                                                             \
+    if (fn == (void *)fp_real.n)                                                                   \
         return (void *)n;
     FP_HOOKED_FUNCS(FP_SWAP_ANY)
 #undef FP_SWAP_ANY
@@ -43,8 +43,8 @@ static void *swap_named(const char *name, void *fn)
 {
     if (!fn || !name)
         return fn;
-#define FP_SWAP_NAMED(n)                                                    \
-    if (strcmp(#n, name) == 0)                                              \
+#define FP_SWAP_NAMED(n)                                                                           \
+    if (strcmp(#n, name) == 0)                                                                     \
         return !fp_shim_init() ? fn : fn == (void *)fp_real.n ? (void *)n : fn;
     FP_HOOKED_FUNCS(FP_SWAP_NAMED)
 #undef FP_SWAP_NAMED

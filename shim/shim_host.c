@@ -67,26 +67,26 @@
 #include <string.h>
 
 #define FP_HOST_POOLED_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
-#define FP_HOST_MAX_CTXS 64
-#define FP_HOST_PAGE ((size_t)4096)
-#define FP_HOST_SLACK ((size_t)32 << 20) /* idle bytes kept beyond twice the peak */
+#define FP_HOST_MAX_CTXS     64
+#define FP_HOST_PAGE         ((size_t)4096)
+#define FP_HOST_SLACK        ((size_t)32 << 20) /* idle bytes kept beyond twice the peak */
 
 typedef struct host_block {
     uint64_t addr;
-    size_t size;       /* requested bytes */
-    unsigned flags;    /* as requested    */
+    size_t size;    /* requested bytes */
+    unsigned flags; /* as requested    */
 } host_block;
 
 typedef struct host_ctx {
     CUcontext ctx;
-    CUevent ev;        /* recorded after each pooled free */
-    uint64_t pass;     /* the last fence pass that found ctx live */
+    CUevent ev;    /* recorded after each pooled free */
+    uint64_t pass; /* the last fence pass that found ctx live */
 } host_ctx;
 
 static struct {
-    fp_pool *pool;                 /* NULL until the first pooled request */
-    pthread_mutex_t pool_lock;     /* makes the pool once                 */
-    pthread_mutex_t host_lock;     /* ctxs and the fence pass             */
+    fp_pool *pool;             /* NULL until the first pooled request */
+    pthread_mutex_t pool_lock; /* makes the pool once                 */
+    pthread_mutex_t host_lock; /* ctxs and the fence pass             */
     host_ctx ctxs[FP_HOST_MAX_CTXS];
     size_t nctxs;
     bool unfenced;                 /* a free recorded no fence somewhere  */
@@ -96,9 +96,9 @@ static struct {
     pthread_mutex_t blocks_lock;
     host_block *blocks;
     size_t nblocks, capblocks;
-    atomic_ullong ticks;           /* time in the host allocator          */
-    atomic_ullong to_driver;       /* requests passed to the driver       */
-    atomic_ullong fallbacks;       /* of which: reuse could not be ordered */
+    atomic_ullong ticks;     /* time in the host allocator          */
+    atomic_ullong to_driver; /* requests passed to the driver       */
+    atomic_ullong fallbacks; /* of which: reuse could not be ordered */
 } H = {.pool_lock = PTHREAD_MUTEX_INITIALIZER,
        .host_lock = PTHREAD_MUTEX_INITIALIZER,
        .blocks_lock = PTHREAD_MUTEX_INITIALIZER};
@@ -441,11 +441,12 @@ static void say_host_oom(fp_pool *p, size_t bytesize)
     char want[32], held[32], idle[32];
     fp_format_size(bytesize, want);
     fp_format_size((size_t)st.reserved_bytes[FP_ALL].current, held);
-    fp_format_size((size_t)(st.reserved_bytes[FP_ALL].current -
-                            st.allocated_bytes[FP_ALL].current), idle);
+    fp_format_size((size_t)(st.reserved_bytes[FP_ALL].current - st.allocated_bytes[FP_ALL].current),
+                   idle);
     fp_say("cuMemHostAlloc: pinning %s more failed: the driver is out of memory; fragpool's "
            "host pool holds %s pinned (%s of it idle, already given back once to retry); "
-           "returning the driver's error", want, held, idle);
+           "returning the driver's error",
+           want, held, idle);
 }
 
 /* 0 and *addr from the pool; ENOENT: the caller goes to the driver
@@ -536,7 +537,8 @@ int fp_host_free(void *p)
     add_ticks(t0);
     if (err == EINVAL)
         fp_say("cuMemFreeHost(%p): not the start of a live pinned allocation (double free or "
-               "interior pointer); nothing was freed, returning CUDA_ERROR_INVALID_VALUE", p);
+               "interior pointer); nothing was freed, returning CUDA_ERROR_INVALID_VALUE",
+               p);
     return err;
 }
 

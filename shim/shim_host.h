@@ -25,9 +25,9 @@ int fp_host_alloc(size_t bytesize, unsigned flags, void **out);
 int fp_host_free(void *p);
 /* A live pinned block of the pool, as the program asked for it. */
 typedef struct fp_host_found {
-    uint64_t addr;       /* its start                 */
-    size_t size;         /* the bytes asked for       */
-    unsigned flags;      /* the flags asked with      */
+    uint64_t addr;  /* its start                 */
+    size_t size;    /* the bytes asked for       */
+    unsigned flags; /* the flags asked with      */
 } fp_host_found;
 /* 0 and *out for p inside a live block; EINVAL: inside a segment of the
  * pool, in no live block; ENOENT: not the pool's. */

@@ -53,13 +53,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WIRE_MAGIC "fragpool"      /* the first 8 bytes of a fragpool handle */
-#define REG_MAGIC "fpipcreg"       /* the registry file's first 8 bytes      */
-#define REG_SLOTS 65536u           /* distinct block addresses exported      */
-#define REG_HEAD 4096              /* slots start here in the file           */
-#define REG_NAME "fragpool-ipc"    /* the registry memfd's name              */
-#define REG_LEN (REG_HEAD + (off_t)REG_SLOTS * (off_t)sizeof(reg_slot))
-#define REG_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) /* its length is fixed */
+#define WIRE_MAGIC "fragpool"     /* the first 8 bytes of a fragpool handle */
+#define REG_MAGIC  "fpipcreg"     /* the registry file's first 8 bytes      */
+#define REG_SLOTS  65536u         /* distinct block addresses exported      */
+#define REG_HEAD   4096           /* slots start here in the file           */
+#define REG_NAME   "fragpool-ipc" /* the registry memfd's name              */
+#define REG_LEN    (REG_HEAD + (off_t)REG_SLOTS * (off_t)sizeof(reg_slot))
+#define REG_SEALS  (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) /* its length is fixed */
 
 static void bump(atomic_ullong *c)
 {
@@ -79,16 +79,16 @@ bool fp_ipc_own_segment(size_t bytes)
 
 enum { KIND_CLASSIC = 1, KIND_VMM = 2 }; /* a slot's, and a handle's version */
 
-typedef struct wire {          /* a fragpool handle: 64 bytes               */
+typedef struct wire { /* a fragpool handle: 64 bytes               */
     char magic[8];
-    uint32_t pid;              /* the exporter                              */
-    int32_t fd;                /* its registry memfd                        */
-    uint64_t nonce;            /* the registry's, against a reused pid      */
-    uint32_t slot, version;    /* version: KIND_*                           */
-    uint64_t serial;           /* the slot's contents when exported         */
-    uint64_t offset;           /* the block's offset in its segment         */
-    uint64_t size;             /* the block's size, for messages            */
-    uint64_t check;            /* over the slot's contents                  */
+    uint32_t pid;           /* the exporter                              */
+    int32_t fd;             /* its registry memfd                        */
+    uint64_t nonce;         /* the registry's, against a reused pid      */
+    uint32_t slot, version; /* version: KIND_*                           */
+    uint64_t serial;        /* the slot's contents when exported         */
+    uint64_t offset;        /* the block's offset in its segment         */
+    uint64_t size;          /* the block's size, for messages            */
+    uint64_t check;         /* over the slot's contents                  */
 } wire;
 _Static_assert(sizeof(wire) == CU_IPC_HANDLE_SIZE, "a fragpool handle is 64 bytes");
 
@@ -97,14 +97,14 @@ typedef struct reg_head {
     uint64_t nonce;
 } reg_head;
 
-typedef struct reg_slot {      /* one exported block: 128 bytes             */
-    uint64_t serial;           /* 0: empty or freed                         */
+typedef struct reg_slot { /* one exported block: 128 bytes             */
+    uint64_t serial;      /* 0: empty or freed                         */
     uint64_t addr, offset, size;
     uint64_t check;
-    uint64_t kind;             /* KIND_*                                    */
-    uint64_t seq;              /* the block's allocation number (VMM)       */
+    uint64_t kind; /* KIND_*                                    */
+    uint64_t seq;  /* the block's allocation number (VMM)       */
     uint64_t spare;
-    CUipcMemHandle real;       /* the segment's own handle (classic)        */
+    CUipcMemHandle real; /* the segment's own handle (classic)        */
 } reg_slot;
 _Static_assert(sizeof(reg_slot) == 128, "a registry slot is 128 bytes");
 
@@ -141,13 +141,13 @@ static bool is_fragpool_handle(const CUipcMemHandle *h)
  * serial), which those handles then refuse. */
 static struct {
     pthread_mutex_t lock;
-    int fd;                    /* -1 until the first fragpool export        */
-    pid_t pid;                 /* the process that made fd                  */
+    int fd;    /* -1 until the first fragpool export        */
+    pid_t pid; /* the process that made fd                  */
     uint64_t nonce, serial;
-    fp_hmap index;             /* block address -> slot + 1, live exports   */
-    uint32_t *free_slots;      /* slots given back (a stack), REG_SLOTS     */
-    uint32_t nfree, next;      /* its depth; the first slot never used      */
-    atomic_bool any;           /* a fragpool handle was ever given          */
+    fp_hmap index;        /* block address -> slot + 1, live exports   */
+    uint32_t *free_slots; /* slots given back (a stack), REG_SLOTS     */
+    uint32_t nfree, next; /* its depth; the first slot never used      */
+    atomic_bool any;      /* a fragpool handle was ever given          */
 } reg = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static void reg_drop_all_locked(void)
@@ -174,7 +174,8 @@ static int reg_open_locked(void)
     memcpy(h.magic, REG_MAGIC, 8);
     reg.free_slots = malloc(REG_SLOTS * sizeof *reg.free_slots);
     int fd = reg.free_slots && fp_hmap_init(&reg.index, 1024) == 0
-                 ? memfd_create(REG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+                 ? memfd_create(REG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING)
+                 : -1;
     if (fd >= 0 && (ftruncate(fd, REG_LEN) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h ||
                     fcntl(fd, F_ADD_SEALS, REG_SEALS) != 0)) {
         close(fd);
@@ -251,13 +252,16 @@ static int vmm_block(const reg_slot *s, size_t from, size_t n, int *fds, fp_ipcv
     fp_found f;
     int err = !d || !d->vmm || fp_pool_find_block(d->pool, s->addr, &f) != 0 || !f.vmm ||
                       f.addr != s->addr || f.seq != s->seq
-                  ? ESTALE : 0;
+                  ? ESTALE
+                  : 0;
     size_t gran = err ? 0 : fp_vmm_page(d->vmm);
     if (!err && !gran)
         err = EIO;
     if (!err) {
         uint64_t first = f.segment + (f.addr - f.segment) / gran * gran;
-        *b = (fp_ipcv_block){.gran = gran, .offset = f.addr - first, .size = f.requested,
+        *b = (fp_ipcv_block){.gran = gran,
+                             .offset = f.addr - first,
+                             .size = f.requested,
                              .ngran = (f.addr + f.requested - first + gran - 1) / gran};
         if (n)
             err = from + n > b->ngran ? EINVAL : fp_vmm_export(d->vmm, first + from * gran, n, fds);
@@ -275,7 +279,8 @@ static int vmm_answer(const fp_ipcv_req *q, size_t from, size_t n, int *fds, fp_
     pthread_mutex_lock(&reg.lock);
     int err = reg.fd >= 0 && reg.pid == getpid() && q->slot < REG_SLOTS &&
                       pread(reg.fd, &s, sizeof s, slot_pos(q->slot)) == sizeof s
-                  ? 0 : ESRCH;
+                  ? 0
+                  : ESRCH;
     if (!err && (!s.serial || s.serial != q->serial || s.check != q->check || s.kind != KIND_VMM))
         err = ESTALE;
     if (!err)
@@ -298,9 +303,15 @@ static int reg_export(reg_slot want, CUipcMemHandle *out)
         reg_give_back_locked(want.addr);
     if (!err && want.kind == KIND_VMM)
         err = fp_ipcv_serve(reg.nonce, vmm_answer);
-    wire w = {.pid = (uint32_t)getpid(), .fd = reg.fd, .nonce = reg.nonce,
-              .slot = (uint32_t)i, .version = (uint32_t)want.kind, .serial = got.serial,
-              .offset = want.offset, .size = want.size, .check = got.check};
+    wire w = {.pid = (uint32_t)getpid(),
+              .fd = reg.fd,
+              .nonce = reg.nonce,
+              .slot = (uint32_t)i,
+              .version = (uint32_t)want.kind,
+              .serial = got.serial,
+              .offset = want.offset,
+              .size = want.size,
+              .check = got.check};
     pthread_mutex_unlock(&reg.lock);
     if (err)
         return err;
@@ -338,8 +349,10 @@ static CUresult refuse(CUdeviceptr p, const fp_found *f)
 {
     char own[160] = "";
     if (f->requested >= FP_MIB)
-        snprintf(own, sizeof own, ", or own_segment_mb:%zu (or less) so that allocations this "
-                 "large get segments of their own", f->requested / FP_MIB);
+        snprintf(own, sizeof own,
+                 ", or own_segment_mb:%zu (or less) so that allocations this "
+                 "large get segments of their own",
+                 f->requested / FP_MIB);
     bump(&fp_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation starts %llu B into a fragpool segment, "
            "and the driver's handle would give the process that opens it the segment's start; "
@@ -367,7 +380,8 @@ static CUresult fragpool_handle(CUdeviceptr p, reg_slot want, CUipcMemHandle *ou
     int err = reg_export(want, out);
     if (err) {
         fp_say("cuIpcGetMemHandle(0x%llx): no fragpool handle (%s%s); returning "
-               "CUDA_ERROR_NOT_SUPPORTED", (unsigned long long)p, strerror(err),
+               "CUDA_ERROR_NOT_SUPPORTED",
+               (unsigned long long)p, strerror(err),
                err == ENOSPC ? ": 65536 exported blocks are live at once" : "");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -389,20 +403,26 @@ static CUresult export_classic(CUipcMemHandle *out, CUdeviceptr p, const fp_foun
     }
     if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
         return refuse(p, f);
-    reg_slot want = {.addr = f->addr, .offset = f->addr - f->segment, .size = f->requested,
-                     .kind = KIND_CLASSIC, .seq = f->seq, .real = real};
+    reg_slot want = {.addr = f->addr,
+                     .offset = f->addr - f->segment,
+                     .size = f->requested,
+                     .kind = KIND_CLASSIC,
+                     .seq = f->seq,
+                     .real = real};
     return fragpool_handle(p, want, out);
 }
 
-static CUresult export_vmm(CUipcMemHandle *out, CUdeviceptr p, const fp_found *f,
-                           fp_ctx_pool *d)
+static CUresult export_vmm(CUipcMemHandle *out, CUdeviceptr p, const fp_found *f, fp_ctx_pool *d)
 {
     if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
         return refuse_vmm(p, "ipc_export is refuse");
     if (!fp_vmm_shareable(d->vmm))
         return refuse_vmm(p, "this driver offers no POSIX file descriptor handles for it");
-    reg_slot want = {.addr = f->addr, .offset = f->addr - f->segment, .size = f->requested,
-                     .kind = KIND_VMM, .seq = f->seq};
+    reg_slot want = {.addr = f->addr,
+                     .offset = f->addr - f->segment,
+                     .size = f->requested,
+                     .kind = KIND_VMM,
+                     .seq = f->seq};
     return fragpool_handle(p, want, out);
 }
 
@@ -412,7 +432,7 @@ static CUresult export_pooled(fp_ctx_pool *d, CUipcMemHandle *pHandle, CUdevicep
 {
     fp_found f;
     int err = fp_pool_find_block(d->pool, dptr, &f);
-    if (err == ESRCH)  /* the segment went away meanwhile: the driver decides */
+    if (err == ESRCH) /* the segment went away meanwhile: the driver decides */
         return fp_real.cuIpcGetMemHandle(pHandle, dptr);
     if (err) {
         fp_say("cuIpcGetMemHandle(0x%llx): not inside a live allocation of fragpool's (freed "
@@ -442,21 +462,21 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 
 /* ---- import ------------------------------------------------------------------ */
 
-typedef struct opened {        /* a pointer handed out for a fragpool handle */
-    CUdeviceptr ptr;           /* what the program got                       */
-    CUdeviceptr base;          /* classic: what the driver's open returned   */
-    size_t size;               /* the exported block's bytes                 */
-    bool vmm;                  /* map is ours: the last close unmaps it      */
+typedef struct opened { /* a pointer handed out for a fragpool handle */
+    CUdeviceptr ptr;    /* what the program got                       */
+    CUdeviceptr base;   /* classic: what the driver's open returned   */
+    size_t size;        /* the exported block's bytes                 */
+    bool vmm;           /* map is ours: the last close unmaps it      */
     fp_ipcv_mapping map;
-    uint32_t pid, slot;        /* the handle, so that opening it again gives */
-    uint64_t nonce, serial;    /* the same pointer (as the driver does)      */
+    uint32_t pid, slot;     /* the handle, so that opening it again gives */
+    uint64_t nonce, serial; /* the same pointer (as the driver does)      */
     int refs;
     struct opened *next;
 } opened;
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static opened *open_list;
-static atomic_bool open_any;   /* a fragpool handle was ever opened          */
+static atomic_bool open_any; /* a fragpool handle was ever opened          */
 
 /* The registry that w names, opened read-only; or -1 with errno set.  A
  * handle's bytes are the sender's to choose, so what they name is
@@ -499,8 +519,8 @@ static int read_slot(const wire *w, reg_slot *s)
         pread(fd, s, sizeof *s, slot_pos(w->slot)) != sizeof *s)
         err = ESRCH;
     close(fd);
-    if (!err && (s->serial != w->serial || s->offset != w->offset ||
-                 s->check != w->check || slot_check(s, h.nonce) != s->check))
+    if (!err && (s->serial != w->serial || s->offset != w->offset || s->check != w->check ||
+                 slot_check(s, h.nonce) != s->check))
         err = ESTALE;
     return err;
 }
@@ -580,13 +600,14 @@ static CUresult unusable(const wire *w, int err)
     fp_say("cuIpcOpenMemHandle: the fragpool handle of process %u (a block of %llu B at +%llu B "
            "in its segment) cannot be used: %s; returning CUDA_ERROR_INVALID_VALUE",
            (unsigned)w->pid, (unsigned long long)w->size, (unsigned long long)w->offset,
-           err == ESTALE ? "the block was freed or exported anew"
-           : err == ESRCH ? "that process has no fragpool registry or channel (it ended?)"
-           : err == ENOTSUP ? "it names no IPC registry of fragpool's (forged or damaged)"
-           : err == EPERM ? "that process runs as another user"
+           err == ESTALE      ? "the block was freed or exported anew"
+           : err == ESRCH     ? "that process has no fragpool registry or channel (it ended?)"
+           : err == ENOTSUP   ? "it names no IPC registry of fragpool's (forged or damaged)"
+           : err == EPERM     ? "that process runs as another user"
            : err == ETIMEDOUT ? "that process did not answer in time"
-           : err == EPROTO ? "that process's answer was malformed"
-           : err == EINVAL ? "no pointer to return it in" : strerror(err));
+           : err == EPROTO    ? "that process's answer was malformed"
+           : err == EINVAL    ? "no pointer to return it in"
+                              : strerror(err));
     return CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -606,8 +627,8 @@ static CUresult opened_ok(CUdeviceptr *pdptr, const opened *o)
     return CUDA_SUCCESS;
 }
 
-static CUresult open_classic(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr,
-                             const wire *w, unsigned int flags)
+static CUresult open_classic(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr, const wire *w,
+                             unsigned int flags)
 {
     reg_slot s;
     int err = read_slot(w, &s);
@@ -623,7 +644,7 @@ static CUresult open_classic(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdp
 
 static CUresult open_vmm(CUdeviceptr *pdptr, const wire *w, unsigned int flags)
 {
-    if (w->pid == (uint32_t)getpid())  /* as the driver refuses a process's own handle */
+    if (w->pid == (uint32_t)getpid()) /* as the driver refuses a process's own handle */
         return CUDA_ERROR_INVALID_CONTEXT;
     if (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         return CUDA_ERROR_INVALID_VALUE;
@@ -638,8 +659,8 @@ static CUresult open_vmm(CUdeviceptr *pdptr, const wire *w, unsigned int flags)
     CUresult r = fp_real.cuCtxGetDevice(&dev);
     if (r != CUDA_SUCCESS)
         return r;
-    opened o = {.vmm = true, .pid = w->pid, .slot = w->slot, .nonce = w->nonce,
-                .serial = w->serial};
+    opened o = {
+        .vmm = true, .pid = w->pid, .slot = w->slot, .nonce = w->nonce, .serial = w->serial};
     fp_ipcv_req q = {.slot = w->slot, .serial = w->serial, .check = w->check};
     int err = fp_ipcv_open(w->pid, w->nonce, &q, dev, &o.map, &r);
     if (err == EIO)
@@ -695,9 +716,9 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
                                            : CUDA_ERROR_NOT_INITIALIZED;
     opened o;
     bool last = false, ours = forget(dptr, &o, &last);
-    CUresult r = !ours    ? fp_real.cuIpcCloseMemHandle(dptr)
-                 : o.vmm  ? (last ? fp_ipcv_close(&o.map) : CUDA_SUCCESS)
-                          : fp_real.cuIpcCloseMemHandle(o.base); /* the driver counts opens too */
+    CUresult r = !ours   ? fp_real.cuIpcCloseMemHandle(dptr)
+                 : o.vmm ? (last ? fp_ipcv_close(&o.map) : CUDA_SUCCESS)
+                         : fp_real.cuIpcCloseMemHandle(o.base); /* the driver counts opens too */
     if (r == CUDA_SUCCESS)
         bump(&fp_ipc_tallies.closes);
     return r;

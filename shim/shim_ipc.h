@@ -21,5 +21,4 @@ bool fp_ipc_exportable(bool vmm, bool at_segment_start);
  * exporter's block as this process sees it (*base, *size). */
 bool fp_ipc_opened_range(uint64_t p, uint64_t *base, size_t *size);
 
-
 #endif

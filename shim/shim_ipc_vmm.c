@@ -45,8 +45,8 @@
 
 #define REQ_MAGIC "fpipcreq"
 #define REP_MAGIC "fpipcrep"
-#define BATCH 64               /* descriptors per message            */
-#define TIMEOUT_S 10           /* a silent peer is dropped after this */
+#define BATCH     64 /* descriptors per message            */
+#define TIMEOUT_S 10 /* a silent peer is dropped after this */
 
 typedef struct req_msg {
     char magic[8];
@@ -60,7 +60,7 @@ typedef struct rep_msg {
     fp_ipcv_block b;
 } rep_msg;
 
-typedef struct batch_msg {     /* carries n descriptors (SCM_RIGHTS) */
+typedef struct batch_msg { /* carries n descriptors (SCM_RIGHTS) */
     uint64_t from, n;
     int32_t err, pad;
 } batch_msg;
@@ -91,8 +91,8 @@ static void close_all(const int *fds, size_t n)
 /* ---- the exporter's channel ---------------------------------------------- */
 
 static struct {
-    pid_t pid;                 /* the process whose thread serves       */
-    int fd;                    /* its listening socket, -1 before       */
+    pid_t pid; /* the process whose thread serves       */
+    int fd;    /* its listening socket, -1 before       */
     fp_ipcv_answer_fn answer;
 } chan = {.fd = -1};
 
@@ -203,7 +203,8 @@ int fp_ipcv_serve(uint64_t nonce, fp_ipcv_answer_fn answer)
     socklen_t len;
     name_of(&a, &len, (uint32_t)getpid(), nonce);
     int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    int err = ls < 0 || bind(ls, (struct sockaddr *)&a, len) != 0 || listen(ls, 16) != 0 ? errno : 0;
+    int err =
+        ls < 0 || bind(ls, (struct sockaddr *)&a, len) != 0 || listen(ls, 16) != 0 ? errno : 0;
     if (!err)
         err = start_thread(ls);
     if (err) {
@@ -240,8 +241,8 @@ static int recv_batch(int s, batch_msg *m, int *fds)
 {
     char cbuf[CMSG_SPACE(sizeof(int) * BATCH)];
     struct iovec io = {.iov_base = m, .iov_len = sizeof *m};
-    struct msghdr h = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof cbuf};
+    struct msghdr h = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
     ssize_t got = recvmsg(s, &h, MSG_CMSG_CLOEXEC);
     if (got < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno;
@@ -255,9 +256,9 @@ static int recv_batch(int s, batch_msg *m, int *fds)
             nfd += k;
         }
     int err = got != (ssize_t)sizeof *m || (h.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? EPROTO
-              : m->err                                                          ? m->err
-              : m->n != nfd || m->n > BATCH                                     ? EPROTO
-                                                                                : 0;
+              : m->err                                                              ? m->err
+              : m->n != nfd || m->n > BATCH                                         ? EPROTO
+                                                                                    : 0;
     if (err)
         close_all(fds, nfd);
     return err;
@@ -278,8 +279,7 @@ static CUresult map_one(int fd, CUdeviceptr va, size_t gran)
 }
 
 /* Maps every granule the exporter sends; *mapped counts those mapped. */
-static int map_batches(int s, const fp_ipcv_block *b, CUdeviceptr va, size_t *mapped,
-                       CUresult *drv)
+static int map_batches(int s, const fp_ipcv_block *b, CUdeviceptr va, size_t *mapped, CUresult *drv)
 {
     int fds[BATCH];
     while (*mapped < b->ngran) {

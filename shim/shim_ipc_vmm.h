@@ -37,10 +37,10 @@ int fp_ipcv_serve(uint64_t nonce, fp_ipcv_answer_fn answer);
 
 /* A block mapped in the receiver. */
 typedef struct fp_ipcv_mapping {
-    CUdeviceptr ptr;       /* what the program gets: base + offset    */
-    CUdeviceptr base;      /* the reservation                         */
-    size_t span;           /* its bytes (whole granules)              */
-    size_t size;           /* the exported block's bytes              */
+    CUdeviceptr ptr;  /* what the program gets: base + offset    */
+    CUdeviceptr base; /* the reservation                         */
+    size_t span;      /* its bytes (whole granules)              */
+    size_t size;      /* the exported block's bytes              */
 } fp_ipcv_mapping;
 
 /* Asks process pid (its channel named by nonce) for the block of q and

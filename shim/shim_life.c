@@ -169,15 +169,15 @@ static struct ranked_lock {
     /* a fence pass enters the capture gate under it; then the host pool */
     {"pinned host pool", fp_host_fork_prepare, fp_host_fork_after},
     /* the table of stream-ordered blocks asks the pools under it */
-    {"stream-ordered blocks", NULL, NULL},    /* shim_mempool.c */
+    {"stream-ordered blocks", NULL, NULL}, /* shim_mempool.c */
     /* the IPC channel's answer finds a block in the pools under it */
-    {"IPC registry", NULL, NULL},             /* shim_ipc.c */
+    {"IPC registry", NULL, NULL}, /* shim_ipc.c */
     /* grow lock, capture gate; per pool: the pool, its deferral, its VMM */
     {"device pools", fp_pools_fork_prepare, fp_pools_fork_after},
     /* leaves: taken under a pool's lock or under none */
     {"snapshot pending", fp_snap_pending_fork_prepare, fp_snap_pending_fork_after},
     {"trace", fp_trace_fork_prepare, trace_fork_after},
-    {"IPC opens", NULL, NULL},                /* shim_ipc.c */
+    {"IPC opens", NULL, NULL}, /* shim_ipc.c */
     {"output claims", fp_path_fork_prepare, fp_path_fork_after},
 };
 
@@ -227,8 +227,8 @@ static void on_fork_child(void)
  * some library installed before ours is called after ours (chained). -- */
 
 static sem_t dump_sem;
-static atomic_bool dump_armed;   /* the semaphore and the handler are set */
-static atomic_bool dump_busy;    /* the dump thread is writing            */
+static atomic_bool dump_armed; /* the semaphore and the handler are set */
+static atomic_bool dump_busy;  /* the dump thread is writing            */
 static struct sigaction prev_usr1;
 
 static void on_sigusr1(int sig, siginfo_t *info, void *uc)
@@ -328,13 +328,13 @@ static void setup(void)
     if (fp_real_resolve() != 0)
         return;
     fp_fw_first_call(&fp_shim.conf);
-    fp_tools_detect();   /* before any pool: passthrough or not, for good */
+    fp_tools_detect(); /* before any pool: passthrough or not, for good */
     fp_clock_start();
     fp_trace_open();
     atexit(on_exit_handler);
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     fp_snap_open();
-    start_dump_thread();   /* last: a dump reads the trace and the snapshot's ring */
+    start_dump_thread(); /* last: a dump reads the trace and the snapshot's ring */
     fp_shim.ready = true;
 }
 

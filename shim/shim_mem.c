@@ -40,7 +40,7 @@ static fp_ctx_pool *serving_pool(void)
 {
     if (!fp_shim_init() || atomic_load_explicit(&fp_shim.exiting, memory_order_relaxed))
         return NULL;
-    if (fp_tools_passthrough()) {   /* compute-sanitizer or a profiler: the driver's */
+    if (fp_tools_passthrough()) { /* compute-sanitizer or a profiler: the driver's */
         count(FP_PT_OTHER);
         return NULL;
     }
@@ -83,8 +83,7 @@ static bool deferred(void)
 }
 
 /* s and async: the stream of cuMemAllocAsync, for same-stream reuse. */
-static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s,
-                           bool async)
+static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s, bool async)
 {
     uint64_t t0 = fp_time_begin(), addr = 0;
     int err = deferred() ? fp_defer_alloc(d->defer, d->pool, size, s, async, &addr)
@@ -123,7 +122,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 static void invalid_free(const char *who, CUdeviceptr p)
 {
     fp_say("%s(0x%llx): not the start of a live allocation (double free or interior pointer); "
-           "nothing was freed, returning CUDA_ERROR_INVALID_VALUE", who, (unsigned long long)p);
+           "nothing was freed, returning CUDA_ERROR_INVALID_VALUE",
+           who, (unsigned long long)p);
 }
 
 /* free_policy:sync: wait as cuMemFree does (sync is the stream's
@@ -141,7 +141,7 @@ typedef struct free_req {
     uint64_t stamp;
     size_t size;
     int err;
-    int refused;     /* the first error of a pool whose segments hold p */
+    int refused; /* the first error of a pool whose segments hold p */
 } free_req;
 
 static bool try_free(fp_ctx_pool *d, void *ud)
@@ -235,8 +235,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 /* The driver's pitch rule: rows padded to the pitch alignment. */
 #define FP_PITCH_ALIGN 512u
 
-CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                            size_t Height, unsigned int ElementSizeBytes)
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
 {
     fp_ctx_pool *d = serving_pool();
     bool bad = !dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
@@ -246,9 +246,9 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
         bad = true;
     if (!d || bad || fp_ipc_own_segment(pitch * Height)) {
         fp_pools_put(d);
-        return fp_real.cuMemAllocPitch_v2
-                   ? fp_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes)
-                   : CUDA_ERROR_NOT_INITIALIZED;
+        return fp_real.cuMemAllocPitch_v2 ? fp_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes,
+                                                                       Height, ElementSizeBytes)
+                                          : CUDA_ERROR_NOT_INITIALIZED;
     }
     CUresult r = pool_alloc(d, dptr, pitch * Height, NULL, false);
     fp_pools_put(d);
@@ -270,8 +270,8 @@ static CUresult stream_capturing(fp_PFN_cuStreamIsCapturing is_capturing, CUstre
     return r;
 }
 
-static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s,
-                            fp_PFN_cuMemAllocAsync real, fp_PFN_cuStreamIsCapturing is_capturing)
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, fp_PFN_cuMemAllocAsync real,
+                            fp_PFN_cuStreamIsCapturing is_capturing)
 {
     fp_ctx_pool *d = serving_pool();
     if (d && fp_mempool_foreign(d->dev)) { /* the program's own current pool: the driver's */
@@ -303,8 +303,7 @@ static bool owned(CUdeviceptr p)
 }
 
 static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real,
-                           fp_PFN_cuStreamIsCapturing is_capturing,
-                           fp_PFN_cuStreamSynchronize sync)
+                           fp_PFN_cuStreamIsCapturing is_capturing, fp_PFN_cuStreamSynchronize sync)
 {
     bool ours = p && fp_shim_init() && owned(p), cap = false;
     CUresult r = ours ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
@@ -313,7 +312,8 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
     if (cap) {
         fp_say("cuMemFreeAsync(0x%llx) during stream capture of a block fragpool owns: "
                "unsupported, the block stays allocated; returning "
-               "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", (unsigned long long)p);
+               "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+               (unsigned long long)p);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     CUresult res;
@@ -335,7 +335,8 @@ static CUstream per_thread(CUstream s)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    return alloc_async(dptr, bytesize, hStream, fp_real.cuMemAllocAsync, fp_real.cuStreamIsCapturing);
+    return alloc_async(dptr, bytesize, hStream, fp_real.cuMemAllocAsync,
+                       fp_real.cuStreamIsCapturing);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -431,8 +432,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
                : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                  CUmemGenericAllocationHandle handle, unsigned long long flags)
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
 {
     count(FP_PT_VMM);
     fp_shim_init();
@@ -465,14 +466,15 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
     CUresult r = fp_real.cuCtxEnablePeerAccess(peerContext, Flags);
     bool on = r == CUDA_SUCCESS || r == FP_CUDA_PEER_ALREADY_ENABLED;
     CUdevice me = 0;
-    if (!on || !fp_shim.conf.pool.expandable_segments ||
-        atomic_load(&fp_shim.exiting) || fp_real.cuCtxGetDevice(&me) != CUDA_SUCCESS)
+    if (!on || !fp_shim.conf.pool.expandable_segments || atomic_load(&fp_shim.exiting) ||
+        fp_real.cuCtxGetDevice(&me) != CUDA_SUCCESS)
         return r;
     fp_ctx_pool *d = pool_of(peerContext);
     if (d && fp_vmm_add_peer(d->vmm, me))
         fp_say("cuCtxEnablePeerAccess: granting device %d access to fragpool's mapped "
                "pages of device %d failed (CUresult %d); kernels of device %d cannot "
-               "reach them", (int)me, (int)d->dev, (int)fp_vmm_last_error(), (int)me);
+               "reach them",
+               (int)me, (int)d->dev, (int)fp_vmm_last_error(), (int)me);
     fp_pools_put(d);
     return r;
 }

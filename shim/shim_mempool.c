@@ -56,12 +56,12 @@
 #include <string.h>
 
 typedef struct mp_dev {
-    _Atomic(CUmemoryPool) def;     /* its default pool; NULL until asked  */
-    atomic_ullong used;            /* live stream-ordered bytes (lock)    */
-    atomic_ullong used_high;       /* (lock)                              */
+    _Atomic(CUmemoryPool) def; /* its default pool; NULL until asked  */
+    atomic_ullong used;        /* live stream-ordered bytes (lock)    */
+    atomic_ullong used_high;   /* (lock)                              */
     atomic_ullong reserved_high;
-    atomic_ullong threshold;       /* RELEASE_THRESHOLD the program set   */
-    atomic_bool trims;             /* threshold < UINT64_MAX              */
+    atomic_ullong threshold; /* RELEASE_THRESHOLD the program set   */
+    atomic_bool trims;       /* threshold < UINT64_MAX              */
 } mp_dev;
 
 static mp_dev devs[FP_MP_DEVICES];
@@ -96,7 +96,7 @@ static void raise_to(atomic_ullong *mark, uint64_t v)
 {
     unsigned long long cur = atomic_load_explicit(mark, memory_order_relaxed);
     while (cur < v && !atomic_compare_exchange_weak_explicit(mark, &cur, v, memory_order_relaxed,
-                                                            memory_order_relaxed))
+                                                             memory_order_relaxed))
         ;
 }
 
@@ -105,8 +105,8 @@ static void raise_to(atomic_ullong *mark, uint64_t v)
 static void count_in(uint64_t v)
 {
     mp_dev *m = &devs[dev_of(v)];
-    uint64_t used = atomic_fetch_add_explicit(&m->used, size_of(v), memory_order_relaxed) +
-                    size_of(v);
+    uint64_t used =
+        atomic_fetch_add_explicit(&m->used, size_of(v), memory_order_relaxed) + size_of(v);
     if (used > atomic_load_explicit(&m->used_high, memory_order_relaxed))
         atomic_store_explicit(&m->used_high, used, memory_order_relaxed);
 }
@@ -288,15 +288,12 @@ static void add_ours(CUdevice dev, CUmemPool_attribute attr, uint64_t *v)
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
         ours = atomic_load_explicit(&m->used_high, memory_order_relaxed);
         break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-        ours = reserved_of(dev);
-        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: ours = reserved_of(dev); break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
         reserved_of(dev);
         ours = atomic_load_explicit(&m->reserved_high, memory_order_relaxed);
         break;
-    default:
-        return;
+    default: return;
     }
     *v = *v > UINT64_MAX - ours ? UINT64_MAX : *v + ours;
 }
@@ -312,7 +309,7 @@ static bool counted(CUmemPool_attribute attr)
 
 typedef struct trim_req {
     CUdevice dev;
-    uint64_t over;  /* bytes still to give back */
+    uint64_t over; /* bytes still to give back */
 } trim_req;
 
 /* One pool of the device gives back what it can of t->over, oldest first:

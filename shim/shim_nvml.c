@@ -19,7 +19,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#define FP_NVML_MAX 64
+#define FP_NVML_MAX   64
 #define FP_NVML_SHOWN 8
 
 typedef struct nvml {
@@ -51,8 +51,8 @@ static int list(const nvml *n, const char *bus, fp_nvmlProcessInfo *v, unsigned 
         return -1;
     fp_nvmlDevice dev;
     unsigned count = cap;
-    int ok = n->by_bus(bus, &dev) == FP_NVML_SUCCESS &&
-             n->processes(dev, &count, v) == FP_NVML_SUCCESS;
+    int ok =
+        n->by_bus(bus, &dev) == FP_NVML_SUCCESS && n->processes(dev, &count, v) == FP_NVML_SUCCESS;
     n->shutdown();
     return ok ? (int)(count < cap ? count : cap) : -1;
 }
@@ -74,7 +74,7 @@ static void put_one(fp_sink *s, const fp_nvmlProcessInfo *p, int first)
 void fp_nvml_put_processes(CUdevice dev, fp_sink *s)
 {
     static nvml n;
-    static int loaded;   /* 0 not tried, 1 loaded, -1 unavailable */
+    static int loaded; /* 0 not tried, 1 loaded, -1 unavailable */
     char bus[64];
     if (!fp_real.cuDeviceGetPCIBusId ||
         fp_real.cuDeviceGetPCIBusId(bus, (int)sizeof bus, dev) != CUDA_SUCCESS)

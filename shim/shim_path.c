@@ -23,8 +23,8 @@
 
 int fp_path_rank(void)
 {
-    static const char *const vars[] = {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
-                                       "PMI_RANK", "SLURM_PROCID"};
+    static const char *const vars[] = {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                       "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = getenv(vars[i]);
         char *end;
@@ -65,14 +65,16 @@ static int escape_text(char c, int rank, const char *host, char num[24], const c
 static void bad_escape(const char *pat, char c, char *why, size_t whylen)
 {
     if (c)
-        snprintf(why, whylen, "'%s' holds the unknown escape %%%c (the escapes are %%p pid, "
-                 "%%r rank, %%h host, %%%% a '%%')", pat, c);
+        snprintf(why, whylen,
+                 "'%s' holds the unknown escape %%%c (the escapes are %%p pid, "
+                 "%%r rank, %%h host, %%%% a '%%')",
+                 pat, c);
     else
         snprintf(why, whylen, "'%s' ends in a lone '%%' (write %%%% for a '%%')", pat);
 }
 
-int fp_path_expand_as(const char *pat, int rank, const char *host, char *out, size_t len,
-                      char *why, size_t whylen)
+int fp_path_expand_as(const char *pat, int rank, const char *host, char *out, size_t len, char *why,
+                      size_t whylen)
 {
     size_t o = 0;
     int err = len ? 0 : ENAMETOOLONG;
@@ -118,7 +120,7 @@ typedef struct claim {
 
 static claim claims[3] = {{.key = "trace"}, {.key = "snapshot"}, {.key = "summary"}};
 static pthread_mutex_t claims_lock = PTHREAD_MUTEX_INITIALIZER;
-static pid_t first_pid;   /* the process the library was loaded in */
+static pid_t first_pid; /* the process the library was loaded in */
 
 __attribute__((constructor)) static void note_first_pid(void)
 {
@@ -178,13 +180,15 @@ static int claim_locked(const char *key, const char *pat, char *path, size_t len
     if (getpid() != first_pid && !has_pid(pat)) {
         snprintf(suffix, sizeof suffix, ".%d", (int)getpid());
         if (!add_suffix(path, len, suffix)) {
-            snprintf(why, whylen, "'%s' has no %%p and this is a forked child (pid %d), but "
-                     "'%s%s' is too long a name (the parent's file is kept)", was,
-                     (int)getpid(), was, suffix);
+            snprintf(why, whylen,
+                     "'%s' has no %%p and this is a forked child (pid %d), but "
+                     "'%s%s' is too long a name (the parent's file is kept)",
+                     was, (int)getpid(), was, suffix);
             return ENAMETOOLONG;
         }
         fp_say("%s: '%s' has no %%p and this is a forked child: writing its %s to '%s' "
-               "instead, so the parent's file is kept", key, was, key, path);
+               "instead, so the parent's file is kept",
+               key, was, key, path);
         snprintf(was, sizeof was, "%s", path);
     }
     const claim *c = taken_by(key, path);
@@ -192,8 +196,10 @@ static int claim_locked(const char *key, const char *pat, char *path, size_t len
         return 0;
     snprintf(suffix, sizeof suffix, ".%s", key);
     if (!add_suffix(path, len, suffix) || taken_by(key, path)) {
-        snprintf(why, whylen, "'%s' is also the %s file (%s:PATH), and so is '%s%s' or it is "
-                 "too long (the %s is kept)", was, c->key, c->key, was, suffix, c->key);
+        snprintf(why, whylen,
+                 "'%s' is also the %s file (%s:PATH), and so is '%s%s' or it is "
+                 "too long (the %s is kept)",
+                 was, c->key, c->key, was, suffix, c->key);
         return EEXIST;
     }
     fp_say("%s: '%s' is also the %s file (%s:PATH); writing the %s to '%s' instead", key, was,

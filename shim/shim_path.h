@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define FP_OUT_PATH_MAX 4096   /* an expanded name, with its NUL (PATH_MAX) */
+#define FP_OUT_PATH_MAX 4096 /* an expanded name, with its NUL (PATH_MAX) */
 
 /* This process's rank from RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK,
  * PMI_RANK or SLURM_PROCID (the first one set and valid), or -1. */
@@ -23,8 +23,8 @@ int fp_path_rank(void);
  * reason that quotes the pattern.  fp_path_expand takes the rank and the
  * host name from the process; fp_path_expand_as is given them. */
 int fp_path_expand(const char *pat, char *out, size_t len, char *why, size_t whylen);
-int fp_path_expand_as(const char *pat, int rank, const char *host, char *out, size_t len,
-                      char *why, size_t whylen);
+int fp_path_expand_as(const char *pat, int rank, const char *host, char *out, size_t len, char *why,
+                      size_t whylen);
 
 /* Before key ("trace", "snapshot" or "summary") creates path[len], the
  * expansion of pattern pat: when the file is one another key of this

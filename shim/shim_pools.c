@@ -183,8 +183,8 @@ static void note_page(fp_ctx_pool *d, size_t asked)
     size_t g = fp_vmm_granularity(d->vmm);
     if (asked && g && asked % g && !atomic_exchange(&said, true))
         fp_say("vmm_page_mb:%zu is not a multiple of the device's %zu MiB "
-               "granularity; using %zu MiB pages", asked / FP_MIB, g / FP_MIB,
-               st.page_size / FP_MIB);
+               "granularity; using %zu MiB pages",
+               asked / FP_MIB, g / FP_MIB, st.page_size / FP_MIB);
 }
 
 /* ---- finding pools ---------------------------------------------------- */
@@ -251,8 +251,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         d->name[0] = '\0';
     fp_pool_opts o = fp_shim.conf.pool;
     o.device_total = total;
-    fp_backend be = {.ctx = d, .reserve = be_reserve, .release = be_release,
-                     .synchronize = be_synchronize};
+    fp_backend be = {
+        .ctx = d, .reserve = be_reserve, .release = be_release, .synchronize = be_synchronize};
     d->segments_asked = o.expandable_segments;
     if (o.expandable_segments && fp_vmm_supported(dev)) {
         be.granularity = be_granularity;
@@ -288,7 +288,6 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     atomic_store(&d->state, err ? FP_SLOT_EMPTY : FP_SLOT_LIVE);
     return err;
 }
-
 
 /* Takes d for rebuilding when it is retired (or empty) and nobody holds
  * it; see "Slots" above. */
@@ -329,7 +328,8 @@ static void say_full_once(void)
     if (!atomic_flag_test_and_set(&said))
         fp_say("%d CUDA contexts live at once (or every retired one still in use); "
                "allocations of further contexts go to the driver uncached until one is "
-               "free", FP_MAX_POOLS);
+               "free",
+               FP_MAX_POOLS);
 }
 
 static fp_ctx_pool *add_pool(CUcontext ctx)

@@ -21,11 +21,11 @@
 
 /* A slot's state (shim_pools.c, "Slots"). */
 enum {
-    FP_SLOT_EMPTY,       /* no pool: its making failed                     */
-    FP_SLOT_LIVE,        /* serving its context                           */
-    FP_SLOT_RETIRING,    /* context gone, its segments being forgotten    */
-    FP_SLOT_RETIRED,     /* forgotten; stats kept; may be rebuilt         */
-    FP_SLOT_REBUILDING,  /* being destroyed and made for a new context    */
+    FP_SLOT_EMPTY,      /* no pool: its making failed                     */
+    FP_SLOT_LIVE,       /* serving its context                           */
+    FP_SLOT_RETIRING,   /* context gone, its segments being forgotten    */
+    FP_SLOT_RETIRED,    /* forgotten; stats kept; may be rebuilt         */
+    FP_SLOT_REBUILDING, /* being destroyed and made for a new context    */
 };
 
 /* The threads holding a pool, counted on FP_USER_SHARDS cache lines: a
@@ -38,19 +38,19 @@ typedef struct fp_user_shard {
 } fp_user_shard;
 
 typedef struct fp_ctx_pool {
-    CUcontext ctx;                /* the context its segments live in   */
+    CUcontext ctx; /* the context its segments live in   */
     CUdevice dev;
     fp_pool *pool;
-    fp_defer *defer;              /* deferred reuse of its frees        */
-    fp_vmm *vmm;                  /* its VMM backend (expandable_segments) */
-    int segments_asked;           /* expandable_segments as set (FP_VMM_*) */
-    size_t total;                 /* device memory, bytes               */
-    char name[64];                /* device name, for the summary       */
-    atomic_int state;             /* FP_SLOT_*                          */
+    fp_defer *defer;                     /* deferred reuse of its frees        */
+    fp_vmm *vmm;                         /* its VMM backend (expandable_segments) */
+    int segments_asked;                  /* expandable_segments as set (FP_VMM_*) */
+    size_t total;                        /* device memory, bytes               */
+    char name[64];                       /* device name, for the summary       */
+    atomic_int state;                    /* FP_SLOT_*                          */
     fp_user_shard users[FP_USER_SHARDS]; /* threads holding it now    */
-    bool forked;                  /* this process is a fork of the one
+    bool forked;                         /* this process is a fork of the one
                                      that made the pool                 */
-    fp_pool_stats at_fork;        /* its stats at the (last) fork        */
+    fp_pool_stats at_fork;               /* its stats at the (last) fork        */
 } fp_ctx_pool;
 
 /* The pool of the calling thread's current context, created on first use;
@@ -71,7 +71,7 @@ bool fp_pools_retired(fp_ctx_pool *d);
 /* Forgets every pool of ctx (or of dev's primary context when ctx NULL). */
 void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device);
 /* Synchronizes the context of d, from any thread. */
-int  fp_pools_sync(fp_ctx_pool *d);
+int fp_pools_sync(fp_ctx_pool *d);
 /* Idle cached bytes of every pool of device dev. */
 size_t fp_pools_idle(CUdevice dev);
 /* fork: every lock of the pools, taken in the order the shim nests them

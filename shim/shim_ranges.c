@@ -45,7 +45,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#define BUFFER_ID_BIT (1ull << 62)  /* fragpool's ids; the driver's count up from 1 */
+#define BUFFER_ID_BIT   (1ull << 62)          /* fragpool's ids; the driver's count up from 1 */
 #define NOBODYS_POINTER ((CUdeviceptr)0x1000) /* below mmap_min_addr: never memory */
 
 typedef enum { DRIVERS, LIVE, NOBODYS } verdict;
@@ -54,9 +54,9 @@ typedef struct answer {
     verdict v;
     uint64_t base;
     size_t size;
-    uint64_t buffer_id;    /* 0: the driver's                          */
-    int ipc_capable;       /* -1: the driver's                         */
-    CUcontext ctx;         /* NULL: the driver's                       */
+    uint64_t buffer_id; /* 0: the driver's                          */
+    int ipc_capable;    /* -1: the driver's                         */
+    CUcontext ctx;      /* NULL: the driver's                       */
 } answer;
 
 static answer device_block(fp_ctx_pool *d, CUdeviceptr p)
@@ -67,9 +67,12 @@ static answer device_block(fp_ctx_pool *d, CUdeviceptr p)
         return (answer){.v = DRIVERS};
     if (err)
         return (answer){.v = NOBODYS};
-    return (answer){.v = LIVE, .base = f.addr, .size = f.requested,
+    return (answer){.v = LIVE,
+                    .base = f.addr,
+                    .size = f.requested,
                     .buffer_id = BUFFER_ID_BIT | fp_pools_trace_id(d, f.seq),
-                    .ipc_capable = fp_ipc_exportable(f.vmm, f.addr == f.segment), .ctx = d->ctx};
+                    .ipc_capable = fp_ipc_exportable(f.vmm, f.addr == f.segment),
+                    .ctx = d->ctx};
 }
 
 static answer ask(CUdeviceptr p)
@@ -101,12 +104,8 @@ static void fill(const answer *a, CUpointer_attribute attr, void *data)
     if (!data)
         return;
     switch ((int)attr) {
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(CUdeviceptr *)data = a->base;
-        break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *(size_t *)data = a->size;
-        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a->base; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a->size; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         if (a->buffer_id)
             *(unsigned long long *)data = a->buffer_id;
@@ -119,8 +118,7 @@ static void fill(const answer *a, CUpointer_attribute attr, void *data)
         if (a->ctx)
             *(CUcontext *)data = a->ctx;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -129,8 +127,8 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     answer a = ask(dptr);
     if (!fp_real.cuMemGetAddressRange_v2)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fp_real.cuMemGetAddressRange_v2(pbase, psize,
-                                                 a.v == NOBODYS ? NOBODYS_POINTER : dptr);
+    CUresult r =
+        fp_real.cuMemGetAddressRange_v2(pbase, psize, a.v == NOBODYS ? NOBODYS_POINTER : dptr);
     if (r != CUDA_SUCCESS || a.v != LIVE)
         return r;
     if (pbase)
@@ -145,8 +143,8 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     answer a = ask(ptr);
     if (!fp_real.cuPointerGetAttribute)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fp_real.cuPointerGetAttribute(data, attribute,
-                                               a.v == NOBODYS ? NOBODYS_POINTER : ptr);
+    CUresult r =
+        fp_real.cuPointerGetAttribute(data, attribute, a.v == NOBODYS ? NOBODYS_POINTER : ptr);
     if (r != CUDA_SUCCESS && a.v == LIVE && a.ctx && data &&
         attribute == CU_POINTER_ATTRIBUTE_CONTEXT)
         r = CUDA_SUCCESS; /* virtual memory has no context; the block has */

@@ -22,8 +22,7 @@ static void *libcuda;
 
 static dlsym_fn find_dlsym(void)
 {
-    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17",
-                                           "GLIBC_2.0"};
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
     for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
         void *f = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
         if (f)

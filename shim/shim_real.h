@@ -20,10 +20,10 @@ typedef struct fp_real_table {
 extern fp_real_table fp_real;
 
 typedef void *(*fp_dlsym_fn)(void *, const char *);
-fp_dlsym_fn fp_dlsym_target(void);                    /* glibc's dlsym  */
-void *fp_real_dlsym(void *handle, const char *name);  /* calls it       */
-int   fp_real_resolve(void);     /* 0, or ENOENT when libcuda is absent */
-void *fp_real_lookup(const char *name); /* dlsym on libcuda.so.1 */
+fp_dlsym_fn fp_dlsym_target(void);                   /* glibc's dlsym  */
+void *fp_real_dlsym(void *handle, const char *name); /* calls it       */
+int fp_real_resolve(void);                           /* 0, or ENOENT when libcuda is absent */
+void *fp_real_lookup(const char *name);              /* dlsym on libcuda.so.1 */
 /* cuCtxSynchronize of ctx from any thread (pushed when not current). */
 CUresult fp_real_ctx_sync(CUcontext ctx);
 

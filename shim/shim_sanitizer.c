@@ -48,13 +48,15 @@ void fp_tools_detect(void)
     if (fp_shim.conf.tools == FP_TOOLS_POOL) {
         fp_say("%s is set (a CUDA tool such as compute-sanitizer or Nsight is attached) and "
                "tools:pool keeps the pool: the tool cannot see accesses past an allocation "
-               "inside a pool segment", why);
+               "inside a pool segment",
+               why);
         return;
     }
     atomic_store(&passthrough, true);
     fp_say("%s is set (a CUDA tool such as compute-sanitizer or Nsight is attached): every "
            "allocation of this process goes to the driver, so the tool sees each one "
-           "(tools:pool keeps the pool)", why);
+           "(tools:pool keeps the pool)",
+           why);
 }
 
 bool fp_tools_passthrough(void)

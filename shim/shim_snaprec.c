@@ -43,20 +43,20 @@
 #include <string.h>
 #include <time.h>
 
-#define FP_SNAP_RING (1u << 17)     /* trace entries kept              */
-#define FP_SNAP_SKIP 8              /* frames taken beyond N: the shim's */
+#define FP_SNAP_RING (1u << 17) /* trace entries kept              */
+#define FP_SNAP_SKIP 8          /* frames taken beyond N: the shim's */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool on;
 static fp_snap_entry *ring;
-static void **pcs;                  /* FP_SNAP_RING x nstack, or NULL   */
-static unsigned nstack;             /* trace_stacks                     */
-static uint64_t head;               /* entries ever recorded            */
-static uintptr_t own_lo, own_hi;    /* libfragpool.so's text            */
+static void **pcs;               /* FP_SNAP_RING x nstack, or NULL   */
+static unsigned nstack;          /* trace_stacks                     */
+static uint64_t head;            /* entries ever recorded            */
+static uintptr_t own_lo, own_hi; /* libfragpool.so's text            */
 static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
-static fp_snap_entry *pend;         /* segment events not yet in the ring */
+static fp_snap_entry *pend; /* segment events not yet in the ring */
 static size_t npend, pend_cap;
-static uint64_t pend_lost;          /* out of memory for the list       */
+static uint64_t pend_lost; /* out of memory for the list       */
 
 bool fp_snap_on(void)
 {
@@ -97,7 +97,7 @@ void fp_snap_fork_after(bool child)
         pthread_mutex_unlock(&lock);
         return;
     }
-    atomic_store(&on, false);   /* the parent's entries are the parent's */
+    atomic_store(&on, false); /* the parent's entries are the parent's */
     pthread_mutex_init(&lock, NULL);
 }
 
@@ -122,11 +122,10 @@ void fp_snap_open(void)
     if (!ring || (nstack && !pcs)) {
         free(ring);
         free(pcs);
-        fp_say("snapshot: out of memory for the %u-entry ring; writing no snapshot",
-               FP_SNAP_RING);
+        fp_say("snapshot: out of memory for the %u-entry ring; writing no snapshot", FP_SNAP_RING);
         return;
     }
-    if (nstack) {   /* backtrace loads its unwinder on first use: not in the hot path */
+    if (nstack) { /* backtrace loads its unwinder on first use: not in the hot path */
         void *warm[4];
         backtrace(warm, 4);
         dl_iterate_phdr(find_own, (void *)(uintptr_t)&fp_snap_open);
@@ -182,7 +181,7 @@ static void record(fp_snap_entry e, bool stack, int pair)
         take_stack(st);
     e.time_us = now_us();
     pthread_mutex_lock(&lock);
-    flush_pending_locked();   /* this allocation's segments come before it */
+    flush_pending_locked(); /* this allocation's segments come before it */
     put_locked(&e, stack && nstack ? st : NULL);
     if (pair) {
         e.action = FP_SNAP_FREE_COMPLETED;
@@ -196,8 +195,11 @@ void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, C
     if (!fp_snap_on())
         return;
     bool alloc = op == 'a';
-    fp_snap_entry e = {.addr = addr, .size = size, .stream = (uint64_t)(uintptr_t)s,
-                       .key = alloc ? key : 0, .device = dev,
+    fp_snap_entry e = {.addr = addr,
+                       .size = size,
+                       .stream = (uint64_t)(uintptr_t)s,
+                       .key = alloc ? key : 0,
+                       .device = dev,
                        .action = alloc ? FP_SNAP_ALLOC : FP_SNAP_FREE_REQUESTED};
     record(e, alloc, alloc ? 0 : 1);
 }
@@ -205,8 +207,11 @@ void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, C
 void fp_snap_oom(int dev, size_t size, CUstream s)
 {
     if (fp_snap_on())
-        record((fp_snap_entry){.size = size, .stream = (uint64_t)(uintptr_t)s,
-                               .device = dev, .action = FP_SNAP_OOM}, false, 0);
+        record((fp_snap_entry){.size = size,
+                               .stream = (uint64_t)(uintptr_t)s,
+                               .device = dev,
+                               .action = FP_SNAP_OOM},
+               false, 0);
 }
 
 /* Under a pool's lock: to the pending list, never to the ring. */
@@ -214,7 +219,10 @@ void fp_snap_segment(int dev, char op, uint64_t addr, size_t size)
 {
     if (!fp_snap_on())
         return;
-    fp_snap_entry e = {.addr = addr, .size = size, .device = dev, .time_us = now_us(),
+    fp_snap_entry e = {.addr = addr,
+                       .size = size,
+                       .device = dev,
+                       .time_us = now_us(),
                        .action = op == 's'   ? FP_SNAP_SEGMENT_ALLOC
                                  : op == 'm' ? FP_SNAP_SEGMENT_MAP
                                  : op == 'u' ? FP_SNAP_SEGMENT_UNMAP
@@ -237,9 +245,9 @@ typedef struct keyidx {
     size_t idx;
 } keyidx;
 
-static keyidx *keys;     /* the ring's allocations by key, for frames */
+static keyidx *keys; /* the ring's allocations by key, for frames */
 static size_t nkeys;
-static uint64_t keys_head = UINT64_MAX;   /* head when keys was built */
+static uint64_t keys_head = UINT64_MAX; /* head when keys was built */
 
 static int by_key(const void *a, const void *b)
 {
@@ -277,7 +285,7 @@ static void *const *stack_of(uint64_t key)
     return lo < nkeys && keys[lo].key == key ? &pcs[keys[lo].idx * nstack] : NULL;
 }
 
-static char names[32][320];   /* the frames of one call of frames_of */
+static char names[32][320]; /* the frames of one call of frames_of */
 
 static void symbolize(void *pc, fp_snap_frame *f, char *name, size_t len)
 {
@@ -306,16 +314,16 @@ size_t fp_snap_frames(void *ud, uint64_t key, fp_snap_frame *out, size_t max)
     return n;
 }
 
-
 /* ---- for the writer (shim_snapshot.c) ------------------------------------ */
 
 void fp_snap_lock(void)
 {
     pthread_mutex_lock(&lock);
-    flush_pending_locked();   /* every segment a walk will see is in the ring */
+    flush_pending_locked(); /* every segment a walk will see is in the ring */
     if (pend_lost)
         fp_say("snapshot: %llu segment events were lost (out of memory); memory_viz may "
-               "show those segments wrongly", (unsigned long long)pend_lost);
+               "show those segments wrongly",
+               (unsigned long long)pend_lost);
     index_keys();
 }
 
@@ -363,7 +371,7 @@ size_t fp_snap_stack_text(uint64_t key, char *out, size_t len)
     for (size_t i = 0; i < n && o + 1 < len; i++) {
         int m = snprintf(out + o, len - o, "%s (%s)\n", f[i].name, f[i].filename);
         if (m < 0 || (size_t)m >= len - o) {
-            out[o] = '\0';   /* a frame cut short is left out */
+            out[o] = '\0'; /* a frame cut short is left out */
             break;
         }
         o += (size_t)m;

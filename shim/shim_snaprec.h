@@ -28,13 +28,13 @@ size_t fp_snap_stack_text(uint64_t key, char *out, size_t len);
 /* For the writer: the ring locked (pending events moved in), its entries
  * as two spans, oldest first, and the frames of a key (fp_snap.frames_of;
  * only while locked). */
-void   fp_snap_lock(void);
-void   fp_snap_unlock(void);
-void   fp_snap_spans(const fp_snap_entry *ev[2], size_t nev[2]);
-bool   fp_snap_has_stacks(void);
+void fp_snap_lock(void);
+void fp_snap_unlock(void);
+void fp_snap_spans(const fp_snap_entry *ev[2], size_t nev[2]);
+bool fp_snap_has_stacks(void);
 /* Whether the ring's and the pending list's locks are free this moment
  * (the calling thread holds neither): the exit handler asks first. */
-bool   fp_snap_locks_free(void);
+bool fp_snap_locks_free(void);
 size_t fp_snap_frames(void *ud, uint64_t key, fp_snap_frame *out, size_t max);
 
 /* fork: the ring's mutex (taken before the pools' locks) and the pending

@@ -38,10 +38,13 @@ static void write_held(fp_ctx_pool **ds, size_t n, void *ud)
     size_t k = 0;
     for (size_t i = 0; i < n && k < FP_SNAP_POOLS; i++)
         if (!fp_pools_retired(ds[i]))
-            devs[k++] = (fp_snap_device){.device = ds[i]->dev, .pool = ds[i]->pool,
-                                         .key_base = fp_pools_trace_id(ds[i], 0)};
+            devs[k++] = (fp_snap_device){
+                .device = ds[i]->dev, .pool = ds[i]->pool, .key_base = fp_pools_trace_id(ds[i], 0)};
     fp_conf_format(&fp_shim.conf, conf, sizeof conf);
-    fp_snap s = {.devs = devs, .ndevs = k, .opts = &fp_shim.conf.pool, .conf = conf,
+    fp_snap s = {.devs = devs,
+                 .ndevs = k,
+                 .opts = &fp_shim.conf.pool,
+                 .conf = conf,
                  .frames_of = fp_snap_has_stacks() ? fp_snap_frames : NULL};
     fp_snap_spans(s.ev, s.nev);
     sink = fp_sink_fd(*(int *)ud);
@@ -90,7 +93,7 @@ void fp_snapshot_write_exit(void)
     if (!fp_snap_on() || !atomic_load(&fp_shim.used))
         return;
     fp_snap_lock();
-    write_snapshot(0);   /* recording stays on: the summary's leak report reads it */
+    write_snapshot(0); /* recording stays on: the summary's leak report reads it */
     fp_snap_unlock();
 }
 
@@ -103,4 +106,3 @@ void fp_snapshot_dump(unsigned n)
         write_snapshot(n);
     fp_snap_unlock();
 }
-

@@ -33,8 +33,8 @@ void fp_say(const char *fmt, ...)
 void fp_ipc_counts_get(fp_ipc_counts *out)
 {
     const fp_ipc_tally *t = &fp_ipc_tallies;
-    *out = (fp_ipc_counts){atomic_load(&t->exports), atomic_load(&t->exports_fragpool),
-                           atomic_load(&t->refused), atomic_load(&t->opens),
-                           atomic_load(&t->opens_fragpool), atomic_load(&t->closes),
-                           atomic_load(&t->own)};
+    *out = (fp_ipc_counts){
+        atomic_load(&t->exports), atomic_load(&t->exports_fragpool), atomic_load(&t->refused),
+        atomic_load(&t->opens),   atomic_load(&t->opens_fragpool),   atomic_load(&t->closes),
+        atomic_load(&t->own)};
 }

@@ -15,12 +15,12 @@
 #include <stdbool.h>
 
 typedef struct fp_shim_state {
-    fp_conf conf;                 /* effective configuration            */
-    char conf_errors[2048];       /* the config problems, one per line  */
+    fp_conf conf;           /* effective configuration            */
+    char conf_errors[2048]; /* the config problems, one per line  */
     unsigned nconf_errors;
-    atomic_bool exiting;          /* set by the exit handler            */
-    atomic_bool used;             /* this process made a pool call      */
-    bool ready;                   /* fp_real resolved                   */
+    atomic_bool exiting; /* set by the exit handler            */
+    atomic_bool used;    /* this process made a pool call      */
+    bool ready;          /* fp_real resolved                   */
 } fp_shim_state;
 
 extern fp_shim_state fp_shim;
@@ -46,7 +46,7 @@ void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Calls passed to the driver, by kind (FP_PT_* of shim_counts.h). */
 typedef int fp_pt_kind;
 extern atomic_ullong fp_passthrough[FP_PT_NKINDS];
-extern atomic_ullong fp_alloc_ticks;   /* time in the allocator, fp_ticks */
+extern atomic_ullong fp_alloc_ticks; /* time in the allocator, fp_ticks */
 
 /* What IPC did (shim_ipc.c counts, the summary reads). */
 typedef struct fp_ipc_tally {

@@ -34,18 +34,18 @@
 #define FP_CAPTURES 64
 
 typedef struct capture {
-    uint64_t token;           /* 0: a free slot */
+    uint64_t token; /* 0: a free slot */
     fp_capture_desc d;
 } capture;
 
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards the rest */
 static capture table[FP_CAPTURES];
-static int untracked;         /* begun while the table was full */
+static int untracked; /* begun while the table was full */
 static uint64_t next_token;
 static atomic_int captures;
-static _Thread_local __attribute__((tls_model("initial-exec")))
-CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static _Thread_local __attribute__((tls_model("initial-exec"))) CUstreamCaptureMode thread_mode =
+    CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 bool fp_streams_capturing(void)
 {

@@ -13,13 +13,13 @@
 
 /* A capture as its begin-capture call saw it. */
 typedef struct fp_capture_desc {
-    CUstream stream;          /* the handle, CU_STREAM_PER_THREAD for a
+    CUstream stream;  /* the handle, CU_STREAM_PER_THREAD for a
                                  thread's per-thread stream */
-    bool per_thread;          /* stream is the calling thread's own */
-    pthread_t thread;         /* the thread that began it */
-    CUcontext ctx;            /* the context current then (NULL: none) */
+    bool per_thread;  /* stream is the calling thread's own */
+    pthread_t thread; /* the thread that began it */
+    CUcontext ctx;    /* the context current then (NULL: none) */
     CUdevice dev;
-    bool primary;             /* ctx is dev's primary context */
+    bool primary; /* ctx is dev's primary context */
     CUstreamCaptureMode mode;
 } fp_capture_desc;
 

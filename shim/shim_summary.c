@@ -40,8 +40,8 @@
 
 /* The shim's counter groups of one device, rows built from the X-lists of
  * shim_counts.h. */
-#define FP_NDEFER_ROWS (1 + FP_DEFER_COUNTS(FP_COUNT_ONE) 0)
-#define FP_NIPC_ROWS (FP_IPC_COUNTS(FP_COUNT_ONE) 0)
+#define FP_NDEFER_ROWS    (1 + FP_DEFER_COUNTS(FP_COUNT_ONE) 0)
+#define FP_NIPC_ROWS      (FP_IPC_COUNTS(FP_COUNT_ONE) 0)
 #define FP_COUNT_ONE(...) 1 +
 enum { FP_SHIM_GROUPS = 4 };
 
@@ -52,7 +52,7 @@ typedef struct dev_groups {
     fp_group g[FP_SHIM_GROUPS];
 } dev_groups;
 
-#define FP_STACK_TEXT 1024   /* a leak's frames as text (trace_stacks) */
+#define FP_STACK_TEXT 1024 /* a leak's frames as text (trace_stacks) */
 
 typedef struct collect {
     fp_dev_report devs[FP_MAX_REPORTS];
@@ -62,10 +62,10 @@ typedef struct collect {
     const char *stacks[FP_MAX_REPORTS][FP_REPORT_TOP_LEAKS];
     char names[FP_MAX_REPORTS][64]; /* copied: a slot may be rebuilt after */
     size_t n;
-    bool running;        /* a SIGUSR1 dump, not the exit summary */
+    bool running; /* a SIGUSR1 dump, not the exit summary */
 } collect;
 
-static collect summary_data; /* static: the exit path needs no big stack */
+static collect summary_data;   /* static: the exit path needs no big stack */
 static const char *extra_note; /* fp_summary_note's line, for the exit summary;
                                   under summary_lock */
 
@@ -80,36 +80,42 @@ static void pt_group(dev_groups *g, const uint64_t counts[FP_PT_NKINDS])
 {
     for (int k = 0; k < FP_PT_NKINDS; k++)
         g->pt[k] = (fp_row){pt_keys[k][0], pt_keys[k][1], NULL, FP_ROW_COUNT, counts[k], 0};
-    g->g[0] = (fp_group){.key = "passthrough", .label = "Passed to the driver",
-                         .rows = g->pt, .nrows = FP_PT_NKINDS, .per_line = 0};
+    g->g[0] = (fp_group){.key = "passthrough",
+                         .label = "Passed to the driver",
+                         .rows = g->pt,
+                         .nrows = FP_PT_NKINDS,
+                         .per_line = 0};
 }
 
 /* "deferred": null where there is no deferred reuse (free_policy:sync). */
 static void defer_group(dev_groups *g, const fp_defer_counts *c)
 {
     size_t n = 0;
-#define FP_DEFER_ROW(field, key, one, many) \
+#define FP_DEFER_ROW(field, key, one, many)                                                        \
     g->defer[n++] = (fp_row){key, one, many, FP_ROW_COUNT, c ? c->field : 0, 0};
     FP_DEFER_COUNTS(FP_DEFER_ROW)
 #undef FP_DEFER_ROW
-    g->defer[n++] = (fp_row){"ctx_events", "context events", NULL, FP_ROW_FLAG,
-                             c ? (uint64_t)c->ctx_events : 0, 0};
-    g->g[1] = (fp_group){.key = "deferred", .label = "Deferred reuse",
-                         .rows = c ? g->defer : NULL, .nrows = n, .per_line = 2,
-                         .note = c && c->ctx_events
-                                     ? "the device orders reuse (context events)"
-                                     : "reuse synchronizes (no context events here)"};
+    g->defer[n++] = (fp_row){
+        "ctx_events", "context events", NULL, FP_ROW_FLAG, c ? (uint64_t)c->ctx_events : 0, 0};
+    g->g[1] =
+        (fp_group){.key = "deferred",
+                   .label = "Deferred reuse",
+                   .rows = c ? g->defer : NULL,
+                   .nrows = n,
+                   .per_line = 2,
+                   .note = c && c->ctx_events ? "the device orders reuse (context events)"
+                                              : "reuse synchronizes (no context events here)"};
 }
 
 static void ipc_group(dev_groups *g, const fp_ipc_counts *c)
 {
     size_t n = 0;
-#define FP_IPC_ROW(field, key, one, many) \
+#define FP_IPC_ROW(field, key, one, many)                                                          \
     g->ipc[n++] = (fp_row){key, one, many, FP_ROW_COUNT, c->field, 0};
     FP_IPC_COUNTS(FP_IPC_ROW)
 #undef FP_IPC_ROW
-    g->g[3] = (fp_group){.key = "ipc", .label = "IPC", .rows = g->ipc, .nrows = n,
-                         .per_line = 3, .zero = ""};
+    g->g[3] = (fp_group){
+        .key = "ipc", .label = "IPC", .rows = g->ipc, .nrows = n, .per_line = 3, .zero = ""};
 }
 
 /* The groups of device i; process-wide counters ride on the first. */
@@ -158,7 +164,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
         r->since_seq = d->at_fork.num_allocs;
     }
     fp_report_fill_pool(r, d->pool, &st, c->leaks[c->n]);
-    for (size_t i = 0; i < r->nleaks; i++) {   /* trace_stacks: who allocated them */
+    for (size_t i = 0; i < r->nleaks; i++) { /* trace_stacks: who allocated them */
         c->stack[c->n][i][0] = '\0';
         fp_snap_stack_text(fp_pools_trace_id(d, c->leaks[c->n][i].seq), c->stack[c->n][i],
                            FP_STACK_TEXT);
@@ -182,7 +188,7 @@ static int dump_name(char *path, size_t len, unsigned dump, char *why, size_t wh
     return 0;
 }
 
-static char dest_path[FP_OUT_PATH_MAX];   /* under summary_lock */
+static char dest_path[FP_OUT_PATH_MAX]; /* under summary_lock */
 
 /* dump 0: the exit summary; n > 0: the n-th SIGUSR1 dump.  -1: nothing to
  * write; 2: stderr (asked for, or instead of a file that failed, after
@@ -206,8 +212,8 @@ static int open_destination(int rank, const char *host, unsigned dump)
         return 2;
     }
     if ((err = fp_file_create(dest_path, &fd, why, sizeof why)) != 0) {
-        fp_say("summary: cannot write '%s': %s; writing the summary on stderr instead",
-               dest_path, why);
+        fp_say("summary: cannot write '%s': %s; writing the summary on stderr instead", dest_path,
+               why);
         return 2;
     }
     fp_path_claimed("summary", fd, dest_path);
@@ -225,7 +231,7 @@ static size_t error_lines(const char **lines, size_t max, size_t *more)
     for (char *s = copy, *nl; *s && n < max; s = nl + 1) {
         nl = strchr(s, '\n');
         if (!nl)
-            break;   /* a line cut short: not shown */
+            break; /* a line cut short: not shown */
         *nl = '\0';
         lines[n++] = s;
     }
@@ -250,8 +256,8 @@ static void emit_to_file(const fp_run_report *r, int fd)
         err = errno;
     if (!err)
         return;
-    fp_say("summary: writing '%s' failed: %s; writing the summary on stderr instead",
-           dest_path, strerror(err));
+    fp_say("summary: writing '%s' failed: %s; writing the summary on stderr instead", dest_path,
+           strerror(err));
     emit(r, 2);
 }
 
@@ -266,16 +272,22 @@ static void write_summary(const char *mode, unsigned dump)
     c->running = dump != 0;
     fp_pools_each(add_pool, c);
     gethostname(host, sizeof host - 1);
-    size_t nconf = fp_conf_entries(&fp_shim.conf, entries, FP_CONF_MAX_OPTIONS, conf,
-                                   sizeof conf);
+    size_t nconf = fp_conf_entries(&fp_shim.conf, entries, FP_CONF_MAX_OPTIONS, conf, sizeof conf);
     static fp_host_report hr;
     bool pinned = fp_host_report_get(&hr);
-    fp_run_report r = {.pid = (int)getpid(), .rank = fp_path_rank(), .host = host,
-                       .config = entries, .nconfig = nconf,
-                       .config_errors = errs, .mode = mode,
-                       .config_source = fp_fw_conf_source(), .notes = notes,
+    fp_run_report r = {.pid = (int)getpid(),
+                       .rank = fp_path_rank(),
+                       .host = host,
+                       .config = entries,
+                       .nconfig = nconf,
+                       .config_errors = errs,
+                       .mode = mode,
+                       .config_source = fp_fw_conf_source(),
+                       .notes = notes,
                        .nnotes = fp_fw_notes(notes, 4),
-                       .devs = c->devs, .ndevs = c->n, .pinned = pinned ? &hr : NULL};
+                       .devs = c->devs,
+                       .ndevs = c->n,
+                       .pinned = pinned ? &hr : NULL};
     r.nconfig_errors = error_lines(errs, 32, &r.config_errors_more);
     if (extra_note && !dump)
         notes[r.nnotes++] = extra_note;

@@ -25,7 +25,7 @@ void fp_summary_note(const char *line);
 /* At exit (mode "shim"), waiting for its lock until by at most: false
  * when it could not be had (nothing written; the caller says so). */
 bool fp_summary_write(const char *mode, const struct timespec *by);
-void fp_summary_dump(unsigned n);          /* the n-th SIGUSR1 dump */
+void fp_summary_dump(unsigned n); /* the n-th SIGUSR1 dump */
 
 /* fork: the summary's lock (the outermost of fragpool's), taken before
  * and given back, or made new in the child, after. */

@@ -36,7 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FP_TRACE_BUF (1u << 20)
+#define FP_TRACE_BUF     (1u << 20)
 #define FP_TRACE_STREAMS 64
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -44,7 +44,7 @@ static char buf[FP_TRACE_BUF];
 static size_t used;
 static atomic_int fd = -1;
 static char name[FP_OUT_PATH_MAX];
-static uint64_t written;     /* bytes that reached the file */
+static uint64_t written; /* bytes that reached the file */
 static uint64_t seq;
 static CUstream streams[FP_TRACE_STREAMS];
 static unsigned nstreams;
@@ -180,7 +180,7 @@ void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s)
     if (!fp_trace_on())
         return;
     pthread_mutex_lock(&lock);
-    if (atomic_load_explicit(&fd, memory_order_relaxed) < 0) {   /* stopped meanwhile */
+    if (atomic_load_explicit(&fd, memory_order_relaxed) < 0) { /* stopped meanwhile */
         pthread_mutex_unlock(&lock);
         return;
     }

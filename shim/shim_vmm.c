@@ -43,7 +43,7 @@
 typedef struct vmm_range {
     uint64_t addr;
     size_t size;
-    CUmemGenericAllocationHandle *h;  /* one per granule; 0: unmapped */
+    CUmemGenericAllocationHandle *h; /* one per granule; 0: unmapped */
     struct vmm_range *next;
 } vmm_range;
 
@@ -52,12 +52,12 @@ struct fp_vmm {
     CUcontext ctx;
     CUdevice dev;
     fp_defer *defer;
-    size_t gran;                       /* 0 until asked               */
-    bool shareable;                    /* granules export as POSIX fds  */
+    size_t gran;    /* 0 until asked               */
+    bool shareable; /* granules export as POSIX fds  */
     vmm_range *ranges;
     CUdevice peers[FP_VMM_MAX_PEERS];
     int npeers;
-    uint64_t kept;                     /* granules kept mapped through a
+    uint64_t kept; /* granules kept mapped through a
                                           capture, work maybe unfinished */
 };
 
@@ -109,16 +109,20 @@ static bool fd_handles(CUdevice dev)
 {
     int yes = 0;
     return fp_real.cuMemExportToShareableHandle && fp_real.cuDeviceGetAttribute &&
-           fp_real.cuDeviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-                                        dev) == CUDA_SUCCESS && yes;
+           fp_real.cuDeviceGetAttribute(
+               &yes, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) ==
+               CUDA_SUCCESS &&
+           yes;
 }
 
 bool fp_vmm_supported(CUdevice dev)
 {
     int yes = 0;
     return fp_real.cuDeviceGetAttribute &&
-           fp_real.cuDeviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                                        dev) == CUDA_SUCCESS && yes;
+           fp_real.cuDeviceGetAttribute(&yes,
+                                        CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                        dev) == CUDA_SUCCESS &&
+           yes;
 }
 
 /* 0 when the driver lacks any VMM call: the pool stays classic. */
@@ -184,8 +188,8 @@ int fp_vmm_export(fp_vmm *v, uint64_t addr, size_t n, int *fds)
         CUmemGenericAllocationHandle h = r->h[i + done];
         int fd = -1;
         err = !h ? EFAULT
-                 : drv(fp_real.cuMemExportToShareableHandle(&fd, h,
-                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+                 : drv(fp_real.cuMemExportToShareableHandle(
+                       &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
         if (!err)
             fds[done++] = fd;
     }

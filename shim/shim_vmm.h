@@ -53,7 +53,7 @@ uint64_t fp_vmm_kept(fp_vmm *v);
  * them to the context, so they would outlive it), then the table dropped.
  * No driver call once the process is exiting. */
 void fp_vmm_release_all(fp_vmm *v);
-void fp_vmm_free(fp_vmm *v);     /* the pool is dropped */
+void fp_vmm_free(fp_vmm *v); /* the pool is dropped */
 void fp_vmm_fork_prepare(fp_vmm *v);
 void fp_vmm_fork_after(fp_vmm *v, bool child);
 

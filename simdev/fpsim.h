@@ -24,21 +24,21 @@ extern "C" {
  * cuMemAllocPitch_v2, cuMemAllocAsync (incl. graph allocations made during
  * stream capture) and cuMemAllocManaged; pinned host memory is not counted. */
 typedef struct fpsim_counts {
-  unsigned long long alloc_calls;      /* device allocation attempts (valid args) */
-  unsigned long long alloc_failures;   /* of which returned CUDA_ERROR_OUT_OF_MEMORY */
-  unsigned long long async_alloc_calls; /* of which via cuMemAllocAsync */
-  unsigned long long free_calls;       /* device allocations released (any path) */
-  unsigned long long async_free_calls; /* of which via cuMemFreeAsync */
-  unsigned long long live_allocations; /* device allocations currently live */
-  unsigned long long bytes_in_use;     /* bytes charged against capacity now */
-  unsigned long long bytes_peak;       /* high-water mark of bytes_in_use */
-  unsigned long long capacity;         /* current capacity in bytes */
-  unsigned long long streams_created;  /* user streams created (cuStreamCreate*) */
-  unsigned long long streams_live;     /* user streams not yet destroyed */
-  unsigned long long ops_executed;     /* stream operations completed by workers */
-  unsigned long long device_syncs;     /* whole-device synchronizations
+    unsigned long long alloc_calls;       /* device allocation attempts (valid args) */
+    unsigned long long alloc_failures;    /* of which returned CUDA_ERROR_OUT_OF_MEMORY */
+    unsigned long long async_alloc_calls; /* of which via cuMemAllocAsync */
+    unsigned long long free_calls;        /* device allocations released (any path) */
+    unsigned long long async_free_calls;  /* of which via cuMemFreeAsync */
+    unsigned long long live_allocations;  /* device allocations currently live */
+    unsigned long long bytes_in_use;      /* bytes charged against capacity now */
+    unsigned long long bytes_peak;        /* high-water mark of bytes_in_use */
+    unsigned long long capacity;          /* current capacity in bytes */
+    unsigned long long streams_created;   /* user streams created (cuStreamCreate*) */
+    unsigned long long streams_live;      /* user streams not yet destroyed */
+    unsigned long long ops_executed;      /* stream operations completed by workers */
+    unsigned long long device_syncs;      /* whole-device synchronizations
                                           (cuMemFree, cuCtxSynchronize, ...) */
-  unsigned long long streams_draining; /* user streams destroyed with work
+    unsigned long long streams_draining;  /* user streams destroyed with work
                                           queued whose worker has not yet run
                                           it all and exited */
 } fpsim_counts;

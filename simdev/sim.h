@@ -63,13 +63,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SIM_MAX_DEVICES 8
-#define SIM_DRIVER_VERSION 13000
-#define SIM_CTX_STACK_MAX 64
-#define SIM_SMALL_ALIGN ((size_t)512)          /* allocations < 2 MiB */
-#define SIM_LARGE_ALIGN ((size_t)2 << 20)      /* allocations >= 2 MiB */
-#define SIM_PITCH_ALIGN 512                    /* = TEXTURE_ALIGNMENT */
-#define SIM_PRIORITY_LEAST 0
+#define SIM_MAX_DEVICES       8
+#define SIM_DRIVER_VERSION    13000
+#define SIM_CTX_STACK_MAX     64
+#define SIM_SMALL_ALIGN       ((size_t)512)     /* allocations < 2 MiB */
+#define SIM_LARGE_ALIGN       ((size_t)2 << 20) /* allocations >= 2 MiB */
+#define SIM_PITCH_ALIGN       512               /* = TEXTURE_ALIGNMENT */
+#define SIM_PRIORITY_LEAST    0
 #define SIM_PRIORITY_GREATEST (-5)
 
 typedef struct sim_ctx sim_ctx;
@@ -83,46 +83,46 @@ typedef struct sim_dep sim_dep;
 /* A context never moves and is never freed: a destroyed one stays in the
  * list with destroyed set, so stale handles are recognised, not reused. */
 struct sim_ctx {
-  int dev;                 /* device ordinal */
-  unsigned flags;          /* CU_CTX_* flags */
-  bool primary;            /* the device's primary context */
-  int retain;              /* primary only: retain count */
-  bool active;             /* usable: retained primary or live created ctx */
-  bool destroyed;          /* created ctx after cuCtxDestroy */
-  unsigned peers;          /* bit d: cuCtxEnablePeerAccess to device d */
-  sim_ctx *next;           /* g_sim.ctxs (created contexts) */
+    int dev;        /* device ordinal */
+    unsigned flags; /* CU_CTX_* flags */
+    bool primary;   /* the device's primary context */
+    int retain;     /* primary only: retain count */
+    bool active;    /* usable: retained primary or live created ctx */
+    bool destroyed; /* created ctx after cuCtxDestroy */
+    unsigned peers; /* bit d: cuCtxEnablePeerAccess to device d */
+    sim_ctx *next;  /* g_sim.ctxs (created contexts) */
 };
 
 typedef struct sim_device {
-  sim_ctx primary;                    /* primary context (handle = &primary) */
-  sim_stream *legacy;                 /* legacy default stream */
-  sim_stream *streams;                /* live streams, legacy included, and
+    sim_ctx primary;                     /* primary context (handle = &primary) */
+    sim_stream *legacy;                  /* legacy default stream */
+    sim_stream *streams;                 /* live streams, legacy included, and
                                          destroyed ones still draining */
-  unsigned long long streams_created; /* user streams ever created */
-  unsigned long long streams_live;    /* user streams not destroyed */
-  unsigned long long streams_draining; /* destroyed, queue not yet run */
-  unsigned long long ops_executed;    /* operations completed */
-  unsigned long long device_syncs;    /* sim_device_sync calls */
-  sim_dep *barrier;                   /* cuCtxWaitEvent: work submitted from
+    unsigned long long streams_created;  /* user streams ever created */
+    unsigned long long streams_live;     /* user streams not destroyed */
+    unsigned long long streams_draining; /* destroyed, queue not yet run */
+    unsigned long long ops_executed;     /* operations completed */
+    unsigned long long device_syncs;     /* sim_device_sync calls */
+    sim_dep *barrier;                    /* cuCtxWaitEvent: work submitted from
                                          now on waits for these (refs held) */
-  int nbarrier;
+    int nbarrier;
 } sim_device;
 
 typedef struct sim_state {
-  pthread_mutex_t lock;       /* lock 1, see top */
-  pthread_cond_t progress;    /* broadcast on every completion */
-  atomic_bool initialized;    /* cuInit succeeded */
-  bool forked;                /* a fork child of an initialized process:
+    pthread_mutex_t lock;    /* lock 1, see top */
+    pthread_cond_t progress; /* broadcast on every completion */
+    atomic_bool initialized; /* cuInit succeeded */
+    bool forked;             /* a fork child of an initialized process:
                                  cuInit and every call fail (sim_core.c) */
-  int ndev;                   /* FRAGPOOL_SIM_DEVICES */
-  bool vmm;                   /* FRAGPOOL_SIM_VMM: the devices have virtual
+    int ndev;                /* FRAGPOOL_SIM_DEVICES */
+    bool vmm;                /* FRAGPOOL_SIM_VMM: the devices have virtual
                                  memory management (default 1) */
-  sim_device dev[SIM_MAX_DEVICES];
-  sim_ctx *ctxs;              /* created contexts, never freed */
-  sim_event *events;          /* live events */
-  sim_graph *graphs;          /* live graphs */
-  unsigned long long next_id; /* capture / graph ids */
-  pthread_key_t ptds_key;     /* destroys per-thread streams at thread exit */
+    sim_device dev[SIM_MAX_DEVICES];
+    sim_ctx *ctxs;              /* created contexts, never freed */
+    sim_event *events;          /* live events */
+    sim_graph *graphs;          /* live graphs */
+    unsigned long long next_id; /* capture / graph ids */
+    pthread_key_t ptds_key;     /* destroys per-thread streams at thread exit */
 } sim_state;
 
 extern sim_state g_sim;
@@ -159,7 +159,7 @@ void sim_pool_given_back(int dev, size_t bytes);
 void sim_pool_synced(int dev);
 
 /* ---- the VMM memory file (sim_vmmfile.c; vmm lock held where said) ------ */
-#define SIM_VMM_GRAN ((size_t)2 << 20)         /* an H200's granularity */
+#define SIM_VMM_GRAN ((size_t)2 << 20) /* an H200's granularity */
 /* First fit of n free pages of this process's file, marked used: 0, or
  * an errno (vmm lock held).  *fd: the file's descriptor. */
 int sim_vmmfile_take(size_t n, size_t *first, int *fd);
@@ -176,37 +176,37 @@ int sim_vmmfile_export(int fd, size_t first, size_t n, int dev);
 int sim_vmmfile_import(int fd, int *own, size_t *first, size_t *n, int *dev);
 
 /* ---- setup and devices (sim_core.c) ------------------------------------- */
-void sim_setup(void);                       /* once: env, devices */
+void sim_setup(void); /* once: env, devices */
 /* cuDriverGetVersion's answer (FRAGPOOL_SIM_DRIVER_VERSION). */
 int sim_driver_version(void);
 int sim_attr_value(CUdevice_attribute attr, int dev, int *out);
 
 /* ---- memory (sim_registry.c) ------------------------------------------ */
 typedef enum sim_mem_kind {
-  SIM_MEM_DEVICE,   /* cuMemAlloc, cuMemAllocPitch */
-  SIM_MEM_ASYNC,    /* cuMemAllocAsync outside capture */
-  SIM_MEM_GRAPH,    /* cuMemAllocAsync during capture */
-  SIM_MEM_MANAGED,  /* cuMemAllocManaged */
-  SIM_MEM_HOST,     /* cuMemAllocHost, cuMemHostAlloc */
-  SIM_MEM_IPC,      /* cuIpcOpenMemHandle: another process's memory */
-  SIM_MEM_VMM,      /* cuMemMap + cuMemSetAccess: a mapping (sim_vmm.c) */
-  SIM_MEM_REGISTERED /* cuMemHostRegister: the caller's own host memory */
+    SIM_MEM_DEVICE,    /* cuMemAlloc, cuMemAllocPitch */
+    SIM_MEM_ASYNC,     /* cuMemAllocAsync outside capture */
+    SIM_MEM_GRAPH,     /* cuMemAllocAsync during capture */
+    SIM_MEM_MANAGED,   /* cuMemAllocManaged */
+    SIM_MEM_HOST,      /* cuMemAllocHost, cuMemHostAlloc */
+    SIM_MEM_IPC,       /* cuIpcOpenMemHandle: another process's memory */
+    SIM_MEM_VMM,       /* cuMemMap + cuMemSetAccess: a mapping (sim_vmm.c) */
+    SIM_MEM_REGISTERED /* cuMemHostRegister: the caller's own host memory */
 } sim_mem_kind;
 
 typedef struct sim_alloc {
-  CUdeviceptr base;           /* == host address */
-  size_t size;                /* requested bytes */
-  size_t charged;             /* bytes charged against capacity */
-  int dev;
-  sim_ctx *ctx;
-  sim_mem_kind kind;
-  unsigned flags;             /* host-alloc / managed flags */
-  unsigned long long id;      /* unique buffer id */
-  unsigned long long cap_id;  /* capture that made a graph allocation */
-  bool free_pending;          /* cuMemFreeAsync enqueued, not yet run */
-  size_t span;                /* host bytes mapped at base (SIM_MEM_DEVICE:
+    CUdeviceptr base; /* == host address */
+    size_t size;      /* requested bytes */
+    size_t charged;   /* bytes charged against capacity */
+    int dev;
+    sim_ctx *ctx;
+    sim_mem_kind kind;
+    unsigned flags;            /* host-alloc / managed flags */
+    unsigned long long id;     /* unique buffer id */
+    unsigned long long cap_id; /* capture that made a graph allocation */
+    bool free_pending;         /* cuMemFreeAsync enqueued, not yet run */
+    size_t span;               /* host bytes mapped at base (SIM_MEM_DEVICE:
                                  whole pages, so that IPC can share them) */
-  bool shared;                /* SIM_MEM_DEVICE pages now shared (IPC) */
+    bool shared;               /* SIM_MEM_DEVICE pages now shared (IPC) */
 } sim_alloc;
 
 void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth);
@@ -214,10 +214,10 @@ CUresult sim_mem_alloc(sim_alloc *req, CUdeviceptr *out);
 CUresult sim_mem_find(CUdeviceptr p, sim_alloc *out);
 bool sim_mem_range_ok(CUdeviceptr p, size_t n);
 typedef enum sim_free_mode {
-  SIM_FREE_SYNC,      /* cuMemFree: a device allocation, no free pending */
-  SIM_FREE_HOST,      /* cuMemFreeHost: a pinned host allocation */
-  SIM_FREE_ASYNC_RUN, /* a stream worker runs an enqueued cuMemFreeAsync */
-  SIM_FREE_CAPTURED   /* cuMemFreeAsync of a graph allocation in capture */
+    SIM_FREE_SYNC,      /* cuMemFree: a device allocation, no free pending */
+    SIM_FREE_HOST,      /* cuMemFreeHost: a pinned host allocation */
+    SIM_FREE_ASYNC_RUN, /* a stream worker runs an enqueued cuMemFreeAsync */
+    SIM_FREE_CAPTURED   /* cuMemFreeAsync of a graph allocation in capture */
 } sim_free_mode;
 /* Releases the allocation starting at base; INVALID_VALUE if there is no
  * allocation starting there that mode may free. */
@@ -230,7 +230,7 @@ void sim_mem_reset_stats(int dev);
 void sim_mem_set_capacity(int dev, size_t bytes);
 void sim_mem_fail_nth(unsigned n);
 void sim_mem_info(int dev, size_t *free_b, size_t *total_b);
-void sim_mem_fork_lock(bool lock);            /* pthread_atfork support */
+void sim_mem_fork_lock(bool lock); /* pthread_atfork support */
 /* IPC (sim_ipc.c calls these): the device allocation holding p, its pages
  * made shareable first; an imported mapping registered and removed. */
 CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out);
@@ -257,47 +257,62 @@ CUresult sim_mem_remove_registered(CUdeviceptr base);
 /* ---- the IPC device file (sim_devfile.c) ------------------------------- */
 /* Moves the pages [base, base+span) of allocation id into the process's
  * shared device file, contents kept: 0 or an errno. */
-int sim_devfile_share_pages(CUdeviceptr base, size_t span,
-                            unsigned long long id);
+int sim_devfile_share_pages(CUdeviceptr base, size_t span, unsigned long long id);
 /* Gives them private pages again before the allocation is freed. */
-void sim_devfile_unshare_pages(CUdeviceptr base, size_t span,
-                               unsigned long long id);
+void sim_devfile_unshare_pages(CUdeviceptr base, size_t span, unsigned long long id);
 /* This process's file, for a handle: its descriptor (-1: none), nonce. */
 void sim_devfile_identity(int *fd, uint64_t *nonce);
 /* Another process's file, opened through /proc/pid/fd/fd_there and
  * checked (its nonce, allocation id live): a descriptor, or -1. */
-int sim_devfile_open(uint32_t pid, int fd_there, uint64_t nonce,
-                     uint64_t id);
+int sim_devfile_open(uint32_t pid, int fd_there, uint64_t nonce, uint64_t id);
 
 /* ---- streams (sim_stream.c) -------------------------------------------- */
 typedef enum sim_stream_kind {
-  SIM_STREAM_LEGACY, SIM_STREAM_PTDS, SIM_STREAM_USER
+    SIM_STREAM_LEGACY,
+    SIM_STREAM_PTDS,
+    SIM_STREAM_USER
 } sim_stream_kind;
 
 typedef enum sim_op_kind {
-  SIM_OP_COPY, SIM_OP_SET8, SIM_OP_SET32, SIM_OP_HOSTFN,
-  SIM_OP_EVENT, SIM_OP_FREE, SIM_OP_WAIT
+    SIM_OP_COPY,
+    SIM_OP_SET8,
+    SIM_OP_SET32,
+    SIM_OP_HOSTFN,
+    SIM_OP_EVENT,
+    SIM_OP_FREE,
+    SIM_OP_WAIT
 } sim_op_kind;
 
 /* "Do not start before stream has completed ticket". */
 struct sim_dep {
-  sim_stream *stream;         /* holds a reference */
-  unsigned long long ticket;
+    sim_stream *stream; /* holds a reference */
+    unsigned long long ticket;
 };
 
 typedef struct sim_op {
-  struct sim_op *next;        /* queue link */
-  sim_op_kind kind;
-  unsigned long long ticket;  /* position in its stream */
-  int ndeps;
-  sim_dep *deps;              /* malloc'd, ndeps entries */
-  union {
-    struct { void *dst; const void *src; size_t n; } copy;
-    struct { void *dst; unsigned value; size_t count; } set;
-    struct { CUhostFn fn; void *data; } host;
-    sim_event *event;         /* SIM_OP_EVENT, holds a reference */
-    CUdeviceptr free_ptr;     /* SIM_OP_FREE */
-  } u;
+    struct sim_op *next; /* queue link */
+    sim_op_kind kind;
+    unsigned long long ticket; /* position in its stream */
+    int ndeps;
+    sim_dep *deps; /* malloc'd, ndeps entries */
+    union {
+        struct {
+            void *dst;
+            const void *src;
+            size_t n;
+        } copy;
+        struct {
+            void *dst;
+            unsigned value;
+            size_t count;
+        } set;
+        struct {
+            CUhostFn fn;
+            void *data;
+        } host;
+        sim_event *event;     /* SIM_OP_EVENT, holds a reference */
+        CUdeviceptr free_ptr; /* SIM_OP_FREE */
+    } u;
 } sim_op;
 
 /* Invariants: done <= enq; the queue holds exactly tickets done+1..enq in
@@ -308,23 +323,23 @@ typedef struct sim_op {
  * (nobody joins that worker).  A dead stream that is not draining is being
  * retired synchronously (sim_stream_retire). */
 struct sim_stream {
-  sim_stream_kind kind;
-  int dev;
-  sim_ctx *ctx;               /* creating context (NULL: legacy/ptds) */
-  unsigned flags;             /* CU_STREAM_* */
-  int priority;
-  int refs;
-  bool dead;                  /* destroy started: no new work */
-  bool draining;              /* destroyed with work queued: worker reaps */
-  bool worker_running;        /* worker thread exists */
-  bool worker_exit;           /* asked to exit when the queue is empty */
-  pthread_t worker;
-  pthread_cond_t work;        /* signalled on enqueue and on exit request */
-  sim_op *head, *tail;
-  unsigned long long enq;     /* last ticket handed out */
-  unsigned long long done;    /* last ticket completed */
-  sim_capture *cap;           /* capture this stream takes part in */
-  sim_stream *next;           /* device stream list */
+    sim_stream_kind kind;
+    int dev;
+    sim_ctx *ctx;   /* creating context (NULL: legacy/ptds) */
+    unsigned flags; /* CU_STREAM_* */
+    int priority;
+    int refs;
+    bool dead;           /* destroy started: no new work */
+    bool draining;       /* destroyed with work queued: worker reaps */
+    bool worker_running; /* worker thread exists */
+    bool worker_exit;    /* asked to exit when the queue is empty */
+    pthread_t worker;
+    pthread_cond_t work; /* signalled on enqueue and on exit request */
+    sim_op *head, *tail;
+    unsigned long long enq;  /* last ticket handed out */
+    unsigned long long done; /* last ticket completed */
+    sim_capture *cap;        /* capture this stream takes part in */
+    sim_stream *next;        /* device stream list */
 };
 
 /* All take/need g_sim.lock held unless noted. */
@@ -339,36 +354,35 @@ void sim_stream_unref(sim_stream *s);
 /* Streams (sim_stream.c). */
 /* Stream for a handle (NULL: legacy, or the per-thread stream when
  * per_thread), and in *ctx (optional) its context or the current one. */
-CUresult sim_stream_resolve(CUstream h, bool per_thread, sim_stream **out,
-                            sim_ctx **ctx);
+CUresult sim_stream_resolve(CUstream h, bool per_thread, sim_stream **out, sim_ctx **ctx);
 CUresult sim_stream_submit(sim_stream *s, sim_op *op);
 void sim_stream_wait(sim_stream *s, unsigned long long ticket);
-sim_stream *sim_stream_new(int dev, sim_ctx *ctx, sim_stream_kind kind,
-                           unsigned flags, int priority);
-void sim_stream_retire(sim_stream *s);         /* drains, joins; unlocks inside */
-void sim_stream_abandon(sim_stream *s);        /* cuStreamDestroy: no wait */
-void sim_device_sync(int dev);                 /* every stream of dev,
+sim_stream *sim_stream_new(int dev, sim_ctx *ctx, sim_stream_kind kind, unsigned flags,
+                           int priority);
+void sim_stream_retire(sim_stream *s);  /* drains, joins; unlocks inside */
+void sim_stream_abandon(sim_stream *s); /* cuStreamDestroy: no wait */
+void sim_device_sync(int dev);          /* every stream of dev,
                                                   draining ones too */
 /* Retires ctx's live user streams and waits until its draining ones are
  * reaped; unlocks inside. */
 void sim_ctx_retire_streams(const sim_ctx *ctx);
-void sim_stream_setup(void);                   /* from sim_setup */
-void sim_stream_fork_child(void);              /* child side of fork */
+void sim_stream_setup(void);      /* from sim_setup */
+void sim_stream_fork_child(void); /* child side of fork */
 
 /* ---- events (sim_event.c) ---------------------------------------------- */
 struct sim_event {
-  unsigned flags;             /* CU_EVENT_* */
-  int refs;                   /* live list + pending record ops */
-  bool recorded;              /* recorded at least once (outside capture) */
-  sim_stream *rec_stream;     /* last record: stream (ref) and ticket */
-  unsigned long long rec_ticket;
-  unsigned long long cap_id;  /* last recorded in this capture (0: none) */
-  sim_dep *set;               /* cuCtxRecordEvent: the busy streams of the
+    unsigned flags;         /* CU_EVENT_* */
+    int refs;               /* live list + pending record ops */
+    bool recorded;          /* recorded at least once (outside capture) */
+    sim_stream *rec_stream; /* last record: stream (ref) and ticket */
+    unsigned long long rec_ticket;
+    unsigned long long cap_id; /* last recorded in this capture (0: none) */
+    sim_dep *set;              /* cuCtxRecordEvent: the busy streams of the
                                  device then, each with a reference */
-  int nset;
-  bool timed;                 /* time_ns valid for the last record */
-  long long time_ns;
-  sim_event *next;            /* g_sim.events */
+    int nset;
+    bool timed; /* time_ns valid for the last record */
+    long long time_ns;
+    sim_event *next; /* g_sim.events */
 };
 
 /* References and the record's timestamp (sim_op.c), lock held. */
@@ -381,18 +395,18 @@ CUresult sim_event_lookup(CUevent h, sim_event **out);
 
 /* ---- capture (sim_capture.c; the calls in sim_graph.c) ------------------ */
 struct sim_capture {
-  unsigned long long id;
-  CUstreamCaptureMode mode;
-  CUstreamCaptureStatus status;
-  sim_stream *origin;         /* stream that began it */
-  pthread_t thread;           /* thread that began it */
-  sim_graph *graph;           /* handed out by cuStreamEndCapture */
+    unsigned long long id;
+    CUstreamCaptureMode mode;
+    CUstreamCaptureStatus status;
+    sim_stream *origin; /* stream that began it */
+    pthread_t thread;   /* thread that began it */
+    sim_graph *graph;   /* handed out by cuStreamEndCapture */
 };
 
 struct sim_graph {
-  unsigned long long id;
-  size_t nodes;               /* operations captured */
-  sim_graph *next;            /* g_sim.graphs */
+    unsigned long long id;
+    size_t nodes;    /* operations captured */
+    sim_graph *next; /* g_sim.graphs */
 };
 
 /* With g_sim.lock held. */

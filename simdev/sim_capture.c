@@ -31,100 +31,103 @@
 static _Thread_local CUstreamCaptureMode tl_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 /* Iterates the captures in progress: each once, through its origin. */
-#define FOR_EACH_CAPTURE(cap, body)                                         \
-  for (int d_ = 0; d_ < g_sim.ndev; d_++)                                   \
-    for (sim_stream *s_ = g_sim.dev[d_].streams; s_ != NULL; s_ = s_->next) \
-      if (s_->cap != NULL && s_->cap->origin == s_) {                       \
-        sim_capture *cap = s_->cap;                                         \
-        body                                                                \
-      }
+#define FOR_EACH_CAPTURE(cap, body)                                                                \
+    for (int d_ = 0; d_ < g_sim.ndev; d_++)                                                        \
+        for (sim_stream *s_ = g_sim.dev[d_].streams; s_ != NULL; s_ = s_->next)                    \
+            if (s_->cap != NULL && s_->cap->origin == s_) {                                        \
+                sim_capture *cap = s_->cap;                                                        \
+                body                                                                               \
+            }
 
 sim_capture *sim_capture_find(unsigned long long id)
 {
-  FOR_EACH_CAPTURE(cap, if (cap->id == id) return cap;)
-  return NULL;
+    FOR_EACH_CAPTURE(cap, if (cap->id == id) return cap;)
+    return NULL;
 }
 
 void sim_capture_invalidate(sim_capture *cap)
 {
-  cap->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    cap->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
 }
 
-void sim_capture_add_node(sim_capture *cap) { cap->graph->nodes++; }
+void sim_capture_add_node(sim_capture *cap)
+{
+    cap->graph->nodes++;
+}
 
 static bool own_capture(const sim_capture *cap)
 {
-  return cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-         pthread_equal(cap->thread, pthread_self());
+    return cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+           pthread_equal(cap->thread, pthread_self());
 }
 
 CUresult sim_capture_unsafe_check(void)
 {
-  bool own = false, global = false;
-  FOR_EACH_CAPTURE(cap, {
-    own |= own_capture(cap);
-    global |= cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
-  })
-  bool by_global = tl_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && global;
-  bool by_own = tl_mode != CU_STREAM_CAPTURE_MODE_RELAXED && own;
-  if (!by_global && !by_own)
-    return CUDA_SUCCESS;
-  FOR_EACH_CAPTURE(cap, {
-    if ((by_own && own_capture(cap)) ||
-        (by_global && cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL))
-      sim_capture_invalidate(cap);
-  })
-  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    bool own = false, global = false;
+    FOR_EACH_CAPTURE(cap, {
+        own |= own_capture(cap);
+        global |= cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    })
+    bool by_global = tl_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && global;
+    bool by_own = tl_mode != CU_STREAM_CAPTURE_MODE_RELAXED && own;
+    if (!by_global && !by_own)
+        return CUDA_SUCCESS;
+    FOR_EACH_CAPTURE(cap, {
+        if ((by_own && own_capture(cap)) ||
+            (by_global && cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL))
+            sim_capture_invalidate(cap);
+    })
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 bool sim_capture_on_dev(int dev, bool blocking_only)
 {
-  for (sim_stream *s = g_sim.dev[dev].streams; s != NULL; s = s->next)
-    if (s->cap != NULL && (!blocking_only || sim_stream_blocking(s)))
-      return true;
-  return false;
+    for (sim_stream *s = g_sim.dev[dev].streams; s != NULL; s = s->next)
+        if (s->cap != NULL && (!blocking_only || sim_stream_blocking(s)))
+            return true;
+    return false;
 }
 
 CUresult sim_capture_conflict(int dev, bool blocking_only, CUresult err)
 {
-  if (!sim_capture_on_dev(dev, blocking_only))
-    return CUDA_SUCCESS;
-  for (sim_stream *s = g_sim.dev[dev].streams; s != NULL; s = s->next)
-    if (s->cap != NULL && (!blocking_only || sim_stream_blocking(s)))
-      sim_capture_invalidate(s->cap);
-  return err;
+    if (!sim_capture_on_dev(dev, blocking_only))
+        return CUDA_SUCCESS;
+    for (sim_stream *s = g_sim.dev[dev].streams; s != NULL; s = s->next)
+        if (s->cap != NULL && (!blocking_only || sim_stream_blocking(s)))
+            sim_capture_invalidate(s->cap);
+    return err;
 }
 
 /* Ends cap: every member leaves it; returns its graph (caller owns). */
 sim_graph *sim_capture_end(sim_capture *cap)
 {
-  for (int d = 0; d < g_sim.ndev; d++)
-    for (sim_stream *s = g_sim.dev[d].streams; s != NULL; s = s->next)
-      if (s->cap == cap)
-        s->cap = NULL;
-  sim_graph *g = cap->graph;
-  free(cap);
-  return g;
+    for (int d = 0; d < g_sim.ndev; d++)
+        for (sim_stream *s = g_sim.dev[d].streams; s != NULL; s = s->next)
+            if (s->cap == cap)
+                s->cap = NULL;
+    sim_graph *g = cap->graph;
+    free(cap);
+    return g;
 }
 
 void sim_capture_detach(sim_stream *s)
 {
-  if (s->cap == NULL)
-    return;
-  if (s->cap->origin == s)
-    free(sim_capture_end(s->cap));
-  else
-    s->cap = NULL;
+    if (s->cap == NULL)
+        return;
+    if (s->cap->origin == s)
+        free(sim_capture_end(s->cap));
+    else
+        s->cap = NULL;
 }
 
 /* ---- API: the calling thread's mode ------------------------------------- */
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-  if (mode == NULL || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUstreamCaptureMode old = tl_mode;
-  tl_mode = *mode;
-  *mode = old;
-  return CUDA_SUCCESS;
+    if (mode == NULL || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = tl_mode;
+    tl_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
 }

@@ -37,276 +37,267 @@
 /* NOT_INITIALIZED before cuInit, else INVALID_VALUE. */
 static CUresult bad_arg(void)
 {
-  CUresult rc = sim_check_init();
-  return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = sim_check_init();
+    return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Current context, also checking the capture-mode rules (locks). */
 static CUresult unsafe_call_ctx(sim_ctx **out)
 {
-  sim_lock();
-  CUresult rc = sim_ctx_current_locked(out);
-  if (rc == CUDA_SUCCESS)
-    rc = sim_capture_unsafe_check();
-  sim_unlock();
-  return rc;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(out);
+    if (rc == CUDA_SUCCESS)
+        rc = sim_capture_unsafe_check();
+    sim_unlock();
+    return rc;
 }
 
-static CUresult alloc_in_ctx(CUdeviceptr *dptr, size_t size, sim_mem_kind kind,
-                             unsigned flags)
+static CUresult alloc_in_ctx(CUdeviceptr *dptr, size_t size, sim_mem_kind kind, unsigned flags)
 {
-  CUresult rc = sim_check_init();
-  if (rc == CUDA_SUCCESS && (dptr == NULL || size == 0))
-    rc = CUDA_ERROR_INVALID_VALUE;
-  sim_ctx *c = NULL;
-  if (rc == CUDA_SUCCESS)
-    rc = unsafe_call_ctx(&c);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  sim_alloc req = {.dev = c->dev, .ctx = c, .size = size, .kind = kind,
-                   .flags = flags};
-  return sim_mem_alloc(&req, dptr);
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (dptr == NULL || size == 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_ctx *c = NULL;
+    if (rc == CUDA_SUCCESS)
+        rc = unsafe_call_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_alloc req = {.dev = c->dev, .ctx = c, .size = size, .kind = kind, .flags = flags};
+    return sim_mem_alloc(&req, dptr);
 }
 
 /* ---- API: synchronous allocation ------------------------------------------- */
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-  return alloc_in_ctx(dptr, bytesize, SIM_MEM_DEVICE, 0);
+    return alloc_in_ctx(dptr, bytesize, SIM_MEM_DEVICE, 0);
 }
 
-CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
-                            size_t WidthInBytes, size_t Height,
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes)
 {
-  bool elem_ok = ElementSizeBytes == 4 || ElementSizeBytes == 8 ||
-                 ElementSizeBytes == 16;
-  if (pPitch == NULL || !elem_ok || WidthInBytes == 0 || Height == 0)
-    return bad_arg();
-  /* Widths past 2^31 - 1 are allowed, as the H200's driver (580.159.04)
+    bool elem_ok = ElementSizeBytes == 4 || ElementSizeBytes == 8 || ElementSizeBytes == 16;
+    if (pPitch == NULL || !elem_ok || WidthInBytes == 0 || Height == 0)
+        return bad_arg();
+    /* Widths past 2^31 - 1 are allowed, as the H200's driver (580.159.04)
    * allows them: 2^31 succeeds with pitch 2^31, 2^40 is out of memory.
    * A width or size past SIZE_MAX is an impossible size: the capacity
    * check refuses it. */
-  size_t pitch = WidthInBytes > SIZE_MAX - (SIM_PITCH_ALIGN - 1)
-                     ? SIZE_MAX
-                     : (WidthInBytes + SIM_PITCH_ALIGN - 1) & ~(size_t)(SIM_PITCH_ALIGN - 1);
-  size_t bytes = Height > SIZE_MAX / pitch ? SIZE_MAX : pitch * Height;
-  CUresult rc = alloc_in_ctx(dptr, bytes, SIM_MEM_DEVICE, 0);
-  if (rc == CUDA_SUCCESS)
-    *pPitch = pitch;
-  return rc;
+    size_t pitch = WidthInBytes > SIZE_MAX - (SIM_PITCH_ALIGN - 1)
+                       ? SIZE_MAX
+                       : (WidthInBytes + SIM_PITCH_ALIGN - 1) & ~(size_t)(SIM_PITCH_ALIGN - 1);
+    size_t bytes = Height > SIZE_MAX / pitch ? SIZE_MAX : pitch * Height;
+    CUresult rc = alloc_in_ctx(dptr, bytes, SIM_MEM_DEVICE, 0);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
 }
 
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
-                           unsigned int flags)
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
-    return bad_arg();
-  return alloc_in_ctx(dptr, bytesize, SIM_MEM_MANAGED, flags);
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return bad_arg();
+    return alloc_in_ctx(dptr, bytesize, SIM_MEM_MANAGED, flags);
 }
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-  if (pp == NULL || (Flags & ~7u) != 0)
-    return bad_arg();
-  CUdeviceptr p = 0;
-  CUresult rc = alloc_in_ctx(&p, bytesize, SIM_MEM_HOST, Flags);
-  if (rc == CUDA_SUCCESS)
-    *pp = (void *)(uintptr_t)p;
-  return rc;
+    if (pp == NULL || (Flags & ~7u) != 0)
+        return bad_arg();
+    CUdeviceptr p = 0;
+    CUresult rc = alloc_in_ctx(&p, bytesize, SIM_MEM_HOST, Flags);
+    if (rc == CUDA_SUCCESS)
+        *pp = (void *)(uintptr_t)p;
+    return rc;
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-  return cuMemHostAlloc(pp, bytesize, 0);
+    return cuMemHostAlloc(pp, bytesize, 0);
 }
 
 /* ---- API: synchronous free -------------------------------------------------- */
 
 static bool needs_sync(sim_mem_kind kind)
 {
-  return kind == SIM_MEM_DEVICE || kind == SIM_MEM_MANAGED ||
-         kind == SIM_MEM_HOST;
+    return kind == SIM_MEM_DEVICE || kind == SIM_MEM_MANAGED || kind == SIM_MEM_HOST;
 }
 
 /* Checks the capture rules, then synchronizes what a free of a must. */
 static CUresult free_prologue(const sim_alloc *a)
 {
-  sim_lock();
-  CUresult rc = sim_capture_unsafe_check();
-  if (rc == CUDA_SUCCESS && needs_sync(a->kind))
-    sim_device_sync(a->dev);
-  sim_unlock();
-  return rc;
+    sim_lock();
+    CUresult rc = sim_capture_unsafe_check();
+    if (rc == CUDA_SUCCESS && needs_sync(a->kind))
+        sim_device_sync(a->dev);
+    sim_unlock();
+    return rc;
 }
 
 static CUresult free_common(CUdeviceptr p, sim_free_mode mode)
 {
-  CUresult rc = sim_check_init();
-  if (rc != CUDA_SUCCESS || p == 0)
-    return rc;
-  sim_alloc a;
-  bool host = mode == SIM_FREE_HOST;
-  if (sim_mem_find(p, &a) != CUDA_SUCCESS || a.base != p ||
-      (a.kind == SIM_MEM_HOST) != host || a.free_pending)
-    return CUDA_ERROR_INVALID_VALUE;
-  rc = free_prologue(&a);
-  return rc == CUDA_SUCCESS ? sim_mem_release(p, mode) : rc;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS || p == 0)
+        return rc;
+    sim_alloc a;
+    bool host = mode == SIM_FREE_HOST;
+    if (sim_mem_find(p, &a) != CUDA_SUCCESS || a.base != p || (a.kind == SIM_MEM_HOST) != host ||
+        a.free_pending)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = free_prologue(&a);
+    return rc == CUDA_SUCCESS ? sim_mem_release(p, mode) : rc;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-  return free_common(dptr, SIM_FREE_SYNC);
+    return free_common(dptr, SIM_FREE_SYNC);
 }
 
 CUresult cuMemFreeHost(void *p)
 {
-  return free_common((CUdeviceptr)(uintptr_t)p, SIM_FREE_HOST);
+    return free_common((CUdeviceptr)(uintptr_t)p, SIM_FREE_HOST);
 }
 
 /* ---- API: stream-ordered allocation ------------------------------------------ */
 
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool pt)
 {
-  CUresult rc = sim_check_init();
-  if (rc == CUDA_SUCCESS && (dptr == NULL || size == 0))
-    rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc != CUDA_SUCCESS)
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (dptr == NULL || size == 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_stream *s = NULL;
+    sim_ctx *c = NULL;
+    sim_lock();
+    rc = sim_stream_resolve(h, pt, &s, &c);
+    sim_alloc req = {.size = size, .kind = SIM_MEM_ASYNC};
+    if (rc == CUDA_SUCCESS && s->cap != NULL) {
+        bool active = s->cap->status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        rc = active ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        req.kind = SIM_MEM_GRAPH;
+        req.cap_id = s->cap->id;
+    }
+    if (rc == CUDA_SUCCESS) {
+        req.dev = s->dev;
+        req.ctx = c;
+        rc = sim_mem_alloc(&req, dptr);
+    }
+    if (rc == CUDA_SUCCESS && s->cap != NULL)
+        sim_capture_add_node(s->cap);
+    sim_unlock();
     return rc;
-  sim_stream *s = NULL;
-  sim_ctx *c = NULL;
-  sim_lock();
-  rc = sim_stream_resolve(h, pt, &s, &c);
-  sim_alloc req = {.size = size, .kind = SIM_MEM_ASYNC};
-  if (rc == CUDA_SUCCESS && s->cap != NULL) {
-    bool active = s->cap->status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    rc = active ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    req.kind = SIM_MEM_GRAPH;
-    req.cap_id = s->cap->id;
-  }
-  if (rc == CUDA_SUCCESS) {
-    req.dev = s->dev;
-    req.ctx = c;
-    rc = sim_mem_alloc(&req, dptr);
-  }
-  if (rc == CUDA_SUCCESS && s->cap != NULL)
-    sim_capture_add_node(s->cap);
-  sim_unlock();
-  return rc;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-  return alloc_async(dptr, bytesize, hStream, false);
+    return alloc_async(dptr, bytesize, hStream, false);
 }
 
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                              CUstream hStream)
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-  return alloc_async(dptr, bytesize, hStream, true);
+    return alloc_async(dptr, bytesize, hStream, true);
 }
 
 /* cuMemFreeAsync on a capturing stream (lock held). */
 static CUresult free_captured(sim_stream *s, CUdeviceptr p)
 {
-  sim_capture *cap = s->cap;
-  if (cap->status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-  sim_alloc a;
-  if (sim_mem_find(p, &a) != CUDA_SUCCESS || a.base != p ||
-      a.kind == SIM_MEM_HOST || a.free_pending)
-    return CUDA_ERROR_INVALID_VALUE;
-  sim_capture_add_node(cap);
-  if (a.kind == SIM_MEM_GRAPH && a.cap_id == cap->id)
-    return sim_mem_release(p, SIM_FREE_CAPTURED);
-  return CUDA_SUCCESS;
+    sim_capture *cap = s->cap;
+    if (cap->status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    sim_alloc a;
+    if (sim_mem_find(p, &a) != CUDA_SUCCESS || a.base != p || a.kind == SIM_MEM_HOST ||
+        a.free_pending)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_capture_add_node(cap);
+    if (a.kind == SIM_MEM_GRAPH && a.cap_id == cap->id)
+        return sim_mem_release(p, SIM_FREE_CAPTURED);
+    return CUDA_SUCCESS;
 }
 
 /* cuMemFreeAsync outside capture: mark, then enqueue (lock held). */
 static CUresult free_enqueue(sim_stream *s, CUdeviceptr p)
 {
-  sim_alloc a;
-  CUresult rc = sim_mem_mark_pending(p, &a);
-  if (rc != CUDA_SUCCESS)
+    sim_alloc a;
+    CUresult rc = sim_mem_mark_pending(p, &a);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_op *op = sim_op_new(SIM_OP_FREE);
+    if (op == NULL)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        op->u.free_ptr = p;
+    if (op != NULL)
+        rc = sim_stream_submit(s, op);
+    if (rc != CUDA_SUCCESS)
+        sim_mem_unmark_pending(p);
     return rc;
-  sim_op *op = sim_op_new(SIM_OP_FREE);
-  if (op == NULL)
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  else
-    op->u.free_ptr = p;
-  if (op != NULL)
-    rc = sim_stream_submit(s, op);
-  if (rc != CUDA_SUCCESS)
-    sim_mem_unmark_pending(p);
-  return rc;
 }
 
 static CUresult free_async(CUdeviceptr p, CUstream h, bool pt)
 {
-  CUresult rc = sim_check_init();
-  if (rc != CUDA_SUCCESS || p == 0)
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS || p == 0)
+        return rc;
+    sim_stream *s = NULL;
+    sim_lock();
+    rc = sim_stream_resolve(h, pt, &s, NULL);
+    if (rc == CUDA_SUCCESS)
+        rc = s->cap != NULL ? free_captured(s, p) : free_enqueue(s, p);
+    sim_unlock();
     return rc;
-  sim_stream *s = NULL;
-  sim_lock();
-  rc = sim_stream_resolve(h, pt, &s, NULL);
-  if (rc == CUDA_SUCCESS)
-    rc = s->cap != NULL ? free_captured(s, p) : free_enqueue(s, p);
-  sim_unlock();
-  return rc;
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-  return free_async(dptr, hStream, false);
+    return free_async(dptr, hStream, false);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-  return free_async(dptr, hStream, true);
+    return free_async(dptr, hStream, true);
 }
 
 /* ---- API: queries ------------------------------------------------------------ */
 
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
-  sim_ctx *c = NULL;
-  CUresult rc = sim_ctx_current(&c);
-  if (rc == CUDA_SUCCESS)
-    sim_mem_info(c->dev, free, total);
-  return rc;
+    sim_ctx *c = NULL;
+    CUresult rc = sim_ctx_current(&c);
+    if (rc == CUDA_SUCCESS)
+        sim_mem_info(c->dev, free, total);
+    return rc;
 }
 
-CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
-                                 CUdeviceptr dptr)
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-  CUresult rc = sim_check_init();
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  sim_alloc a;
-  if (sim_mem_find(dptr, &a) != CUDA_SUCCESS)
-    return CUDA_ERROR_NOT_FOUND;
-  if (pbase != NULL)
-    *pbase = a.base;
-  if (psize != NULL)
-    *psize = a.size;
-  return CUDA_SUCCESS;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_alloc a;
+    if (sim_mem_find(dptr, &a) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase != NULL)
+        *pbase = a.base;
+    if (psize != NULL)
+        *psize = a.size;
+    return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p,
-                                      unsigned int Flags)
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-  CUresult rc = sim_check_init();
-  if (rc == CUDA_SUCCESS && (pdptr == NULL || Flags != 0))
-    rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  sim_alloc a;
-  CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
-  if (sim_mem_find(ptr, &a) != CUDA_SUCCESS ||
-      (a.kind != SIM_MEM_HOST && a.kind != SIM_MEM_REGISTERED))
-    return CUDA_ERROR_INVALID_VALUE;
-  *pdptr = ptr;
-  return CUDA_SUCCESS;
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (pdptr == NULL || Flags != 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_alloc a;
+    CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
+    if (sim_mem_find(ptr, &a) != CUDA_SUCCESS ||
+        (a.kind != SIM_MEM_HOST && a.kind != SIM_MEM_REGISTERED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = ptr;
+    return CUDA_SUCCESS;
 }
 
 /* ---- API: pointer attributes ------------------------------------------------- */
@@ -314,129 +305,119 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p,
 /* Bytes written for attr, 0 if unsupported. */
 static size_t attr_size(CUpointer_attribute attr)
 {
-  switch (attr) {
-  case CU_POINTER_ATTRIBUTE_CONTEXT:
-  case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    return sizeof(void *);
-  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-    return sizeof(CUdeviceptr);
-  case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-    return sizeof(unsigned long long);
-  case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    return sizeof(size_t);
-  case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-  case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-  case CU_POINTER_ATTRIBUTE_MAPPED:
-    return sizeof(unsigned);
-  }
-  return 0;
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void *);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED: return sizeof(unsigned);
+    }
+    return 0;
 }
 
 /* RANGE_START_ADDR or RANGE_SIZE: the allocation's (base, size), or for
  * VMM memory the reservation holding ptr (0 when there is none). */
-static uint64_t range_attr(CUdeviceptr base, size_t size,
-                           CUpointer_attribute attr, CUdeviceptr ptr, bool vmm)
+static uint64_t range_attr(CUdeviceptr base, size_t size, CUpointer_attribute attr, CUdeviceptr ptr,
+                           bool vmm)
 {
-  if (vmm && !sim_mem_find_reservation(ptr, &base, &size))
-    base = 0, size = 0;
-  return attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ? base : size;
+    if (vmm && !sim_mem_find_reservation(ptr, &base, &size))
+        base = 0, size = 0;
+    return attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ? base : size;
 }
 
 /* The value of attr for ptr inside allocation a, as 8 bytes. */
-static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr,
-                           CUdeviceptr ptr, uint64_t *v)
+static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr, CUdeviceptr ptr,
+                           uint64_t *v)
 {
-  bool pinned = a->kind == SIM_MEM_HOST || a->kind == SIM_MEM_REGISTERED;
-  bool host_visible = pinned || a->kind == SIM_MEM_MANAGED;
-  switch (attr) {
-  case CU_POINTER_ATTRIBUTE_CONTEXT: *v = (uintptr_t)a->ctx; break;
-  case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-    *v = pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-    break;
-  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *v = ptr; break;
-  case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    if (!host_visible)
-      return CUDA_ERROR_INVALID_VALUE;
-    *v = ptr;
-    break;
-  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *v = 0; break;
-  case CU_POINTER_ATTRIBUTE_BUFFER_ID: *v = a->id; break;
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED: *v = a->kind == SIM_MEM_MANAGED; break;
-  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *v = (uint64_t)a->dev; break;
-  case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-    *v = a->kind == SIM_MEM_DEVICE;
-    break;
-  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-  case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    *v = range_attr(a->base, a->size, attr, ptr, a->kind == SIM_MEM_VMM);
-    break;
-  case CU_POINTER_ATTRIBUTE_MAPPED: *v = 1; break;
-  default: return CUDA_ERROR_INVALID_VALUE;
-  }
-  return CUDA_SUCCESS;
+    bool pinned = a->kind == SIM_MEM_HOST || a->kind == SIM_MEM_REGISTERED;
+    bool host_visible = pinned || a->kind == SIM_MEM_MANAGED;
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *v = (uintptr_t)a->ctx; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *v = pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *v = ptr; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (!host_visible)
+            return CUDA_ERROR_INVALID_VALUE;
+        *v = ptr;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *v = 0; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *v = a->id; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *v = a->kind == SIM_MEM_MANAGED; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *v = (uint64_t)a->dev; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *v = a->kind == SIM_MEM_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *v = range_attr(a->base, a->size, attr, ptr, a->kind == SIM_MEM_VMM);
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *v = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
 }
 
 /* Stores v in the attribute's own width. */
 static void attr_store(void *data, CUpointer_attribute attr, uint64_t v)
 {
-  if (attr_size(attr) == sizeof(unsigned)) {
-    unsigned u = (unsigned)v;
-    memcpy(data, &u, sizeof u);
-  } else {
-    memcpy(data, &v, sizeof v);
-  }
+    if (attr_size(attr) == sizeof(unsigned)) {
+        unsigned u = (unsigned)v;
+        memcpy(data, &u, sizeof u);
+    } else {
+        memcpy(data, &v, sizeof v);
+    }
 }
 
-CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
-                               CUdeviceptr ptr)
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-  CUresult rc = sim_check_init();
-  if (rc == CUDA_SUCCESS && (data == NULL || attr_size(attribute) == 0))
-    rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc != CUDA_SUCCESS)
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (data == NULL || attr_size(attribute) == 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_alloc a;
+    uint64_t v = 0;
+    if (sim_mem_find(ptr, &a) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = attr_value(&a, attribute, ptr, &v);
+    if (rc == CUDA_SUCCESS)
+        attr_store(data, attribute, v);
     return rc;
-  sim_alloc a;
-  uint64_t v = 0;
-  if (sim_mem_find(ptr, &a) != CUDA_SUCCESS)
-    return CUDA_ERROR_INVALID_VALUE;
-  rc = attr_value(&a, attribute, ptr, &v);
-  if (rc == CUDA_SUCCESS)
-    attr_store(data, attribute, v);
-  return rc;
 }
 
 /* Unlike the singular form, unknown pointers and inapplicable attributes
  * read as zero / NULL (documented behaviour), except that an address of
  * a VMM reservation that is not mapped still reads the reservation's
  * range, as natively. */
-CUresult cuPointerGetAttributes(unsigned int numAttributes,
-                                CUpointer_attribute *attributes, void **data,
-                                CUdeviceptr ptr)
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                void **data, CUdeviceptr ptr)
 {
-  CUresult rc = sim_check_init();
-  if (rc == CUDA_SUCCESS && numAttributes != 0 &&
-      (attributes == NULL || data == NULL))
-    rc = CUDA_ERROR_INVALID_VALUE;
-  for (unsigned i = 0; rc == CUDA_SUCCESS && i < numAttributes; i++)
-    if (data[i] == NULL || attr_size(attributes[i]) == 0)
-      rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  sim_alloc a;
-  bool known = sim_mem_find(ptr, &a) == CUDA_SUCCESS;
-  for (unsigned i = 0; i < numAttributes; i++) {
-    uint64_t v = 0;
-    bool range = attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
-                 attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
-    if (known && attr_value(&a, attributes[i], ptr, &v) != CUDA_SUCCESS)
-      v = 0;
-    else if (!known && range)   /* reserved, not mapped: the reservation */
-      v = range_attr(0, 0, attributes[i], ptr, true);
-    attr_store(data[i], attributes[i], v);
-  }
-  return CUDA_SUCCESS;
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && numAttributes != 0 && (attributes == NULL || data == NULL))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < numAttributes; i++)
+        if (data[i] == NULL || attr_size(attributes[i]) == 0)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_alloc a;
+    bool known = sim_mem_find(ptr, &a) == CUDA_SUCCESS;
+    for (unsigned i = 0; i < numAttributes; i++) {
+        uint64_t v = 0;
+        bool range = attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+                     attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+        if (known && attr_value(&a, attributes[i], ptr, &v) != CUDA_SUCCESS)
+            v = 0;
+        else if (!known && range) /* reserved, not mapped: the reservation */
+            v = range_attr(0, 0, attributes[i], ptr, true);
+        attr_store(data[i], attributes[i], v);
+    }
+    return CUDA_SUCCESS;
 }

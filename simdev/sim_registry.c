@@ -29,40 +29,46 @@
 #include <sys/mman.h>
 
 typedef struct mem_dev {
-  size_t capacity;          /* bytes */
-  size_t in_use;            /* bytes charged */
-  fpsim_counts c;           /* memory part of the counters */
+    size_t capacity; /* bytes */
+    size_t in_use;   /* bytes charged */
+    fpsim_counts c;  /* memory part of the counters */
 } mem_dev;
 
 static struct {
-  pthread_mutex_t lock;
-  sim_alloc *v;             /* sorted by base */
-  size_t n, cap;            /* entries used / allocated */
-  mem_dev dev[SIM_MAX_DEVICES];
-  unsigned fail_nth;        /* 0: off; else fail when seq reaches it */
-  unsigned long long seq;   /* counted allocations since armed */
-  unsigned long long next_id;
+    pthread_mutex_t lock;
+    sim_alloc *v;  /* sorted by base */
+    size_t n, cap; /* entries used / allocated */
+    mem_dev dev[SIM_MAX_DEVICES];
+    unsigned fail_nth;      /* 0: off; else fail when seq reaches it */
+    unsigned long long seq; /* counted allocations since armed */
+    unsigned long long next_id;
 } g_mem = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void mem_lock(void) { pthread_mutex_lock(&g_mem.lock); }
-static void mem_unlock(void) { pthread_mutex_unlock(&g_mem.lock); }
+static void mem_lock(void)
+{
+    pthread_mutex_lock(&g_mem.lock);
+}
+static void mem_unlock(void)
+{
+    pthread_mutex_unlock(&g_mem.lock);
+}
 
 void sim_mem_fork_lock(bool lock)
 {
-  if (lock)
-    mem_lock();
-  else
-    mem_unlock();
+    if (lock)
+        mem_lock();
+    else
+        mem_unlock();
 }
 
 void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth)
 {
-  mem_lock();
-  for (int d = 0; d < ndev; d++)
-    g_mem.dev[d].capacity = capacity;
-  g_mem.fail_nth = fail_nth;
-  g_mem.seq = 0;
-  mem_unlock();
+    mem_lock();
+    for (int d = 0; d < ndev; d++)
+        g_mem.dev[d].capacity = capacity;
+    g_mem.fail_nth = fail_nth;
+    g_mem.seq = 0;
+    mem_unlock();
 }
 
 /* ---- the sorted array ------------------------------------------------------ */
@@ -70,63 +76,63 @@ void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth)
 /* Index of the first entry with base > p. */
 static size_t upper_bound(CUdeviceptr p)
 {
-  size_t lo = 0, hi = g_mem.n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (g_mem.v[mid].base <= p)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+    size_t lo = 0, hi = g_mem.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g_mem.v[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* Entry containing p, or NULL. */
 static sim_alloc *containing(CUdeviceptr p)
 {
-  size_t i = upper_bound(p);
-  if (i == 0)
-    return NULL;
-  sim_alloc *a = &g_mem.v[i - 1];
-  return p - a->base < a->size ? a : NULL;
+    size_t i = upper_bound(p);
+    if (i == 0)
+        return NULL;
+    sim_alloc *a = &g_mem.v[i - 1];
+    return p - a->base < a->size ? a : NULL;
 }
 
 static sim_alloc *exact(CUdeviceptr base)
 {
-  sim_alloc *a = containing(base);
-  return a != NULL && a->base == base ? a : NULL;
+    sim_alloc *a = containing(base);
+    return a != NULL && a->base == base ? a : NULL;
 }
 
 static bool insert(const sim_alloc *a)
 {
-  if (g_mem.n == g_mem.cap) {
-    size_t ncap = g_mem.cap ? g_mem.cap * 2 : 64;
-    sim_alloc *nv = realloc(g_mem.v, ncap * sizeof *nv);
-    if (nv == NULL)
-      return false;
-    g_mem.v = nv;
-    g_mem.cap = ncap;
-  }
-  size_t i = upper_bound(a->base);
-  memmove(&g_mem.v[i + 1], &g_mem.v[i], (g_mem.n - i) * sizeof *g_mem.v);
-  g_mem.v[i] = *a;
-  g_mem.n++;
-  return true;
+    if (g_mem.n == g_mem.cap) {
+        size_t ncap = g_mem.cap ? g_mem.cap * 2 : 64;
+        sim_alloc *nv = realloc(g_mem.v, ncap * sizeof *nv);
+        if (nv == NULL)
+            return false;
+        g_mem.v = nv;
+        g_mem.cap = ncap;
+    }
+    size_t i = upper_bound(a->base);
+    memmove(&g_mem.v[i + 1], &g_mem.v[i], (g_mem.n - i) * sizeof *g_mem.v);
+    g_mem.v[i] = *a;
+    g_mem.n++;
+    return true;
 }
 
 static void erase(sim_alloc *a)
 {
-  size_t i = (size_t)(a - g_mem.v);
-  memmove(&g_mem.v[i], &g_mem.v[i + 1], (g_mem.n - i - 1) * sizeof *g_mem.v);
-  g_mem.n--;
+    size_t i = (size_t)(a - g_mem.v);
+    memmove(&g_mem.v[i], &g_mem.v[i + 1], (g_mem.n - i - 1) * sizeof *g_mem.v);
+    g_mem.n--;
 }
 
 /* ---- accounting ----------------------------------------------------------- */
 
 static bool counted(sim_mem_kind kind)
 {
-  return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC && kind != SIM_MEM_VMM &&
-         kind != SIM_MEM_REGISTERED;
+    return kind != SIM_MEM_HOST && kind != SIM_MEM_IPC && kind != SIM_MEM_VMM &&
+           kind != SIM_MEM_REGISTERED;
 }
 
 #define SIM_PAGE ((size_t)4096)
@@ -134,58 +140,58 @@ static bool counted(sim_mem_kind kind)
 /* Gives the host memory of a back (a's entry already erased). */
 static void release_host(const sim_alloc *a)
 {
-  void *p = (void *)(uintptr_t)a->base;
-  if (a->kind == SIM_MEM_REGISTERED)
-    return; /* the caller's memory: only unregistered */
-  if (a->kind == SIM_MEM_IPC) {
-    munmap(p, a->span);
-    return;
-  }
-  if (a->shared)
-    sim_devfile_unshare_pages(a->base, a->span, a->id);
-  free(p);
+    void *p = (void *)(uintptr_t)a->base;
+    if (a->kind == SIM_MEM_REGISTERED)
+        return; /* the caller's memory: only unregistered */
+    if (a->kind == SIM_MEM_IPC) {
+        munmap(p, a->span);
+        return;
+    }
+    if (a->shared)
+        sim_devfile_unshare_pages(a->base, a->span, a->id);
+    free(p);
 }
 
 /* Charges a counted allocation, or says why not (mem lock held). */
 static CUresult charge(const sim_alloc *req)
 {
-  mem_dev *d = &g_mem.dev[req->dev];
-  d->c.alloc_calls++;
-  if (req->kind == SIM_MEM_ASYNC || req->kind == SIM_MEM_GRAPH)
-    d->c.async_alloc_calls++;
-  bool injected = g_mem.fail_nth != 0 && ++g_mem.seq == g_mem.fail_nth;
-  if (injected)
-    g_mem.fail_nth = 0;
-  size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
-  if (injected || req->charged > room) {
-    d->c.alloc_failures++;
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  d->in_use += req->charged;
-  if (d->in_use > d->c.bytes_peak)
-    d->c.bytes_peak = d->in_use;
-  return CUDA_SUCCESS;
+    mem_dev *d = &g_mem.dev[req->dev];
+    d->c.alloc_calls++;
+    if (req->kind == SIM_MEM_ASYNC || req->kind == SIM_MEM_GRAPH)
+        d->c.async_alloc_calls++;
+    bool injected = g_mem.fail_nth != 0 && ++g_mem.seq == g_mem.fail_nth;
+    if (injected)
+        g_mem.fail_nth = 0;
+    size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
+    if (injected || req->charged > room) {
+        d->c.alloc_failures++;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    d->in_use += req->charged;
+    if (d->in_use > d->c.bytes_peak)
+        d->c.bytes_peak = d->in_use;
+    return CUDA_SUCCESS;
 }
 
 static void uncharge(const sim_alloc *a, bool is_free, bool async)
 {
-  if (!counted(a->kind))
-    return;
-  mem_dev *d = &g_mem.dev[a->dev];
-  d->in_use -= a->charged;
-  if (!is_free)
-    return;
-  d->c.free_calls++;
-  d->c.live_allocations--;
-  if (async)
-    d->c.async_free_calls++;
+    if (!counted(a->kind))
+        return;
+    mem_dev *d = &g_mem.dev[a->dev];
+    d->in_use -= a->charged;
+    if (!is_free)
+        return;
+    d->c.free_calls++;
+    d->c.live_allocations--;
+    if (async)
+        d->c.async_free_calls++;
 }
 
 static size_t alloc_align(const sim_alloc *req)
 {
-  if (req->kind == SIM_MEM_HOST)
-    return 4096;
-  return req->size >= SIM_LARGE_ALIGN ? SIM_LARGE_ALIGN : SIM_SMALL_ALIGN;
+    if (req->kind == SIM_MEM_HOST)
+        return 4096;
+    return req->size >= SIM_LARGE_ALIGN ? SIM_LARGE_ALIGN : SIM_SMALL_ALIGN;
 }
 
 /* ---- allocation and release ----------------------------------------------- */
@@ -195,268 +201,266 @@ static size_t alloc_align(const sim_alloc *req)
  * already, and the memory given back (mem lock held). */
 static void pool_gone(const sim_alloc *a)
 {
-  if (a->kind != SIM_MEM_ASYNC)
-    return;
-  if (!a->free_pending)
-    sim_pool_free_call(a->dev, a->size);
-  sim_pool_given_back(a->dev, a->size);
+    if (a->kind != SIM_MEM_ASYNC)
+        return;
+    if (!a->free_pending)
+        sim_pool_free_call(a->dev, a->size);
+    sim_pool_given_back(a->dev, a->size);
 }
 
 /* Registers the host block p for req (mem lock held). */
 static bool publish(sim_alloc *req, void *p)
 {
-  req->base = (CUdeviceptr)(uintptr_t)p;
-  req->id = ++g_mem.next_id;
-  req->free_pending = false;
-  if (!insert(req))
-    return false;
-  if (counted(req->kind))
-    g_mem.dev[req->dev].c.live_allocations++;
-  if (req->kind == SIM_MEM_ASYNC)
-    sim_pool_alloc(req->dev, req->size);
-  return true;
+    req->base = (CUdeviceptr)(uintptr_t)p;
+    req->id = ++g_mem.next_id;
+    req->free_pending = false;
+    if (!insert(req))
+        return false;
+    if (counted(req->kind))
+        g_mem.dev[req->dev].c.live_allocations++;
+    if (req->kind == SIM_MEM_ASYNC)
+        sim_pool_alloc(req->dev, req->size);
+    return true;
 }
 
 CUresult sim_mem_alloc(sim_alloc *req, CUdeviceptr *out)
 {
-  size_t align = alloc_align(req);
-  bool big = req->size > SIZE_MAX - align;
-  size_t rounded = big ? SIZE_MAX : (req->size + align - 1) & ~(align - 1);
-  req->charged = counted(req->kind) ? rounded : 0;
-  if (big && !counted(req->kind))
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  mem_lock();   /* a huge counted request fails in charge(): no room */
-  CUresult rc = counted(req->kind) ? charge(req) : CUDA_SUCCESS;
-  mem_unlock();
-  if (rc != CUDA_SUCCESS)
+    size_t align = alloc_align(req);
+    bool big = req->size > SIZE_MAX - align;
+    size_t rounded = big ? SIZE_MAX : (req->size + align - 1) & ~(align - 1);
+    req->charged = counted(req->kind) ? rounded : 0;
+    if (big && !counted(req->kind))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    mem_lock(); /* a huge counted request fails in charge(): no room */
+    CUresult rc = counted(req->kind) ? charge(req) : CUDA_SUCCESS;
+    mem_unlock();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    req->span = rounded;
+    if (req->kind == SIM_MEM_DEVICE) { /* whole pages: IPC may share them */
+        align = align < SIM_PAGE ? SIM_PAGE : align;
+        req->span = (rounded + SIM_PAGE - 1) & ~(SIM_PAGE - 1);
+    }
+    req->shared = false;
+    void *p = NULL;
+    if (req->span < rounded || posix_memalign(&p, align, req->span) != 0)
+        p = NULL;
+    mem_lock();
+    if (p == NULL || !publish(req, p)) {
+        uncharge(req, false, false);
+        if (counted(req->kind))
+            g_mem.dev[req->dev].c.alloc_failures++;
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    mem_unlock();
+    if (rc != CUDA_SUCCESS)
+        free(p);
+    else
+        *out = req->base;
     return rc;
-  req->span = rounded;
-  if (req->kind == SIM_MEM_DEVICE) {   /* whole pages: IPC may share them */
-    align = align < SIM_PAGE ? SIM_PAGE : align;
-    req->span = (rounded + SIM_PAGE - 1) & ~(SIM_PAGE - 1);
-  }
-  req->shared = false;
-  void *p = NULL;
-  if (req->span < rounded || posix_memalign(&p, align, req->span) != 0)
-    p = NULL;
-  mem_lock();
-  if (p == NULL || !publish(req, p)) {
-    uncharge(req, false, false);
-    if (counted(req->kind))
-      g_mem.dev[req->dev].c.alloc_failures++;
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  mem_unlock();
-  if (rc != CUDA_SUCCESS)
-    free(p);
-  else
-    *out = req->base;
-  return rc;
 }
 
 static bool may_free(const sim_alloc *a, sim_free_mode mode)
 {
-  switch (mode) {
-  case SIM_FREE_SYNC:
-  case SIM_FREE_CAPTURED:
-    return a->kind != SIM_MEM_HOST && a->kind != SIM_MEM_IPC &&
-           a->kind != SIM_MEM_VMM && a->kind != SIM_MEM_REGISTERED && !a->free_pending;
-  case SIM_FREE_HOST:
-    return a->kind == SIM_MEM_HOST;
-  case SIM_FREE_ASYNC_RUN:
-    return a->free_pending;
-  }
-  return false;
+    switch (mode) {
+    case SIM_FREE_SYNC:
+    case SIM_FREE_CAPTURED:
+        return a->kind != SIM_MEM_HOST && a->kind != SIM_MEM_IPC && a->kind != SIM_MEM_VMM &&
+               a->kind != SIM_MEM_REGISTERED && !a->free_pending;
+    case SIM_FREE_HOST: return a->kind == SIM_MEM_HOST;
+    case SIM_FREE_ASYNC_RUN: return a->free_pending;
+    }
+    return false;
 }
 
 CUresult sim_mem_release(CUdeviceptr base, sim_free_mode mode)
 {
-  mem_lock();
-  sim_alloc *a = exact(base);
-  if (a == NULL || !may_free(a, mode)) {
+    mem_lock();
+    sim_alloc *a = exact(base);
+    if (a == NULL || !may_free(a, mode)) {
+        mem_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    uncharge(a, true, mode == SIM_FREE_ASYNC_RUN || mode == SIM_FREE_CAPTURED);
+    pool_gone(a);
+    sim_alloc gone = *a;
+    erase(a);
     mem_unlock();
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  uncharge(a, true, mode == SIM_FREE_ASYNC_RUN || mode == SIM_FREE_CAPTURED);
-  pool_gone(a);
-  sim_alloc gone = *a;
-  erase(a);
-  mem_unlock();
-  release_host(&gone);
-  return CUDA_SUCCESS;
+    release_host(&gone);
+    return CUDA_SUCCESS;
 }
 
 CUresult sim_mem_mark_pending(CUdeviceptr base, sim_alloc *out)
 {
-  mem_lock();
-  sim_alloc *a = exact(base);
-  bool ok = a != NULL && may_free(a, SIM_FREE_SYNC);
-  if (ok) {
-    a->free_pending = true;
-    *out = *a;
-    if (a->kind == SIM_MEM_ASYNC)
-      sim_pool_free_call(a->dev, a->size);
-  }
-  mem_unlock();
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    mem_lock();
+    sim_alloc *a = exact(base);
+    bool ok = a != NULL && may_free(a, SIM_FREE_SYNC);
+    if (ok) {
+        a->free_pending = true;
+        *out = *a;
+        if (a->kind == SIM_MEM_ASYNC)
+            sim_pool_free_call(a->dev, a->size);
+    }
+    mem_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 void sim_mem_unmark_pending(CUdeviceptr base)
 {
-  mem_lock();
-  sim_alloc *a = exact(base);
-  if (a != NULL && a->free_pending && a->kind == SIM_MEM_ASYNC)
-    sim_pool_free_undone(a->dev, a->size);
-  if (a != NULL)
-    a->free_pending = false;
-  mem_unlock();
+    mem_lock();
+    sim_alloc *a = exact(base);
+    if (a != NULL && a->free_pending && a->kind == SIM_MEM_ASYNC)
+        sim_pool_free_undone(a->dev, a->size);
+    if (a != NULL)
+        a->free_pending = false;
+    mem_unlock();
 }
 
 void sim_mem_release_ctx(const sim_ctx *ctx)
 {
-  mem_lock();
-  for (size_t i = g_mem.n; i-- > 0;) {
-    sim_alloc *a = &g_mem.v[i];
-    if (a->ctx != ctx)
-      continue;
-    sim_alloc gone = *a;
-    uncharge(a, true, false);
-    pool_gone(a);
-    erase(a);
-    release_host(&gone);
-  }
-  mem_unlock();
+    mem_lock();
+    for (size_t i = g_mem.n; i-- > 0;) {
+        sim_alloc *a = &g_mem.v[i];
+        if (a->ctx != ctx)
+            continue;
+        sim_alloc gone = *a;
+        uncharge(a, true, false);
+        pool_gone(a);
+        erase(a);
+        release_host(&gone);
+    }
+    mem_unlock();
 }
 
 /* ---- IPC ------------------------------------------------------------------- */
 
 CUresult sim_mem_share(CUdeviceptr p, sim_alloc *out)
 {
-  mem_lock();
-  sim_alloc *a = containing(p);
-  CUresult rc = CUDA_SUCCESS;
-  if (a == NULL || a->kind != SIM_MEM_DEVICE || a->free_pending)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else if (!a->shared && sim_devfile_share_pages(a->base, a->span, a->id) != 0)
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  if (rc == CUDA_SUCCESS) {
-    a->shared = true;
-    *out = *a;
-  }
-  mem_unlock();
-  return rc;
+    mem_lock();
+    sim_alloc *a = containing(p);
+    CUresult rc = CUDA_SUCCESS;
+    if (a == NULL || a->kind != SIM_MEM_DEVICE || a->free_pending)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (!a->shared && sim_devfile_share_pages(a->base, a->span, a->id) != 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS) {
+        a->shared = true;
+        *out = *a;
+    }
+    mem_unlock();
+    return rc;
 }
 
 CUresult sim_mem_add_import(sim_alloc *req)
 {
-  mem_lock();
-  req->id = ++g_mem.next_id;
-  req->charged = 0;
-  req->free_pending = false;
-  bool ok = containing(req->base) == NULL && insert(req);
-  mem_unlock();
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    mem_lock();
+    req->id = ++g_mem.next_id;
+    req->charged = 0;
+    req->free_pending = false;
+    bool ok = containing(req->base) == NULL && insert(req);
+    mem_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out)
 {
-  mem_lock();
-  sim_alloc *a = exact(base);
-  bool ok = a != NULL && a->kind == SIM_MEM_IPC;
-  if (ok) {
-    *out = *a;
-    erase(a);
-  }
-  mem_unlock();
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    mem_lock();
+    sim_alloc *a = exact(base);
+    bool ok = a != NULL && a->kind == SIM_MEM_IPC;
+    if (ok) {
+        *out = *a;
+        erase(a);
+    }
+    mem_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult sim_mem_charge_phys(int dev, size_t bytes)
 {
-  mem_lock();
-  mem_dev *d = &g_mem.dev[dev];
-  size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
-  bool ok = bytes <= room;
-  if (ok) {
-    d->in_use += bytes;
-    if (d->in_use > d->c.bytes_peak)
-      d->c.bytes_peak = d->in_use;
-  }
-  mem_unlock();
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    mem_lock();
+    mem_dev *d = &g_mem.dev[dev];
+    size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
+    bool ok = bytes <= room;
+    if (ok) {
+        d->in_use += bytes;
+        if (d->in_use > d->c.bytes_peak)
+            d->c.bytes_peak = d->in_use;
+    }
+    mem_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void sim_mem_uncharge_phys(int dev, size_t bytes)
 {
-  mem_lock();
-  g_mem.dev[dev].in_use -= bytes;
-  mem_unlock();
+    mem_lock();
+    g_mem.dev[dev].in_use -= bytes;
+    mem_unlock();
 }
 
 void sim_mem_remove_vmm(CUdeviceptr base)
 {
-  mem_lock();
-  sim_alloc *a = exact(base);
-  if (a != NULL && a->kind == SIM_MEM_VMM)
-    erase(a);
-  mem_unlock();
+    mem_lock();
+    sim_alloc *a = exact(base);
+    if (a != NULL && a->kind == SIM_MEM_VMM)
+        erase(a);
+    mem_unlock();
 }
 
 /* ---- VMM reservations -------------------------------------------------------- */
 
 typedef struct mem_range {
-  CUdeviceptr base;
-  size_t size;
+    CUdeviceptr base;
+    size_t size;
 } mem_range;
 
 static struct {
-  mem_range *v;
-  size_t n, cap;
-} g_res;   /* under the mem lock */
+    mem_range *v;
+    size_t n, cap;
+} g_res; /* under the mem lock */
 
 CUresult sim_mem_add_reservation(CUdeviceptr base, size_t size)
 {
-  mem_lock();
-  bool ok = true;
-  if (g_res.n == g_res.cap) {
-    size_t ncap = g_res.cap ? g_res.cap * 2 : 16;
-    mem_range *nv = realloc(g_res.v, ncap * sizeof *nv);
-    ok = nv != NULL;
-    if (ok) {
-      g_res.v = nv;
-      g_res.cap = ncap;
+    mem_lock();
+    bool ok = true;
+    if (g_res.n == g_res.cap) {
+        size_t ncap = g_res.cap ? g_res.cap * 2 : 16;
+        mem_range *nv = realloc(g_res.v, ncap * sizeof *nv);
+        ok = nv != NULL;
+        if (ok) {
+            g_res.v = nv;
+            g_res.cap = ncap;
+        }
     }
-  }
-  if (ok)
-    g_res.v[g_res.n++] = (mem_range){base, size};
-  mem_unlock();
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (ok)
+        g_res.v[g_res.n++] = (mem_range){base, size};
+    mem_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void sim_mem_remove_reservation(CUdeviceptr base)
 {
-  mem_lock();
-  for (size_t i = 0; i < g_res.n; i++)
-    if (g_res.v[i].base == base) {
-      g_res.v[i] = g_res.v[--g_res.n];
-      break;
-    }
-  mem_unlock();
+    mem_lock();
+    for (size_t i = 0; i < g_res.n; i++)
+        if (g_res.v[i].base == base) {
+            g_res.v[i] = g_res.v[--g_res.n];
+            break;
+        }
+    mem_unlock();
 }
 
 bool sim_mem_find_reservation(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 {
-  mem_lock();
-  bool found = false;
-  for (size_t i = 0; i < g_res.n && !found; i++) {
-    found = p >= g_res.v[i].base && p - g_res.v[i].base < g_res.v[i].size;
-    if (found) {
-      *base = g_res.v[i].base;
-      *size = g_res.v[i].size;
+    mem_lock();
+    bool found = false;
+    for (size_t i = 0; i < g_res.n && !found; i++) {
+        found = p >= g_res.v[i].base && p - g_res.v[i].base < g_res.v[i].size;
+        if (found) {
+            *base = g_res.v[i].base;
+            *size = g_res.v[i].size;
+        }
     }
-  }
-  mem_unlock();
-  return found;
+    mem_unlock();
+    return found;
 }
 
 /* ---- registered host memory ------------------------------------------------ */
@@ -464,117 +468,117 @@ bool sim_mem_find_reservation(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 /* True when [base, base+size) meets a live entry (mem lock held). */
 static bool overlaps_any(CUdeviceptr base, size_t size)
 {
-  if (containing(base) != NULL)
-    return true;
-  size_t i = upper_bound(base);
-  return i < g_mem.n && g_mem.v[i].base - base < size;
+    if (containing(base) != NULL)
+        return true;
+    size_t i = upper_bound(base);
+    return i < g_mem.n && g_mem.v[i].base - base < size;
 }
 
 CUresult sim_mem_add_registered(sim_alloc *req)
 {
-  mem_lock();
-  req->id = ++g_mem.next_id;
-  req->charged = 0;
-  req->span = req->size;
-  req->free_pending = false;
-  req->kind = SIM_MEM_REGISTERED;
-  CUresult rc = CUDA_SUCCESS;
-  if (overlaps_any(req->base, req->size))
-    rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  else if (!insert(req))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  mem_unlock();
-  return rc;
+    mem_lock();
+    req->id = ++g_mem.next_id;
+    req->charged = 0;
+    req->span = req->size;
+    req->free_pending = false;
+    req->kind = SIM_MEM_REGISTERED;
+    CUresult rc = CUDA_SUCCESS;
+    if (overlaps_any(req->base, req->size))
+        rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    else if (!insert(req))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    mem_unlock();
+    return rc;
 }
 
 CUresult sim_mem_remove_registered(CUdeviceptr base)
 {
-  mem_lock();
-  sim_alloc *a = exact(base);
-  bool ok = a != NULL && a->kind == SIM_MEM_REGISTERED;
-  if (ok)
-    erase(a);
-  mem_unlock();
-  return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    mem_lock();
+    sim_alloc *a = exact(base);
+    bool ok = a != NULL && a->kind == SIM_MEM_REGISTERED;
+    if (ok)
+        erase(a);
+    mem_unlock();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 /* ---- queries --------------------------------------------------------------- */
 
 CUresult sim_mem_find(CUdeviceptr p, sim_alloc *out)
 {
-  mem_lock();
-  const sim_alloc *a = containing(p);
-  if (a != NULL)
-    *out = *a;
-  mem_unlock();
-  return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    mem_lock();
+    const sim_alloc *a = containing(p);
+    if (a != NULL)
+        *out = *a;
+    mem_unlock();
+    return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 bool sim_mem_range_ok(CUdeviceptr p, size_t n)
 {
-  mem_lock();
-  const sim_alloc *a = containing(p);
-  bool ok = a != NULL && n <= a->size - (p - a->base);
-  /* VMM mappings side by side are one range to the device. */
-  while (!ok && a != NULL && a->kind == SIM_MEM_VMM) {
-    CUdeviceptr end = a->base + a->size;
-    const sim_alloc *next = containing(end);
-    ok = next != NULL && next->kind == SIM_MEM_VMM && next->base == end &&
-         n - (end - p) <= next->size;
-    if (!ok && next != NULL && next->kind == SIM_MEM_VMM && next->base == end)
-      n -= end - p, p = end, a = next;
-    else
-      a = ok ? a : NULL;
-  }
-  mem_unlock();
-  return ok;
+    mem_lock();
+    const sim_alloc *a = containing(p);
+    bool ok = a != NULL && n <= a->size - (p - a->base);
+    /* VMM mappings side by side are one range to the device. */
+    while (!ok && a != NULL && a->kind == SIM_MEM_VMM) {
+        CUdeviceptr end = a->base + a->size;
+        const sim_alloc *next = containing(end);
+        ok = next != NULL && next->kind == SIM_MEM_VMM && next->base == end &&
+             n - (end - p) <= next->size;
+        if (!ok && next != NULL && next->kind == SIM_MEM_VMM && next->base == end)
+            n -= end - p, p = end, a = next;
+        else
+            a = ok ? a : NULL;
+    }
+    mem_unlock();
+    return ok;
 }
 
 void sim_mem_info(int dev, size_t *free_b, size_t *total_b)
 {
-  mem_lock();
-  const mem_dev *d = &g_mem.dev[dev];
-  if (free_b != NULL)
-    *free_b = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
-  if (total_b != NULL)
-    *total_b = d->capacity;
-  mem_unlock();
+    mem_lock();
+    const mem_dev *d = &g_mem.dev[dev];
+    if (free_b != NULL)
+        *free_b = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
+    if (total_b != NULL)
+        *total_b = d->capacity;
+    mem_unlock();
 }
 
 /* ---- test control ------------------------------------------------------------ */
 
 void sim_mem_stats(int dev, fpsim_counts *out)
 {
-  mem_lock();
-  const mem_dev *d = &g_mem.dev[dev];
-  *out = d->c;
-  out->bytes_in_use = d->in_use;
-  out->capacity = d->capacity;
-  mem_unlock();
+    mem_lock();
+    const mem_dev *d = &g_mem.dev[dev];
+    *out = d->c;
+    out->bytes_in_use = d->in_use;
+    out->capacity = d->capacity;
+    mem_unlock();
 }
 
 void sim_mem_reset_stats(int dev)
 {
-  mem_lock();
-  mem_dev *d = &g_mem.dev[dev];
-  unsigned long long live = d->c.live_allocations;
-  memset(&d->c, 0, sizeof d->c);
-  d->c.live_allocations = live;
-  d->c.bytes_peak = d->in_use;
-  mem_unlock();
+    mem_lock();
+    mem_dev *d = &g_mem.dev[dev];
+    unsigned long long live = d->c.live_allocations;
+    memset(&d->c, 0, sizeof d->c);
+    d->c.live_allocations = live;
+    d->c.bytes_peak = d->in_use;
+    mem_unlock();
 }
 
 void sim_mem_set_capacity(int dev, size_t bytes)
 {
-  mem_lock();
-  g_mem.dev[dev].capacity = bytes;
-  mem_unlock();
+    mem_lock();
+    g_mem.dev[dev].capacity = bytes;
+    mem_unlock();
 }
 
 void sim_mem_fail_nth(unsigned n)
 {
-  mem_lock();
-  g_mem.fail_nth = n;
-  g_mem.seq = 0;
-  mem_unlock();
+    mem_lock();
+    g_mem.fail_nth = n;
+    g_mem.seq = 0;
+    mem_unlock();
 }

@@ -11,34 +11,38 @@
 #include <stdio.h>
 
 sim_state g_sim = {
-  .lock = PTHREAD_MUTEX_INITIALIZER,
-  .progress = PTHREAD_COND_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .progress = PTHREAD_COND_INITIALIZER,
 };
 
 void sim_warn(const char *fmt, ...)
 {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("fragpool-sim: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fragpool-sim: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
 }
 
-void sim_lock(void) { pthread_mutex_lock(&g_sim.lock); }
-void sim_unlock(void) { pthread_mutex_unlock(&g_sim.lock); }
+void sim_lock(void)
+{
+    pthread_mutex_lock(&g_sim.lock);
+}
+void sim_unlock(void)
+{
+    pthread_mutex_unlock(&g_sim.lock);
+}
 
 CUresult sim_check_init(void)
 {
-  return atomic_load(&g_sim.initialized) ? CUDA_SUCCESS
-                                         : CUDA_ERROR_NOT_INITIALIZED;
+    return atomic_load(&g_sim.initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 CUresult sim_check_dev(CUdevice dev)
 {
-  CUresult rc = sim_check_init();
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  return (dev >= 0 && dev < g_sim.ndev) ? CUDA_SUCCESS
-                                        : CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return (dev >= 0 && dev < g_sim.ndev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }

@@ -129,7 +129,8 @@ int main(int argc, char **argv)
         size_table[i] = (uint32_t)random_size();
     /* the record of requests (record_mb, docs/advice.md): off, and the
      * shim's default of 16 MiB, interleaved, best of 3 each */
-    printf("%-12s %s\n", "live blocks", "ns per alloc+free pair (best of 3): record off, record_mb:16");
+    printf("%-12s %s\n", "live blocks",
+           "ns per alloc+free pair (best of 3): record off, record_mb:16");
     for (int i = 0; i < 3; i++) {
         double best[2] = {1e18, 1e18};
         for (int r = 0; r < 6; r++) {

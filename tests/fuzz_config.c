@@ -22,8 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check_line(void *ud, const char *line)
 {
     size_t n = strlen(line);
-    if (n >= 2048 || memchr(line, '\n', n) ||
-        strncmp(line, PREFIX, strlen(PREFIX)) != 0)
+    if (n >= 2048 || memchr(line, '\n', n) || strncmp(line, PREFIX, strlen(PREFIX)) != 0)
         abort();
     ++*(int *)ud;
 }
@@ -38,8 +37,7 @@ static void check_round_trip(const fp_conf *c)
     fp_conf_default(&back);
     if (fp_conf_parse(buf, &back, check_line, &lines) != 0 || lines != 0)
         abort();
-    if (memcmp(&back.pool, &c->pool, sizeof c->pool) != 0 ||
-        back.strict != c->strict)
+    if (memcmp(&back.pool, &c->pool, sizeof c->pool) != 0 || back.strict != c->strict)
         abort();
     /* every other field too: paths with [ ] , % included */
     if (strcmp(back.summary, c->summary) || strcmp(back.trace, c->trace) ||

@@ -38,14 +38,14 @@ static void check_tree(const unsigned char *data, size_t size)
                     abort();
         if (v->type == FP_PV_STR && (v->v.s.off > size || v->v.s.len > size - v->v.s.off))
             abort();
-        if (v->type == FP_PV_STR && (v->key > i || d.node[v->key].type != FP_PV_STR ||
-                                     d.node[v->key].key != v->key))
-            abort();   /* a string's id is the first string of its bytes */
+        if (v->type == FP_PV_STR &&
+            (v->key > i || d.node[v->key].type != FP_PV_STR || d.node[v->key].key != v->key))
+            abort(); /* a string's id is the first string of its bytes */
         if (v->type == FP_PV_DICT && (v->n % 2 || v->key > v->n / 2))
             abort();
         for (uint32_t j = 1; v->type == FP_PV_DICT && j < v->key; j++)
             if (d.node[v->v.items[2 * j - 2]].key >= d.node[v->v.items[2 * j]].key)
-                abort();   /* string keys once each, sorted by id */
+                abort(); /* string keys once each, sorted by id */
     }
     fp_pdoc_free(&d);
 }

@@ -38,10 +38,10 @@
 
 #include "fp_pool.h"
 
-#define MIB FP_MIB
+#define MIB       FP_MIB
 #define SEG_ALIGN (2 * MIB)
-#define MAX_LIVE 1024
-#define MAX_SEGS 4096
+#define MAX_LIVE  1024
+#define MAX_SEGS  4096
 
 typedef struct fmock {
     uint64_t next;
@@ -50,16 +50,15 @@ typedef struct fmock {
     size_t size[MAX_SEGS];
     size_t n;
     int fail_next, fail_err;
-    unsigned eio_used;  /* injected EIOs handed out      */
-    unsigned injected;  /* injected refusals handed out */
+    unsigned eio_used; /* injected EIOs handed out      */
+    unsigned injected; /* injected refusals handed out */
 } fmock;
 
 static fmock M;
 
 static void die(const char *what, const char *detail)
 {
-    fprintf(stderr, "fuzz_pool: %s%s%s\n", what, detail ? ": " : "",
-            detail ? detail : "");
+    fprintf(stderr, "fuzz_pool: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
     abort();
 }
 
@@ -173,8 +172,8 @@ static size_t NL;
 typedef struct freed {
     uint64_t addr, len, stamp;
 } freed;
-static freed R[NRECENT];   /* the last frees, a ring */
-static size_t NR;          /* frees recorded (R[NR % NRECENT] is next) */
+static freed R[NRECENT]; /* the last frees, a ring */
+static size_t NR;        /* frees recorded (R[NR % NRECENT] is next) */
 static uint64_t last_freed;
 
 static void opts_from(uint8_t b, fp_pool_opts *o)
@@ -192,7 +191,10 @@ static void opts_from(uint8_t b, fp_pool_opts *o)
     }
     switch ((b >> 4) & 3) {
     case 1: o->max_reserved = 64 * MIB; break;
-    case 2: o->memory_fraction = 0.5; o->device_total = 256 * MIB; break;
+    case 2:
+        o->memory_fraction = 0.5;
+        o->device_total = 256 * MIB;
+        break;
     case 3:
         o->max_reserved = 96 * MIB;
         o->memory_fraction = 0.5;
@@ -206,8 +208,8 @@ static void opts_from(uint8_t b, fp_pool_opts *o)
         o->max_non_split_rounding = 4 * MIB;
 }
 
-static void seg_cb(void *ud, uint64_t addr, size_t size, int small,
-                   const fp_block_info *b, size_t n)
+static void seg_cb(void *ud, uint64_t addr, size_t size, int small, const fp_block_info *b,
+                   size_t n)
 {
     (void)addr;
     (void)size;
@@ -219,8 +221,7 @@ static void seg_cb(void *ud, uint64_t addr, size_t size, int small,
 /* An ENOMEM must be real: release-and-retry left no wholly free segment,
  * and the segment the request needs does not fit under the cap or in the
  * backend. */
-static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size,
-                        int injected)
+static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size, int injected)
 {
     int whole_free = 0;
     fp_pool_walk(p, seg_cb, &whole_free);
@@ -231,8 +232,7 @@ static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size,
     size_t seg = fp_segment_size(fp_round_size(o, size));
     /* (an injected refusal may have met the last retry: the cap refused
      * the first try before the backend saw it) */
-    if (!injected && M.n < MAX_SEGS && M.live_bytes <= lim &&
-        seg <= lim - M.live_bytes)
+    if (!injected && M.n < MAX_SEGS && M.live_bytes <= lim && seg <= lim - M.live_bytes)
         die("ENOMEM, but the segment fits", NULL);
 }
 
@@ -366,8 +366,7 @@ static void do_misc(fp_pool *p, uint8_t b)
         break;
     case 3: {
         size_t sz = 0;
-        if (NL > 0 && (fp_pool_owns(p, L[b % NL].addr, &sz) != 1 ||
-                       sz != L[b % NL].req))
+        if (NL > 0 && (fp_pool_owns(p, L[b % NL].addr, &sz) != 1 || sz != L[b % NL].req))
             die("owns of a live block", NULL);
         if (fp_pool_owns(p, 0x1000, &sz) != 0)
             die("owns of a foreign address", NULL);
@@ -386,9 +385,7 @@ static void do_misc(fp_pool *p, uint8_t b)
             die("reserved over the cap", NULL);
         break;
     }
-    default:
-        expect_invalid(p, UINT64_MAX - b);
-        break;
+    default: expect_invalid(p, UINT64_MAX - b); break;
     }
 }
 
@@ -396,7 +393,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const size_t caps[8] = {SIZE_MAX, 24 * MIB, 48 * MIB, 64 * MIB,
+    static const size_t caps[8] = {SIZE_MAX,  24 * MIB,  48 * MIB,  64 * MIB,
                                    128 * MIB, 256 * MIB, 512 * MIB, 1024 * MIB};
     if (size < 2)
         return 0;
@@ -410,7 +407,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     last_freed = 0;
     fp_backend be = {.ctx = &M, .reserve = m_reserve, .release = m_release, .synchronize = m_sync};
     if (data[1] & 32)
-        o.record_bytes = 64 * 16;   /* the record: 32 events a generation, so it turns over */
+        o.record_bytes = 64 * 16; /* the record: 32 events a generation, so it turns over */
     if (data[1] & 8) {
         o.expandable_segments = 1;
         o.vmm_reserve = (data[1] & 16) ? 64 * MIB : 0; /* small ranges fill up */
@@ -426,7 +423,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (i < size) {
         uint8_t op = data[i++];
         switch (op & 7) {
-        case 0: case 1: case 2: case 3: {
+        case 0:
+        case 1:
+        case 2:
+        case 3: {
             if (i + 3 > size)
                 break;
             unsigned e = data[i] % 28;
@@ -436,7 +436,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             do_alloc(p, &o, s, op & 0x80);
             break;
         }
-        case 4: case 5:
+        case 4:
+        case 5:
             if (i < size && NL > 0)
                 do_free(p, data[i] % NL);
             i++;

@@ -22,7 +22,7 @@ static void check_replay(const fp_trace *t)
     fp_pool_opts_default(&o);
     fp_replay_result r;
     if (fp_replay(t, &o, 64u << 20, &r, NULL) != 0)
-        return;   /* out of host memory */
+        return; /* out of host memory */
     size_t frees = 0;
     for (size_t i = 0; i < t->n; i++)
         frees += t->ev[i].op == 'f';

@@ -87,7 +87,7 @@ static void nothing_fits_4600(void **state)
 {
     (void)state;
     fp_advice a;
-    advise(&resnet, 4600 * FP_MIB, NULL, &a);   /* the defaults are the leanest */
+    advise(&resnet, 4600 * FP_MIB, NULL, &a); /* the defaults are the leanest */
     assert_int_equal(a.kind, FP_ADVICE_NONE_FITS);
     assert_int_equal(a.best_need, 4602 * FP_MIB);
     assert_string_equal(a.leanest, "the settings in force");
@@ -114,12 +114,12 @@ static void expandable_fits_4650(void **state)
     assert_string_equal(a.conf, "expandable_segments:True");
     assert_string_equal(a.torch, "expandable_segments:True");
     assert_int_equal(a.need, 4602 * FP_MIB);
-    assert_true(clean_at(&resnet, a.conf, 4650 * FP_MIB));   /* what is printed is proven */
+    assert_true(clean_at(&resnet, a.conf, 4650 * FP_MIB)); /* what is printed is proven */
     /* the classic pool OOMs there, with the old rule of thumb too */
     assert_false(clean_at(&resnet, "expandable_segments:False", 4650 * FP_MIB));
-    assert_false(clean_at(&resnet, "expandable_segments:False,roundup_power2_divisions:4",
-                          4650 * FP_MIB));
-    assert_true(clean_at(&resnet, "", 4650 * FP_MIB));   /* fragpool's defaults fit */
+    assert_false(
+        clean_at(&resnet, "expandable_segments:False,roundup_power2_divisions:4", 4650 * FP_MIB));
+    assert_true(clean_at(&resnet, "", 4650 * FP_MIB)); /* fragpool's defaults fit */
     fix_line(&a);
     assert_string_equal(line, "fragpool: fix: FRAGPOOL_CONF=expandable_segments:True \xe2\x80\x94 "
                               "a replay of this run up to this failure fits in 4,602 MiB; it had "
@@ -154,7 +154,8 @@ static void other_keys_kept(void **state)
     fp_conf cur;
     fp_conf_default(&cur);
     assert_int_equal(fp_conf_parse("summary:off,max_split_size_mb:200,roundup_power2_divisions:4",
-                                   &cur, NULL, NULL), 0);
+                                   &cur, NULL, NULL),
+                     0);
     fp_advice a;
     advise(&resnet, 4650 * FP_MIB, &cur, &a);
     assert_int_equal(a.kind, FP_ADVICE_FIX);
@@ -170,8 +171,8 @@ static void cap_raised(void **state)
     fp_conf_default(&cur);
     assert_int_equal(fp_conf_parse("max_reserved_mb:4000", &cur, NULL, NULL), 0);
     fp_advice a;
-    fp_advice_req req = {.budget = 4000 * FP_MIB, .room = 80000 * FP_MIB, .current = &cur,
-                         .threads = 2};
+    fp_advice_req req = {
+        .budget = 4000 * FP_MIB, .room = 80000 * FP_MIB, .current = &cur, .threads = 2};
     assert_int_equal(fp_advise(&resnet, &req, &a), 0);
     assert_int_equal(a.kind, FP_ADVICE_RAISE_CAP);
     char want[64];
@@ -218,22 +219,30 @@ static void without_budget(void **state)
     (void)state;
     fp_advice a;
     advise(&resnet, 0, conf_of("expandable_segments:False"), &a);
-    assert_int_equal(a.kind, FP_ADVICE_BEST);   /* 4,606 against 6,142 MiB */
+    assert_int_equal(a.kind, FP_ADVICE_BEST); /* 4,606 against 6,142 MiB */
     assert_string_equal(a.conf, "expandable_segments:True");
     assert_true(a.need * 100 <= a.current_need * 95);
     advise(&resnet, 0, conf_of("expandable_segments:True"), &a);
-    assert_int_equal(a.kind, FP_ADVICE_KEEP);   /* nothing is 5% leaner than it */
+    assert_int_equal(a.kind, FP_ADVICE_KEEP); /* nothing is 5% leaner than it */
     advise(&resnet, 0, NULL, &a);
-    assert_int_equal(a.kind, FP_ADVICE_KEEP);   /* nor than the defaults */
+    assert_int_equal(a.kind, FP_ADVICE_KEEP); /* nor than the defaults */
 }
 
 static void mib_format(void **state)
 {
     (void)state;
-    const struct { size_t bytes; const char *want; } cases[] = {
-        {0, "0 MiB"}, {1, "1 MiB"}, {FP_MIB, "1 MiB"}, {FP_MIB + 1, "2 MiB"},
-        {999 * FP_MIB, "999 MiB"}, {1000 * FP_MIB, "1,000 MiB"}, {18474 * FP_MIB, "18,474 MiB"},
-        {(size_t)1234567 * FP_MIB, "1,234,567 MiB"}, {(size_t)1000005 * FP_MIB, "1,000,005 MiB"}};
+    const struct {
+        size_t bytes;
+        const char *want;
+    } cases[] = {{0, "0 MiB"},
+                 {1, "1 MiB"},
+                 {FP_MIB, "1 MiB"},
+                 {FP_MIB + 1, "2 MiB"},
+                 {999 * FP_MIB, "999 MiB"},
+                 {1000 * FP_MIB, "1,000 MiB"},
+                 {18474 * FP_MIB, "18,474 MiB"},
+                 {(size_t)1234567 * FP_MIB, "1,234,567 MiB"},
+                 {(size_t)1000005 * FP_MIB, "1,000,005 MiB"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fp_sink s = fp_sink_buffer(line, sizeof line);
         fp_put_mib(&s, cases[i].bytes);

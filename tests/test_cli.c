@@ -103,14 +103,14 @@ static const char *small_trace(void)
 static void help_everywhere(void **state)
 {
     (void)state;
-    static const char *const names[] = {"demo", "run", "replay", "tune", "report",
-                                        "snapshot", "merge", "config"};
+    static const char *const names[] = {"demo",   "run",      "replay", "tune",
+                                        "report", "snapshot", "merge",  "config"};
     cli_run r;
     char want[64];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(want, sizeof want, "usage: fragpool %s", names[i]);
-        const char *ways[3][3] = {{names[i], "--help", NULL}, {names[i], "-h", NULL},
-                                  {"help", names[i], NULL}};
+        const char *ways[3][3] = {
+            {names[i], "--help", NULL}, {names[i], "-h", NULL}, {"help", names[i], NULL}};
         for (int w = 0; w < 3; w++) {
             run_cli(&r, NULL, ways[w]);
             expect(&r, 0, NULL);
@@ -123,11 +123,11 @@ static void help_everywhere(void **state)
     expect(&r, 0, NULL);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         assert_non_null(strstr(r.out, names[i]));
-    assert_non_null(strstr(r.out, "--threads N"));   /* every option is in the overview */
+    assert_non_null(strstr(r.out, "--threads N")); /* every option is in the overview */
     assert_non_null(strstr(r.out, "--at "));
     run_cli(&r, NULL, (const char *[]){"help", "nope", NULL});
     expect(&r, 2, "unknown command 'nope'");
-    run_cli(&r, NULL, (const char *[]){"replya", "x.csv", NULL});  /* a typo */
+    run_cli(&r, NULL, (const char *[]){"replya", "x.csv", NULL}); /* a typo */
     expect(&r, 2, "unknown command 'replya'; did you mean replay?");
     assert_int_equal(lines(r.err), 1);
     run_cli(&r, NULL, (const char *[]){"help", "tnue", NULL});
@@ -163,9 +163,11 @@ static void help_options_parse(void **state)
             /* "--json   the summary": a flag; "--budget SIZE   ...": takes SIZE */
             int takes = !strcmp(arg, "SIZE") || !strcmp(arg, "N") || !strcmp(arg, "WHEN") ||
                         !strcmp(arg, "K:V,...") || strstr(arg, ".html") || strstr(arg, ".pickle");
-            const char *val = !strcmp(arg, "SIZE") ? "64MiB" : !strcmp(arg, "N") ? "1"
-                            : !strcmp(arg, "WHEN") ? "end" : !strcmp(arg, "K:V,...") ? "strict:0"
-                            : out;
+            const char *val = !strcmp(arg, "SIZE")      ? "64MiB"
+                              : !strcmp(arg, "N")       ? "1"
+                              : !strcmp(arg, "WHEN")    ? "end"
+                              : !strcmp(arg, "K:V,...") ? "strict:0"
+                                                        : out;
             const char *argv[8] = {names[i], trace};
             int n = 2;
             if (needs_o && strcmp(opt, "-o"))
@@ -197,8 +199,13 @@ static void help_options_parse(void **state)
             continue;
         int takes = !strcmp(arg, "K:V,...");
         const char *none = "/nonexistent/fp-cli-cmd";
-        const char *argv[] = {"run", "--simulate", opt, takes ? "strict:0" : "--", takes ? "--" : none,
-                              takes ? none : NULL, NULL};
+        const char *argv[] = {"run",
+                              "--simulate",
+                              opt,
+                              takes ? "strict:0" : "--",
+                              takes ? "--" : none,
+                              takes ? none : NULL,
+                              NULL};
         run_cli(&r, NULL, argv);
         expect(&r, 127, "cannot execute '/nonexistent/fp-cli-cmd'");
         seen++;
@@ -223,8 +230,9 @@ static void setting_mistakes(void **state)
     run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:512", NULL});
     expect(&r, 0, NULL);
     assert_true(strncmp(r.out, "max_split_size_mb:512,", 22) == 0);
-    run_cli(&r, NULL, (const char *[]){"run", "--simulate", "--conf", "expandable_segment:True",
-                                       "--", "sh", "-c", "echo RAN", NULL});
+    run_cli(&r, NULL,
+            (const char *[]){"run", "--simulate", "--conf", "expandable_segment:True", "--", "sh",
+                             "-c", "echo RAN", NULL});
     expect(&r, 2, "did you mean expandable_segments?");
     assert_non_null(strstr(r.err, "nothing was run"));
     assert_null(strstr(r.out, "RAN"));
@@ -274,12 +282,14 @@ static void tune_huge_request(void **state)
     assert_non_null(strstr(r.out, "\"kind\":\"all_oom\""));
     assert_non_null(strstr(r.out, "\"too_large_request\":18446744073709551615"));
     run_cli(&r, NULL, (const char *[]){"report", path, "-o", tmp_name("huge.html"), NULL});
-    expect(&r, 0, "fragpool report: the requests of 2^63 to 2^64 - 1 bytes add up past "
-                  "2^64 - 1 bytes; the size histogram shows 2^64 - 1 bytes for them\n");
+    expect(&r, 0,
+           "fragpool report: the requests of 2^63 to 2^64 - 1 bytes add up past "
+           "2^64 - 1 bytes; the size histogram shows 2^64 - 1 bytes for them\n");
     assert_int_equal(lines(r.err), 1);
     run_cli(&r, NULL, (const char *[]){"replay", path, NULL});
-    expect(&r, 0, "\nfragpool: cause: a request too large \xe2\x80\x94 "
-                  "18446744073709551615 bytes is more than the 281474976710655 (2^48 - 1)");
+    expect(&r, 0,
+           "\nfragpool: cause: a request too large \xe2\x80\x94 "
+           "18446744073709551615 bytes is more than the 281474976710655 (2^48 - 1)");
     assert_null(strstr(r.err, "exhaustion"));
 }
 
@@ -306,9 +316,9 @@ static void stdout_full(void **state)
     const char *json = tmp_name("s.json");
     write_text(json, r.out);
     const char *const cases[][4] = {
-        {"replay", trace, NULL},        {"replay", trace, "--json", NULL},
-        {"tune", trace, NULL},          {"tune", trace, "--json", NULL},
-        {"config", NULL},               {"config", "max_split_size_mb:64", NULL},
+        {"replay", trace, NULL}, {"replay", trace, "--json", NULL},
+        {"tune", trace, NULL},   {"tune", trace, "--json", NULL},
+        {"config", NULL},        {"config", "max_split_size_mb:64", NULL},
         {"merge", json, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -327,8 +337,9 @@ static void budget_and_conf(void **state)
     cli_run r;
     const char *cmds[] = {"replay", "tune", "report"};
     for (int i = 0; i < 3; i++) {
-        run_cli(&r, NULL, (const char *[]){cmds[i], trace, "--budget", "0.5", "-o",
-                                            tmp_name("b.html"), NULL});
+        run_cli(
+            &r, NULL,
+            (const char *[]){cmds[i], trace, "--budget", "0.5", "-o", tmp_name("b.html"), NULL});
         expect(&r, 2, "bad --budget '0.5': less than one byte");
     }
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", "foo:1", NULL});
@@ -343,28 +354,37 @@ static void budget_and_conf(void **state)
 static void budget_one_parser(void **state)
 {
     (void)state;
-    char trace[160], out[160];   /* tmp_name's 8 buffers are reused */
+    char trace[160], out[160]; /* tmp_name's 8 buffers are reused */
     snprintf(trace, sizeof trace, "%s", small_trace());
     snprintf(out, sizeof out, "%s", tmp_name("b.out"));
-    const char *bad[] = {"+8G", " 8G", "8G ", "0x10", "1e3", "inf", "nan", "-1", "1..", ".",
-                         "8X", "8GiBs", "", "16777216T", "1.0000000000000001"};
+    const char *bad[] = {"+8G", " 8G",   "8G ", "0x10",      "1e3",
+                         "inf", "nan",   "-1",  "1..",       ".",
+                         "8X",  "8GiBs", "",    "16777216T", "1.0000000000000001"};
     const char *cmds[] = {"replay", "tune", "report", "snapshot"};
     cli_run r;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         for (int c = 0; c < 4; c++) {
-            run_cli(&r, NULL, (const char *[]){cmds[c], trace, "--budget", bad[i], "-o", out,
-                                                NULL});
+            run_cli(&r, NULL,
+                    (const char *[]){cmds[c], trace, "--budget", bad[i], "-o", out, NULL});
             expect(&r, 2, "bad --budget '");
             assert_int_equal(lines(r.err), 1);
         }
-    static const struct { const char *in, *bytes; } good[] = {
-        {"4.6GiB", "4939212390"}, {"1.5k", "1536"}, {"8gb", "8589934592"},
-        {"4096", "4096"}, {".5M", "524288"}, {"15.99999999999999T", "17592186044415"}, {"1.", "1"},
+    static const struct {
+        const char *in, *bytes;
+    } good[] = {
+        {"4.6GiB", "4939212390"},
+        {"1.5k", "1536"},
+        {"8gb", "8589934592"},
+        {"4096", "4096"},
+        {".5M", "524288"},
+        {"15.99999999999999T", "17592186044415"},
+        {"1.", "1"},
         {"2.50000000000000000000k", "2560"},
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
-        run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", "2", "--json",
-                                            "--budget", good[i].in, NULL});
+        run_cli(&r, NULL,
+                (const char *[]){"tune", trace, "--threads", "2", "--json", "--budget", good[i].in,
+                                 NULL});
         expect(&r, 0, NULL);
         char want[64];
         snprintf(want, sizeof want, "\"budget\":%s,", good[i].bytes);
@@ -386,12 +406,13 @@ static void strict_counts(void **state)
     }
     const char *bad_at[] = {"+2", " 2", "-1", "2x", "7", "18446744073709551617"};
     for (int i = 0; i < 6; i++) {
-        run_cli(&r, NULL, (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at",
-                                            bad_at[i], NULL});
+        run_cli(
+            &r, NULL,
+            (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at", bad_at[i], NULL});
         expect(&r, 1, "bad --at");
     }
-    run_cli(&r, NULL, (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at", "6",
-                                        NULL});
+    run_cli(&r, NULL,
+            (const char *[]){"report", trace, "-o", tmp_name("a.html"), "--at", "6", NULL});
     expect(&r, 0, NULL);
 }
 
@@ -423,7 +444,7 @@ static void merge_out_of_range(void **state)
                      "9223372036854775807}},{\"reserved\":{\"peak\":9223372036854775807}}]}");
     cli_run r;
     run_cli(&r, NULL, (const char *[]){"merge", path, NULL});
-    expect(&r, 0, NULL);   /* the total saturates instead of overflowing, and says so */
+    expect(&r, 0, NULL); /* the total saturates instead of overflowing, and says so */
     assert_int_equal(fp_t_count_of(r.out, "a total passed 9223372036854775807"), 1);
     write_text(path, "{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":5}}]}");
     run_cli(&r, NULL, (const char *[]){"merge", path, NULL});
@@ -452,7 +473,7 @@ static void report_and_merge_agree(void **state)
         {"{\"version\":1,\"devices\":{}}", "no \"devices\" array"},
         {"{\"version\":1,\"devices\":[{\"reserved\":{\"peak\":5}}]", "invalid JSON at byte"},
     };
-    char path[160], html[160];   /* tmp_name's 8 buffers are reused */
+    char path[160], html[160]; /* tmp_name's 8 buffers are reused */
     snprintf(path, sizeof path, "%s", tmp_name("agree.json"));
     snprintf(html, sizeof html, "%s", tmp_name("agree.html"));
     cli_run m, r;
@@ -492,8 +513,8 @@ static void no_line_zero(void **state)
     assert_null(strstr(r.err, ":0:"));
     /* gzip header, then one stored deflate block of a pickle's first 4
      * bytes, and no more: the stream ends early */
-    static const unsigned char gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3,
-                                       0x00, 4, 0, 0xfb, 0xff, 0x80, 0x04, '}', 0x94};
+    static const unsigned char gz[] = {0x1f, 0x8b, 8, 0,    0,    0,    0,    0,   0,   3,
+                                       0x00, 4,    0, 0xfb, 0xff, 0x80, 0x04, '}', 0x94};
     const char *cut = tmp_name("cut.pickle.gz");
     FILE *f = fopen(cut, "wb");
     assert_non_null(f);
@@ -548,12 +569,12 @@ static void replay_oom_advises_proven_fix(void **state)
                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n";
     const char *classic = "expandable_segments:False";
     cli_run r;
-    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", "--conf", classic,
-                                       NULL});
+    run_cli(&r, NULL,
+            (const char *[]){"replay", trace, "--budget", "4650MiB", "--conf", classic, NULL});
     expect(&r, 0, "allocations failed");
     assert_non_null(strstr(r.err, fix));
     run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", NULL});
-    expect(&r, 0, NULL);   /* the default, virtual memory, fits */
+    expect(&r, 0, NULL); /* the default, virtual memory, fits */
     assert_null(strstr(r.err, "allocations failed"));
     /* tune weighs every setting against fragpool's defaults, which fit */
     run_cli(&r, NULL, (const char *[]){"tune", trace, "--budget", "4650MiB", NULL});
@@ -567,12 +588,14 @@ static void replay_oom_advises_proven_fix(void **state)
     assert_non_null(strstr(r.err, "fragpool: fix: no setting fits"));
     assert_null(strstr(r.err, "fix: FRAGPOOL_CONF="));
     assert_null(strstr(r.err, "empty_cache"));
-    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4650MiB", "--conf",
-                                       "expandable_segments:True", NULL});
+    run_cli(&r, NULL,
+            (const char *[]){"replay", trace, "--budget", "4650MiB", "--conf",
+                             "expandable_segments:True", NULL});
     expect(&r, 0, NULL);
     assert_null(strstr(r.err, "allocations failed"));
-    run_cli(&r, NULL, (const char *[]){"replay", trace, "--budget", "4500MiB", "--conf",
-                                       "expandable_segments:True", NULL});
+    run_cli(&r, NULL,
+            (const char *[]){"replay", trace, "--budget", "4500MiB", "--conf",
+                             "expandable_segments:True", NULL});
     expect(&r, 0, "allocations failed");
     assert_null(strstr(r.err, "fix: FRAGPOOL_CONF=expandable_segments:True"));
 }
@@ -586,7 +609,8 @@ static void demo_runs_the_loop(void **state)
     cli_run r;
     run_cli(&r, NULL, (const char *[]){"demo", NULL});
     expect(&r, 0, NULL);
-    assert_non_null(strstr(r.out, "fragpool demo: no GPU found; running on fragpool's simulated device"));
+    assert_non_null(
+        strstr(r.out, "fragpool demo: no GPU found; running on fragpool's simulated device"));
     assert_non_null(strstr(r.out, "fragpool: CUDA out of memory."));
     assert_non_null(strstr(r.out, "fragpool: fix: FRAGPOOL_CONF=max_reserved_mb:312,summary:off,"
                                   "expandable_segments:True \xe2\x80\x94 a replay of this run up "

@@ -20,44 +20,48 @@
 #include <string.h>
 #include "fp_conf.h"
 
-#define P "fragpool: FRAGPOOL_CONF: "
-#define T "; ignoring this entry, the rest still applies"
-#define KT(key, cur) "; ignoring this entry (" key " stays " cur \
-                     "), the rest still applies"
-#define KNOWN "known keys: max_split_size_mb, max_non_split_rounding_mb, " \
-              "roundup_power2_divisions, garbage_collection_threshold, " \
-              "per_process_memory_fraction, max_reserved_mb, strict, " \
-              "meminfo_counts_cache, debug_check, free_policy, " \
-              "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, " \
-              "trace, record_mb, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, " \
-              "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, " \
-              "host_pool, host_max_reserved_mb, host_max_cached_mb, " \
-              "pinned_max_cached_size_mb"
-#define MSS "must be an integer number of MiB >= 21 (up to 17592186044415), " \
-            "or unlimited" KT("max_split_size_mb", "unlimited")
-#define NSR "must be an integer number of MiB >= 20 (up to 17592186044415)" \
-            KT("max_non_split_rounding_mb", "20")
-#define RPD "must be 0 or a power of two up to 1024, or a list like " \
-            "[256:1,512:2,>:8] of increasing power-of-two sizes in MiB " \
-            "with such values, '>' last" \
-            KT("roundup_power2_divisions", "0")
-#define GC "must be a decimal number > 0 and < 1 such as 0.6 (at most 15 " \
-           "decimals), or off" KT("garbage_collection_threshold", "off")
-#define PPF "must be a decimal number > 0 and <= 1 such as 0.5 (at most 15 " \
-            "decimals), or unlimited" \
-            KT("per_process_memory_fraction", "unlimited")
-#define MR "must be an integer number of MiB >= 1 (up to 17592186044415), " \
-           "or unlimited" KT("max_reserved_mb", "unlimited")
+#define P            "fragpool: FRAGPOOL_CONF: "
+#define T            "; ignoring this entry, the rest still applies"
+#define KT(key, cur) "; ignoring this entry (" key " stays " cur "), the rest still applies"
+#define KNOWN                                                                                      \
+    "known keys: max_split_size_mb, max_non_split_rounding_mb, "                                   \
+    "roundup_power2_divisions, garbage_collection_threshold, "                                     \
+    "per_process_memory_fraction, max_reserved_mb, strict, "                                       \
+    "meminfo_counts_cache, debug_check, free_policy, "                                             \
+    "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, "                                \
+    "trace, record_mb, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, "                \
+    "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, "                          \
+    "host_pool, host_max_reserved_mb, host_max_cached_mb, "                                        \
+    "pinned_max_cached_size_mb"
+#define MSS                                                                                        \
+    "must be an integer number of MiB >= 21 (up to 17592186044415), "                              \
+    "or unlimited" KT("max_split_size_mb", "unlimited")
+#define NSR                                                                                        \
+    "must be an integer number of MiB >= 20 (up to 17592186044415)" KT(                            \
+        "max_non_split_rounding_mb", "20")
+#define RPD                                                                                        \
+    "must be 0 or a power of two up to 1024, or a list like "                                      \
+    "[256:1,512:2,>:8] of increasing power-of-two sizes in MiB "                                   \
+    "with such values, '>' last" KT("roundup_power2_divisions", "0")
+#define GC                                                                                         \
+    "must be a decimal number > 0 and < 1 such as 0.6 (at most 15 "                                \
+    "decimals), or off" KT("garbage_collection_threshold", "off")
+#define PPF                                                                                        \
+    "must be a decimal number > 0 and <= 1 such as 0.5 (at most 15 "                               \
+    "decimals), or unlimited" KT("per_process_memory_fraction", "unlimited")
+#define MR                                                                                         \
+    "must be an integer number of MiB >= 1 (up to 17592186044415), "                               \
+    "or unlimited" KT("max_reserved_mb", "unlimited")
 #define ST "must be 0, 1, true, false, True or False" KT("strict", "0")
 
-#define MIB ((size_t)1 << 20)
+#define MIB        ((size_t)1 << 20)
 #define LINE_BOUND 2048
 
 /* ---- capture of report lines ------------------------------------------ */
 typedef struct capture {
-    int n;            /* lines reported          */
-    size_t len;       /* bytes kept in buf        */
-    char buf[1 << 16];/* lines, each + '\n', while they fit */
+    int n;             /* lines reported          */
+    size_t len;        /* bytes kept in buf        */
+    char buf[1 << 16]; /* lines, each + '\n', while they fit */
 } capture;
 
 static void on_report(void *ud, const char *line)
@@ -102,36 +106,43 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
 {
     for (int i = 0; i < FP_ROUNDUP_INTERVALS; i++) {
         if (c->pool.roundup_divisions[i] != want[i])
-            fail_msg("interval %d: %u, want %u", i,
-                     c->pool.roundup_divisions[i], want[i]);
+            fail_msg("interval %d: %u, want %u", i, c->pool.roundup_divisions[i], want[i]);
     }
 }
 
 /* ---- defaults and the table ------------------------------------------- */
-#define DEFAULTS "max_split_size_mb:unlimited,max_non_split_rounding_mb:20," \
-                 "roundup_power2_divisions:0," \
-                 "garbage_collection_threshold:off," \
-                 "per_process_memory_fraction:unlimited," \
-                 "max_reserved_mb:unlimited,strict:0," \
-                 "meminfo_counts_cache:1,debug_check:0,free_policy:deferred," \
-                 "defer_headroom_mb:0,summary:stderr," \
-                 "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16," \
-                 "ipc_export:fragpool,own_segment_mb:off," \
-                 "snapshot:off,trace_stacks:0,tools:passthrough," \
-                 "expandable_segments:auto,vmm_page_mb:granularity," \
-                 "vmm_reserve_mb:device,vmm_headroom_mb:64,host_pool:1," \
-                 "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited," \
-                 "pinned_max_cached_size_mb:unlimited"
+#define DEFAULTS                                                                                   \
+    "max_split_size_mb:unlimited,max_non_split_rounding_mb:20,"                                    \
+    "roundup_power2_divisions:0,"                                                                  \
+    "garbage_collection_threshold:off,"                                                            \
+    "per_process_memory_fraction:unlimited,"                                                       \
+    "max_reserved_mb:unlimited,strict:0,"                                                          \
+    "meminfo_counts_cache:1,debug_check:0,free_policy:deferred,"                                   \
+    "defer_headroom_mb:0,summary:stderr,"                                                          \
+    "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16,"                                \
+    "ipc_export:fragpool,own_segment_mb:off,"                                                      \
+    "snapshot:off,trace_stacks:0,tools:passthrough,"                                               \
+    "expandable_segments:auto,vmm_page_mb:granularity,"                                            \
+    "vmm_reserve_mb:device,vmm_headroom_mb:64,host_pool:1,"                                        \
+    "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited,"                                 \
+    "pinned_max_cached_size_mb:unlimited"
 
 /* vmm_headroom_mb: MiB, 0 and off turn it off; a bad value is one
  * problem and leaves the default (64 MiB). */
 static void test_vmm_headroom(void **state)
 {
     (void)state;
-    static const struct { const char *text; size_t want; int problems; } cases[] = {
-        {"vmm_headroom_mb:128", 128 * FP_MIB, 0}, {"vmm_headroom_mb:0", 0, 0},
-        {"vmm_headroom_mb:off", 0, 0},          {"vmm_headroom_mb:x", 64 * FP_MIB, 1},
-        {"vmm_headroom_mb:-1", 64 * FP_MIB, 1}, {"vmm_headroom_mb:", 64 * FP_MIB, 1},
+    static const struct {
+        const char *text;
+        size_t want;
+        int problems;
+    } cases[] = {
+        {"vmm_headroom_mb:128", 128 * FP_MIB, 0},
+        {"vmm_headroom_mb:0", 0, 0},
+        {"vmm_headroom_mb:off", 0, 0},
+        {"vmm_headroom_mb:x", 64 * FP_MIB, 1},
+        {"vmm_headroom_mb:-1", 64 * FP_MIB, 1},
+        {"vmm_headroom_mb:", 64 * FP_MIB, 1},
         {"vmm_headroom_mb:17592186044416", 64 * FP_MIB, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -162,7 +173,11 @@ static void test_defaults(void **state)
     assert_int_equal(fp_conf_format(&c, buf, sizeof buf), 0);
     assert_string_equal(buf, DEFAULTS);
     /* the three states of expandable_segments, each printed back */
-    static const struct { const char *text; int v; const char *printed; } es[] = {
+    static const struct {
+        const char *text;
+        int v;
+        const char *printed;
+    } es[] = {
         {"expandable_segments:False", FP_VMM_OFF, "expandable_segments:0"},
         {"expandable_segments:True", FP_VMM_ON, "expandable_segments:1"},
         {"expandable_segments:auto", FP_VMM_AUTO, "expandable_segments:auto"},
@@ -195,8 +210,8 @@ static void test_table(void **state)
         assert_true(accept[0] != '\0');
         assert_non_null(o->help);
         assert_int_equal(fp_conf_find(o->name, strlen(o->name)), (int)i);
-        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s:%s",
-                 i ? "," : "", o->name, o->deflt);
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s:%s", i ? "," : "", o->name,
+                 o->deflt);
     }
     /* ranges and messages come from the bounds */
     static const char *const ranges[][3] = {
@@ -211,8 +226,8 @@ static void test_table(void **state)
         {"defer_headroom_mb", "0..17592186044415",
          "an integer number of MiB >= 0 (up to 17592186044415)"}};
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
-        const fp_option *o = fp_conf_option((size_t)fp_conf_find(ranges[i][0],
-                                                                 strlen(ranges[i][0])));
+        const fp_option *o =
+            fp_conf_option((size_t)fp_conf_find(ranges[i][0], strlen(ranges[i][0])));
         char got[512];
         assert_int_equal(fp_conf_range(o, got, sizeof got), 0);
         assert_string_equal(got, ranges[i][1]);
@@ -258,7 +273,7 @@ static size_t field_of(const fp_conf *c, int which)
 static void check_mibs(const good_mib *g, size_t n, int which)
 {
     for (size_t i = 0; i < n; i++) {
-        capture cap0 = { 0 }, *cap = &cap0;
+        capture cap0 = {0}, *cap = &cap0;
         fp_conf c;
         if (parse(g[i].text, &c, cap))
             fail_msg("'%s': %s", g[i].text, cap->buf);
@@ -270,21 +285,21 @@ static void test_good_mib(void **state)
 {
     (void)state;
     static const good_mib split[] = {
-        { "max_split_size_mb:21", 21 * MIB },
-        { "max_split_size_mb:512", 512 * MIB },
-        { "max_split_size_mb:0000512", 512 * MIB },
-        { "max_split_size_mb:17592186044415", 17592186044415 * MIB },
-        { "max_split_size_mb:unlimited", SIZE_MAX },
+        {"max_split_size_mb:21", 21 * MIB},
+        {"max_split_size_mb:512", 512 * MIB},
+        {"max_split_size_mb:0000512", 512 * MIB},
+        {"max_split_size_mb:17592186044415", 17592186044415 * MIB},
+        {"max_split_size_mb:unlimited", SIZE_MAX},
     };
     static const good_mib rounding[] = {
-        { "max_non_split_rounding_mb:20", 20 * MIB },
-        { "max_non_split_rounding_mb:64", 64 * MIB },
-        { "max_non_split_rounding_mb:17592186044415", 17592186044415 * MIB },
+        {"max_non_split_rounding_mb:20", 20 * MIB},
+        {"max_non_split_rounding_mb:64", 64 * MIB},
+        {"max_non_split_rounding_mb:17592186044415", 17592186044415 * MIB},
     };
     static const good_mib reserved[] = {
-        { "max_reserved_mb:1", MIB },
-        { "max_reserved_mb:40960", 40960 * MIB },
-        { "max_reserved_mb:unlimited", 0 },
+        {"max_reserved_mb:1", MIB},
+        {"max_reserved_mb:40960", 40960 * MIB},
+        {"max_reserved_mb:unlimited", 0},
     };
     check_mibs(split, sizeof split / sizeof split[0], 0);
     check_mibs(rounding, sizeof rounding / sizeof rounding[0], 1);
@@ -300,21 +315,21 @@ static void test_good_real(void **state)
 {
     (void)state;
     static const good_real g[] = {
-        { "garbage_collection_threshold:0.6", 0.6, 0 },
-        { "garbage_collection_threshold:.5", 0.5, 0 },
-        { "garbage_collection_threshold:0.50000000000000000000", 0.5, 0 },
-        { "garbage_collection_threshold:0.000000000000001", 1e-15, 0 },
-        { "garbage_collection_threshold:0.999999999999999", 0.999999999999999, 0 },
-        { "garbage_collection_threshold:off", 0, 0 },
-        { "per_process_memory_fraction:1", 0, 1.0 },
-        { "per_process_memory_fraction:1.", 0, 1.0 },
-        { "per_process_memory_fraction:1.000", 0, 1.0 },
-        { "per_process_memory_fraction:0.25", 0, 0.25 },
-        { "per_process_memory_fraction:0.123456789012345", 0, 0.123456789012345 },
-        { "per_process_memory_fraction:unlimited", 0, 0 },
+        {"garbage_collection_threshold:0.6", 0.6, 0},
+        {"garbage_collection_threshold:.5", 0.5, 0},
+        {"garbage_collection_threshold:0.50000000000000000000", 0.5, 0},
+        {"garbage_collection_threshold:0.000000000000001", 1e-15, 0},
+        {"garbage_collection_threshold:0.999999999999999", 0.999999999999999, 0},
+        {"garbage_collection_threshold:off", 0, 0},
+        {"per_process_memory_fraction:1", 0, 1.0},
+        {"per_process_memory_fraction:1.", 0, 1.0},
+        {"per_process_memory_fraction:1.000", 0, 1.0},
+        {"per_process_memory_fraction:0.25", 0, 0.25},
+        {"per_process_memory_fraction:0.123456789012345", 0, 0.123456789012345},
+        {"per_process_memory_fraction:unlimited", 0, 0},
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
-        capture cap = { 0 };
+        capture cap = {0};
         fp_conf c;
         if (parse(g[i].text, &c, &cap))
             fail_msg("'%s': %s", g[i].text, cap.buf);
@@ -333,7 +348,8 @@ static void test_good_shim_keys(void **state)
     assert_string_equal(c.summary, "stderr");
     assert_int_equal(fp_conf_parse("meminfo_counts_cache:0,debug_check:true,"
                                    "summary:/tmp/fp-%p-%r.json,summary_format:json",
-                                   &c, NULL, NULL), 0);
+                                   &c, NULL, NULL),
+                     0);
     assert_int_equal(c.meminfo_counts_cache, 0);
     assert_int_equal(c.debug_check, 1);
     assert_string_equal(c.summary, "/tmp/fp-%p-%r.json");
@@ -371,10 +387,10 @@ static void test_good_shim_keys(void **state)
 static void test_good_strict(void **state)
 {
     (void)state;
-    static const char *const on[] = { "strict:1", "strict:true", "strict:True" };
-    static const char *const off[] = { "strict:0", "strict:false", "strict:False" };
+    static const char *const on[] = {"strict:1", "strict:true", "strict:True"};
+    static const char *const off[] = {"strict:0", "strict:false", "strict:False"};
     for (size_t i = 0; i < 3; i++) {
-        capture cap = { 0 };
+        capture cap = {0};
         fp_conf c;
         assert_int_equal(parse(on[i], &c, &cap), 0);
         assert_int_equal(c.strict, 1);
@@ -387,10 +403,10 @@ static void test_good_strict(void **state)
 static void test_divs_single(void **state)
 {
     (void)state;
-    static const uint32_t ok[] = { 0, 1, 2, 4, 8, 64, 1024 };
+    static const uint32_t ok[] = {0, 1, 2, 4, 8, 64, 1024};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char text[64];
-        capture cap = { 0 };
+        capture cap = {0};
         fp_conf c;
         snprintf(text, sizeof text, "roundup_power2_divisions:%u", ok[i]);
         assert_int_equal(parse(text, &c, &cap), 0);
@@ -408,25 +424,25 @@ static void test_divs_list(void **state)
     (void)state;
     static const divs_case d[] = {
         /* interval i covers [2^i MiB, 2^(i+1) MiB); 256 MiB is i = 8 */
-        { "[256:1,512:2,>:8]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8 } },
-        { "[1:4]", { 4 } },
+        {"[256:1,512:2,>:8]", {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8}},
+        {"[1:4]", {4}},
         /* '>' fills after the last size named: after interval 0 when none */
-        { "[>:8]", { 0, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8 } },
-        { "[65536:4]", { 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4 } },
+        {"[>:8]", {0, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
+        {"[65536:4]", {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
         /* intervals between two sizes keep 0, as in PyTorch */
-        { "[256:1,1024:4]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4 } },
-        { "[32768:4]", { 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4 } },
-        { "[2:2,64:4,1024:8]", { 2, 2, 0, 0, 0, 0, 4, 0, 0, 0, 8 } },
-        { "[1:0,2:1,4:2,8:4,16:8,32:16,64:32,128:64,256:128,512:256,"
-          "1024:512,2048:1024,4096:0,8192:1,16384:2,32768:4]",
-          { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 0, 1, 2, 4 } },
-        { "[ 256 : 1 ,\t> : 8 ]", { 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, 8, 8, 8 } },
-        { "[16384:2,>:16]", { 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 16 } },
-        { "[32768:2,>:16]", { 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2 } },
+        {"[256:1,1024:4]", {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 4}},
+        {"[32768:4]", {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
+        {"[2:2,64:4,1024:8]", {2, 2, 0, 0, 0, 0, 4, 0, 0, 0, 8}},
+        {"[1:0,2:1,4:2,8:4,16:8,32:16,64:32,128:64,256:128,512:256,"
+         "1024:512,2048:1024,4096:0,8192:1,16384:2,32768:4]",
+         {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 0, 1, 2, 4}},
+        {"[ 256 : 1 ,\t> : 8 ]", {1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, 8, 8, 8}},
+        {"[16384:2,>:16]", {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 16}},
+        {"[32768:2,>:16]", {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}},
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
         char text[256];
-        capture cap = { 0 };
+        capture cap = {0};
         fp_conf c;
         snprintf(text, sizeof text, "roundup_power2_divisions:%s", d[i].list);
         if (parse(text, &c, &cap))
@@ -438,13 +454,12 @@ static void test_divs_list(void **state)
 static void test_whitespace_and_many(void **state)
 {
     (void)state;
-    capture cap = { 0 };
+    capture cap = {0};
     fp_conf c;
-    const char *text =
-        "  max_split_size_mb : 512 ,\tgarbage_collection_threshold:0.6\n,"
-        " roundup_power2_divisions : [256:1, 512:2, >:8] , max_reserved_mb:"
-        "4096,per_process_memory_fraction:0.8,max_non_split_rounding_mb:20,"
-        "strict:True ";
+    const char *text = "  max_split_size_mb : 512 ,\tgarbage_collection_threshold:0.6\n,"
+                       " roundup_power2_divisions : [256:1, 512:2, >:8] , max_reserved_mb:"
+                       "4096,per_process_memory_fraction:0.8,max_non_split_rounding_mb:20,"
+                       "strict:True ";
     assert_int_equal(parse(text, &c, &cap), 0);
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
     assert_true(c.pool.gc_threshold == 0.6);
@@ -461,14 +476,13 @@ static void test_whitespace_and_many(void **state)
 static void test_bad_in_middle(void **state)
 {
     (void)state;
-    capture cap = { 0 };
+    capture cap = {0};
     fp_conf c;
     const char *text = "max_split_size_mb:512,garbage_collection_threshold:1.5,"
                        "foo:1,roundup_power2_divisions:[256:1,512:2],strict:1";
     assert_int_equal(parse(text, &c, &cap), 2);
-    assert_string_equal(cap.buf,
-        P "'garbage_collection_threshold:1.5': " GC "\n"
-        P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n");
+    assert_string_equal(cap.buf, P "'garbage_collection_threshold:1.5': " GC "\n" P
+                                   "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n");
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
     assert_true(c.pool.gc_threshold == 0.0);
     assert_int_equal(c.pool.roundup_divisions[9], 2);
@@ -482,32 +496,32 @@ static void test_bad_in_middle(void **state)
 static void test_unclosed_bracket(void **state)
 {
     (void)state;
-    capture cap = { 0 };
+    capture cap = {0};
     fp_conf c;
     assert_int_equal(parse("roundup_power2_divisions:[256:1,"
-                           "max_split_size_mb:512", &c, &cap), 1);
+                           "max_split_size_mb:512",
+                           &c, &cap),
+                     1);
     assert_string_equal(cap.buf, P "'roundup_power2_divisions:[256:1': "
-                                 "no closing ']'; " RPD "\n");
+                                   "no closing ']'; " RPD "\n");
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
 }
 
 static void test_duplicate(void **state)
 {
     (void)state;
-    capture cap = { 0 };
+    capture cap = {0};
     fp_conf c;
-    assert_int_equal(parse("max_split_size_mb:512,max_split_size_mb:1024",
-                           &c, &cap), 1);
+    assert_int_equal(parse("max_split_size_mb:512,max_split_size_mb:1024", &c, &cap), 1);
     assert_string_equal(cap.buf,
-        "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:1024': duplicate key, "
-        "only the first max_split_size_mb counts; ignoring this entry "
-        "(max_split_size_mb stays 512), the rest still applies\n");
+                        "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:1024': duplicate key, "
+                        "only the first max_split_size_mb counts; ignoring this entry "
+                        "(max_split_size_mb stays 512), the rest still applies\n");
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
 
     /* the first occurrence counts even when it is bad */
     memset(&cap, 0, sizeof cap);
-    assert_int_equal(parse("max_split_size_mb:20,max_split_size_mb:1024",
-                           &c, &cap), 2);
+    assert_int_equal(parse("max_split_size_mb:20,max_split_size_mb:1024", &c, &cap), 2);
     assert_int_equal(c.pool.max_split_size, SIZE_MAX);
 
     /* a second call is not a duplicate: later text overrides */
@@ -524,244 +538,212 @@ static void test_duplicate(void **state)
 typedef struct bad_case {
     const char *text;
     int problems;
-    const char *lines;   /* every line, each followed by '\n' */
+    const char *lines; /* every line, each followed by '\n' */
 } bad_case;
 
 static const bad_case bad[] = {
-    { "meminfo_counts_cache:2", 1,
-      P "'meminfo_counts_cache:2': must be 0, 1, true, false, True or False"
-        KT("meminfo_counts_cache", "1") "\n" },
-    { "debug_check:yes", 1,
-      P "'debug_check:yes': must be 0, 1, true, false, True or False"
-        KT("debug_check", "0") "\n" },
-    { "dump_on_sigusr1:2", 1,
-      P "'dump_on_sigusr1:2': must be 0, 1, true, false, True or False"
-        KT("dump_on_sigusr1", "0") "\n" },
-    { "expandable_segments:maybe", 1,
-      P "'expandable_segments:maybe': must be 0, 1, true, false, True, False or auto"
-        KT("expandable_segments", "auto") "\n" },
-    { "trace:", 1,
-      P "'trace:': empty value; must be off, or a file path shorter than 256 "
-        "bytes (%p pid, %r rank, %h host)" KT("trace", "off") "\n" },
-    { "defer_headroom_mb:-1", 1,
-      P "'defer_headroom_mb:-1': must be an integer number of MiB >= 0 (up to "
-        "17592186044415)" KT("defer_headroom_mb", "0") "\n" },
-    { "defer_headroom_mb:1.5", 1,
-      P "'defer_headroom_mb:1.5': must be an integer number of MiB >= 0 (up to "
-        "17592186044415)" KT("defer_headroom_mb", "0") "\n" },
-    { "ipc_export:block", 1,
-      P "'ipc_export:block': must be refuse or fragpool"
-        KT("ipc_export", "fragpool") "\n" },
-    { "ipc_export:", 1,
-      P "'ipc_export:': empty value; must be refuse or fragpool"
-        KT("ipc_export", "fragpool") "\n" },
-    { "tools:maybe", 1,
-      P "'tools:maybe': must be passthrough or pool" KT("tools", "passthrough") "\n" },
-    { "trace_stacks:33", 1,
-      P "'trace_stacks:33': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
-    { "trace_stacks:-1", 1,
-      P "'trace_stacks:-1': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
-    { "trace_stacks:4x", 1,
-      P "'trace_stacks:4x': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n" },
-    { "record_mb:0", 1,
-      P "'record_mb:0': must be an integer number of MiB >= 1 (up to 65536), or off"
-        KT("record_mb", "16") "\n" },
-    { "record_mb:65537", 1,
-      P "'record_mb:65537': must be an integer number of MiB >= 1 (up to 65536), or off"
-        KT("record_mb", "16") "\n" },
-    { "record_mb:abc", 1,
-      P "'record_mb:abc': must be an integer number of MiB >= 1 (up to 65536), or off"
-        KT("record_mb", "16") "\n" },
-    { "own_segment_mb:0", 1,
-      P "'own_segment_mb:0': must be an integer number of MiB >= 1 (up to "
-        "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
-    { "own_segment_mb:2.5", 1,
-      P "'own_segment_mb:2.5': must be an integer number of MiB >= 1 (up to "
-        "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
-    { "own_segment_mb:17592186044416", 1,
-      P "'own_segment_mb:17592186044416': must be an integer number of MiB >= 1 (up to "
-        "17592186044415), or off" KT("own_segment_mb", "off") "\n" },
-    { "host_max_reserved_mb:0", 1,
-      P "'host_max_reserved_mb:0': must be an integer number of MiB >= 1 (up to "
-        "17592186044415), or unlimited" KT("host_max_reserved_mb", "unlimited") "\n" },
-    { "host_max_cached_mb:-3", 1,
-      P "'host_max_cached_mb:-3': must be an integer number of MiB >= 0 (up to "
-        "17592186044415), or unlimited" KT("host_max_cached_mb", "unlimited") "\n" },
-    { "host_pool:maybe", 1,
-      P "'host_pool:maybe': must be 0, 1, true, false, True or False"
-        KT("host_pool", "1") "\n" },
-    { "free_policy:lazy", 1,
-      P "'free_policy:lazy': must be deferred or sync"
-        KT("free_policy", "deferred") "\n" },
-    { "summary_format:xml", 1,
-      P "'summary_format:xml': must be text or json"
-        KT("summary_format", "text") "\n" },
-    { "summary:a\tb", 1,
-      P "'summary:a\\x09b': control byte in path; must be off, stderr, or a "
-        "file path shorter than 256 bytes (%p pid, %r rank, %h host)"
-        KT("summary", "stderr") "\n" },
-    { "foo:1", 1, P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n" },
-    { "Max_split_size_mb:512", 1,
-      P "unknown key 'Max_split_size_mb' (in 'Max_split_size_mb:512'); "
-        "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n" },
+    {"meminfo_counts_cache:2", 1,
+     P "'meminfo_counts_cache:2': must be 0, 1, true, false, True or False" KT(
+         "meminfo_counts_cache", "1") "\n"},
+    {"debug_check:yes", 1,
+     P "'debug_check:yes': must be 0, 1, true, false, True or False" KT("debug_check", "0") "\n"},
+    {"dump_on_sigusr1:2", 1,
+     P "'dump_on_sigusr1:2': must be 0, 1, true, false, True or False" KT("dump_on_sigusr1",
+                                                                          "0") "\n"},
+    {"expandable_segments:maybe", 1,
+     P "'expandable_segments:maybe': must be 0, 1, true, false, True, False or auto" KT(
+         "expandable_segments", "auto") "\n"},
+    {"trace:", 1,
+     P "'trace:': empty value; must be off, or a file path shorter than 256 "
+       "bytes (%p pid, %r rank, %h host)" KT("trace", "off") "\n"},
+    {"defer_headroom_mb:-1", 1,
+     P "'defer_headroom_mb:-1': must be an integer number of MiB >= 0 (up to "
+       "17592186044415)" KT("defer_headroom_mb", "0") "\n"},
+    {"defer_headroom_mb:1.5", 1,
+     P "'defer_headroom_mb:1.5': must be an integer number of MiB >= 0 (up to "
+       "17592186044415)" KT("defer_headroom_mb", "0") "\n"},
+    {"ipc_export:block", 1,
+     P "'ipc_export:block': must be refuse or fragpool" KT("ipc_export", "fragpool") "\n"},
+    {"ipc_export:", 1,
+     P "'ipc_export:': empty value; must be refuse or fragpool" KT("ipc_export", "fragpool") "\n"},
+    {"tools:maybe", 1,
+     P "'tools:maybe': must be passthrough or pool" KT("tools", "passthrough") "\n"},
+    {"trace_stacks:33", 1,
+     P "'trace_stacks:33': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n"},
+    {"trace_stacks:-1", 1,
+     P "'trace_stacks:-1': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n"},
+    {"trace_stacks:4x", 1,
+     P "'trace_stacks:4x': must be an integer from 0 to 32" KT("trace_stacks", "0") "\n"},
+    {"record_mb:0", 1,
+     P "'record_mb:0': must be an integer number of MiB >= 1 (up to 65536), or off" KT("record_mb",
+                                                                                       "16") "\n"},
+    {"record_mb:65537", 1,
+     P "'record_mb:65537': must be an integer number of MiB >= 1 (up to 65536), or off" KT(
+         "record_mb", "16") "\n"},
+    {"record_mb:abc", 1,
+     P "'record_mb:abc': must be an integer number of MiB >= 1 (up to 65536), or off" KT(
+         "record_mb", "16") "\n"},
+    {"own_segment_mb:0", 1,
+     P "'own_segment_mb:0': must be an integer number of MiB >= 1 (up to "
+       "17592186044415), or off" KT("own_segment_mb", "off") "\n"},
+    {"own_segment_mb:2.5", 1,
+     P "'own_segment_mb:2.5': must be an integer number of MiB >= 1 (up to "
+       "17592186044415), or off" KT("own_segment_mb", "off") "\n"},
+    {"own_segment_mb:17592186044416", 1,
+     P "'own_segment_mb:17592186044416': must be an integer number of MiB >= 1 (up to "
+       "17592186044415), or off" KT("own_segment_mb", "off") "\n"},
+    {"host_max_reserved_mb:0", 1,
+     P "'host_max_reserved_mb:0': must be an integer number of MiB >= 1 (up to "
+       "17592186044415), or unlimited" KT("host_max_reserved_mb", "unlimited") "\n"},
+    {"host_max_cached_mb:-3", 1,
+     P "'host_max_cached_mb:-3': must be an integer number of MiB >= 0 (up to "
+       "17592186044415), or unlimited" KT("host_max_cached_mb", "unlimited") "\n"},
+    {"host_pool:maybe", 1,
+     P "'host_pool:maybe': must be 0, 1, true, false, True or False" KT("host_pool", "1") "\n"},
+    {"free_policy:lazy", 1,
+     P "'free_policy:lazy': must be deferred or sync" KT("free_policy", "deferred") "\n"},
+    {"summary_format:xml", 1,
+     P "'summary_format:xml': must be text or json" KT("summary_format", "text") "\n"},
+    {"summary:a\tb", 1,
+     P "'summary:a\\x09b': control byte in path; must be off, stderr, or a "
+       "file path shorter than 256 bytes (%p pid, %r rank, %h host)" KT("summary", "stderr") "\n"},
+    {"foo:1", 1, P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n"},
+    {"Max_split_size_mb:512", 1,
+     P "unknown key 'Max_split_size_mb' (in 'Max_split_size_mb:512'); "
+       "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n"},
     /* typos: two edits at most (a swap of neighbours is one), one for short keys */
-    { "max_split_sise_mb:512", 1,
-      P "unknown key 'max_split_sise_mb' (in 'max_split_sise_mb:512'); "
-        "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n" },
-    { "expnadable_segmnts:True", 1,
-      P "unknown key 'expnadable_segmnts' (in 'expnadable_segmnts:True'); "
-        "did you mean expandable_segments? (fragpool config lists every key)" T "\n" },
-    { "tool:pool", 1,
-      P "unknown key 'tool' (in 'tool:pool'); "
-        "did you mean tools? (fragpool config lists every key)" T "\n" },
-    { "tol:pool", 1, P "unknown key 'tol' (in 'tol:pool'); " KNOWN T "\n" },
-    { "max_split_mb:512", 1,
-      P "unknown key 'max_split_mb' (in 'max_split_mb:512'); " KNOWN T "\n" },
-    { "max_split_size_mb", 1,
-      P "'max_split_size_mb': no ':' in entry; expected key:value" T "\n" },
-    { ":5", 1, P "':5': empty key; expected key:value" T "\n" },
-    { "max_split_size_mb:", 1,
-      P "'max_split_size_mb:': empty value; " MSS "\n" },
-    { "max_split_size_mb:  ", 1,
-      P "'max_split_size_mb:': empty value; " MSS "\n" },
-    { ",,", 3,
-      P "empty entry at byte 0 (stray ','); expected key:value" T "\n"
-      P "empty entry at byte 1 (stray ','); expected key:value" T "\n"
-      P "empty entry at byte 2 (stray ','); expected key:value" T "\n" },
-    { ",strict:1", 1,
-      P "empty entry at byte 0 (stray ','); expected key:value" T "\n" },
-    { "strict:1,", 1,
-      P "empty entry at byte 9 (stray ','); expected key:value" T "\n" },
-    { "strict:1, ,strict:0", 2,
-      P "empty entry at byte 9 (stray ','); expected key:value" T "\n"
-      P "'strict:0': duplicate key, only the first strict counts"
-        KT("strict", "1") "\n" },
-    { "max_split_size_mb:abc", 1, P "'max_split_size_mb:abc': " MSS "\n" },
-    { "max_split_size_mb:12x", 1, P "'max_split_size_mb:12x': " MSS "\n" },
-    { "max_split_size_mb:1e999", 1, P "'max_split_size_mb:1e999': " MSS "\n" },
-    { "max_split_size_mb:-5", 1, P "'max_split_size_mb:-5': " MSS "\n" },
-    { "max_split_size_mb:+512", 1, P "'max_split_size_mb:+512': " MSS "\n" },
-    { "max_split_size_mb:5 12", 1, P "'max_split_size_mb:5 12': " MSS "\n" },
-    { "max_split_size_mb:99999999999999999999999", 1,
-      P "'max_split_size_mb:99999999999999999999999': " MSS "\n" },
-    { "max_split_size_mb:17592186044416", 1,
-      P "'max_split_size_mb:17592186044416': " MSS "\n" },
-    { "max_split_size_mb:20", 1,
-      "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:20': must be an integer "
-      "number of MiB >= 21 (up to 17592186044415), or unlimited; ignoring "
-      "this entry (max_split_size_mb stays unlimited), the rest still "
-      "applies\n" },
-    { "max_split_size_mb:Unlimited", 1,
-      P "'max_split_size_mb:Unlimited': " MSS "\n" },
-    { "max_non_split_rounding_mb:-1", 1,
-      P "'max_non_split_rounding_mb:-1': " NSR "\n" },
-    { "max_non_split_rounding_mb:unlimited", 1,
-      P "'max_non_split_rounding_mb:unlimited': " NSR "\n" },
-    { "max_reserved_mb:0", 1, P "'max_reserved_mb:0': " MR "\n" },
-    { "garbage_collection_threshold:1.5", 1,
-      P "'garbage_collection_threshold:1.5': " GC "\n" },
-    { "garbage_collection_threshold:0", 1,
-      P "'garbage_collection_threshold:0': " GC "\n" },
-    { "garbage_collection_threshold:1", 1,
-      P "'garbage_collection_threshold:1': " GC "\n" },
-    { "garbage_collection_threshold:1e999", 1,
-      P "'garbage_collection_threshold:1e999': " GC "\n" },
-    { "garbage_collection_threshold:6e-1", 1,
-      P "'garbage_collection_threshold:6e-1': " GC "\n" },
-    { "garbage_collection_threshold:-0.5", 1,
-      P "'garbage_collection_threshold:-0.5': " GC "\n" },
-    { "garbage_collection_threshold:.", 1,
-      P "'garbage_collection_threshold:.': " GC "\n" },
-    { "garbage_collection_threshold:0.1234567890123456", 1,
-      P "'garbage_collection_threshold:0.1234567890123456': " GC "\n" },
-    { "garbage_collection_threshold:0.6.1", 1,
-      P "'garbage_collection_threshold:0.6.1': " GC "\n" },
-    { "garbage_collection_threshold:nan", 1,
-      P "'garbage_collection_threshold:nan': " GC "\n" },
-    { "per_process_memory_fraction:0", 1,
-      P "'per_process_memory_fraction:0': " PPF "\n" },
-    { "per_process_memory_fraction:1.01", 1,
-      P "'per_process_memory_fraction:1.01': " PPF "\n" },
-    { "per_process_memory_fraction:1.000000000000001", 1,
-      P "'per_process_memory_fraction:1.000000000000001': " PPF "\n" },
-    { "strict:yes", 1, P "'strict:yes': " ST "\n" },
-    { "strict:2", 1, P "'strict:2': " ST "\n" },
-    { "strict:TRUE", 1, P "'strict:TRUE': " ST "\n" },
-    { "roundup_power2_divisions:3", 1,
-      P "'roundup_power2_divisions:3': " RPD "\n" },
-    { "roundup_power2_divisions:2048", 1,
-      P "'roundup_power2_divisions:2048': " RPD "\n" },
-    { "roundup_power2_divisions:[256:1", 1,
-      P "'roundup_power2_divisions:[256:1': no closing ']'; " RPD "\n" },
-    { "roundup_power2_divisions:[abc:1]", 1,
-      P "'roundup_power2_divisions:[abc:1]': item 'abc:1': size must be a "
-        "power of two (MiB); " RPD "\n" },
-    { "roundup_power2_divisions:[3:1]", 1,
-      P "'roundup_power2_divisions:[3:1]': item '3:1': size must be a "
-        "power of two (MiB); " RPD "\n" },
-    { "roundup_power2_divisions:[0:1]", 1,
-      P "'roundup_power2_divisions:[0:1]': item '0:1': size must be a "
-        "power of two (MiB); " RPD "\n" },
-    { "roundup_power2_divisions:[65535:1]", 1,
-      P "'roundup_power2_divisions:[65535:1]': item '65535:1': size must "
-        "be a power of two (MiB); " RPD "\n" },
-    { "roundup_power2_divisions:[512:2,256:1]", 1,
-      P "'roundup_power2_divisions:[512:2,256:1]': item '256:1': sizes "
-        "must increase; " RPD "\n" },
-    { "roundup_power2_divisions:[256:1,256:2]", 1,
-      P "'roundup_power2_divisions:[256:1,256:2]': item '256:2': sizes "
-        "must increase; " RPD "\n" },
-    { "roundup_power2_divisions:[>:8,256:1]", 1,
-      P "'roundup_power2_divisions:[>:8,256:1]': item '256:1' follows '>', "
-        "which must be last; " RPD "\n" },
-    { "roundup_power2_divisions:[256:3]", 1,
-      P "'roundup_power2_divisions:[256:3]': item '256:3': divisions must "
-        "be 0 or a power of two up to 1024; " RPD "\n" },
-    { "roundup_power2_divisions:[256:2048]", 1,
-      P "'roundup_power2_divisions:[256:2048]': item '256:2048': divisions "
-        "must be 0 or a power of two up to 1024; " RPD "\n" },
-    { "roundup_power2_divisions:[256]", 1,
-      P "'roundup_power2_divisions:[256]': item '256' is not "
-        "size:divisions; " RPD "\n" },
-    { "roundup_power2_divisions:[]", 1,
-      P "'roundup_power2_divisions:[]': empty list; " RPD "\n" },
-    { "roundup_power2_divisions:[256:1,]", 1,
-      P "'roundup_power2_divisions:[256:1,]': item 2 is empty; " RPD "\n" },
-    { "roundup_power2_divisions:[256:1]x", 1,
-      P "'roundup_power2_divisions:[256:1]x': text after ']'; " RPD "\n" },
-    { "roundup_power2_divisions:[[256:1]]", 1,
-      P "'roundup_power2_divisions:[[256:1]]': text after ']'; " RPD "\n" },
-    { "max_split_size_mb:512,max_split_size_mb:1024,max_split_size_mb:20", 2,
-      P "'max_split_size_mb:1024': duplicate key, only the first "
-        "max_split_size_mb counts" KT("max_split_size_mb", "512") "\n"
-      P "'max_split_size_mb:20': duplicate key, only the first "
-        "max_split_size_mb counts" KT("max_split_size_mb", "512") "\n" },
+    {"max_split_sise_mb:512", 1,
+     P "unknown key 'max_split_sise_mb' (in 'max_split_sise_mb:512'); "
+       "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n"},
+    {"expnadable_segmnts:True", 1,
+     P "unknown key 'expnadable_segmnts' (in 'expnadable_segmnts:True'); "
+       "did you mean expandable_segments? (fragpool config lists every key)" T "\n"},
+    {"tool:pool", 1,
+     P "unknown key 'tool' (in 'tool:pool'); "
+       "did you mean tools? (fragpool config lists every key)" T "\n"},
+    {"tol:pool", 1, P "unknown key 'tol' (in 'tol:pool'); " KNOWN T "\n"},
+    {"max_split_mb:512", 1, P "unknown key 'max_split_mb' (in 'max_split_mb:512'); " KNOWN T "\n"},
+    {"max_split_size_mb", 1, P "'max_split_size_mb': no ':' in entry; expected key:value" T "\n"},
+    {":5", 1, P "':5': empty key; expected key:value" T "\n"},
+    {"max_split_size_mb:", 1, P "'max_split_size_mb:': empty value; " MSS "\n"},
+    {"max_split_size_mb:  ", 1, P "'max_split_size_mb:': empty value; " MSS "\n"},
+    {",,", 3,
+     P "empty entry at byte 0 (stray ','); expected key:value" T "\n" P
+       "empty entry at byte 1 (stray ','); expected key:value" T "\n" P
+       "empty entry at byte 2 (stray ','); expected key:value" T "\n"},
+    {",strict:1", 1, P "empty entry at byte 0 (stray ','); expected key:value" T "\n"},
+    {"strict:1,", 1, P "empty entry at byte 9 (stray ','); expected key:value" T "\n"},
+    {"strict:1, ,strict:0", 2,
+     P "empty entry at byte 9 (stray ','); expected key:value" T "\n" P
+       "'strict:0': duplicate key, only the first strict counts" KT("strict", "1") "\n"},
+    {"max_split_size_mb:abc", 1, P "'max_split_size_mb:abc': " MSS "\n"},
+    {"max_split_size_mb:12x", 1, P "'max_split_size_mb:12x': " MSS "\n"},
+    {"max_split_size_mb:1e999", 1, P "'max_split_size_mb:1e999': " MSS "\n"},
+    {"max_split_size_mb:-5", 1, P "'max_split_size_mb:-5': " MSS "\n"},
+    {"max_split_size_mb:+512", 1, P "'max_split_size_mb:+512': " MSS "\n"},
+    {"max_split_size_mb:5 12", 1, P "'max_split_size_mb:5 12': " MSS "\n"},
+    {"max_split_size_mb:99999999999999999999999", 1,
+     P "'max_split_size_mb:99999999999999999999999': " MSS "\n"},
+    {"max_split_size_mb:17592186044416", 1, P "'max_split_size_mb:17592186044416': " MSS "\n"},
+    {"max_split_size_mb:20", 1,
+     "fragpool: FRAGPOOL_CONF: 'max_split_size_mb:20': must be an integer "
+     "number of MiB >= 21 (up to 17592186044415), or unlimited; ignoring "
+     "this entry (max_split_size_mb stays unlimited), the rest still "
+     "applies\n"},
+    {"max_split_size_mb:Unlimited", 1, P "'max_split_size_mb:Unlimited': " MSS "\n"},
+    {"max_non_split_rounding_mb:-1", 1, P "'max_non_split_rounding_mb:-1': " NSR "\n"},
+    {"max_non_split_rounding_mb:unlimited", 1,
+     P "'max_non_split_rounding_mb:unlimited': " NSR "\n"},
+    {"max_reserved_mb:0", 1, P "'max_reserved_mb:0': " MR "\n"},
+    {"garbage_collection_threshold:1.5", 1, P "'garbage_collection_threshold:1.5': " GC "\n"},
+    {"garbage_collection_threshold:0", 1, P "'garbage_collection_threshold:0': " GC "\n"},
+    {"garbage_collection_threshold:1", 1, P "'garbage_collection_threshold:1': " GC "\n"},
+    {"garbage_collection_threshold:1e999", 1, P "'garbage_collection_threshold:1e999': " GC "\n"},
+    {"garbage_collection_threshold:6e-1", 1, P "'garbage_collection_threshold:6e-1': " GC "\n"},
+    {"garbage_collection_threshold:-0.5", 1, P "'garbage_collection_threshold:-0.5': " GC "\n"},
+    {"garbage_collection_threshold:.", 1, P "'garbage_collection_threshold:.': " GC "\n"},
+    {"garbage_collection_threshold:0.1234567890123456", 1,
+     P "'garbage_collection_threshold:0.1234567890123456': " GC "\n"},
+    {"garbage_collection_threshold:0.6.1", 1, P "'garbage_collection_threshold:0.6.1': " GC "\n"},
+    {"garbage_collection_threshold:nan", 1, P "'garbage_collection_threshold:nan': " GC "\n"},
+    {"per_process_memory_fraction:0", 1, P "'per_process_memory_fraction:0': " PPF "\n"},
+    {"per_process_memory_fraction:1.01", 1, P "'per_process_memory_fraction:1.01': " PPF "\n"},
+    {"per_process_memory_fraction:1.000000000000001", 1,
+     P "'per_process_memory_fraction:1.000000000000001': " PPF "\n"},
+    {"strict:yes", 1, P "'strict:yes': " ST "\n"},
+    {"strict:2", 1, P "'strict:2': " ST "\n"},
+    {"strict:TRUE", 1, P "'strict:TRUE': " ST "\n"},
+    {"roundup_power2_divisions:3", 1, P "'roundup_power2_divisions:3': " RPD "\n"},
+    {"roundup_power2_divisions:2048", 1, P "'roundup_power2_divisions:2048': " RPD "\n"},
+    {"roundup_power2_divisions:[256:1", 1,
+     P "'roundup_power2_divisions:[256:1': no closing ']'; " RPD "\n"},
+    {"roundup_power2_divisions:[abc:1]", 1,
+     P "'roundup_power2_divisions:[abc:1]': item 'abc:1': size must be a "
+       "power of two (MiB); " RPD "\n"},
+    {"roundup_power2_divisions:[3:1]", 1,
+     P "'roundup_power2_divisions:[3:1]': item '3:1': size must be a "
+       "power of two (MiB); " RPD "\n"},
+    {"roundup_power2_divisions:[0:1]", 1,
+     P "'roundup_power2_divisions:[0:1]': item '0:1': size must be a "
+       "power of two (MiB); " RPD "\n"},
+    {"roundup_power2_divisions:[65535:1]", 1,
+     P "'roundup_power2_divisions:[65535:1]': item '65535:1': size must "
+       "be a power of two (MiB); " RPD "\n"},
+    {"roundup_power2_divisions:[512:2,256:1]", 1,
+     P "'roundup_power2_divisions:[512:2,256:1]': item '256:1': sizes "
+       "must increase; " RPD "\n"},
+    {"roundup_power2_divisions:[256:1,256:2]", 1,
+     P "'roundup_power2_divisions:[256:1,256:2]': item '256:2': sizes "
+       "must increase; " RPD "\n"},
+    {"roundup_power2_divisions:[>:8,256:1]", 1,
+     P "'roundup_power2_divisions:[>:8,256:1]': item '256:1' follows '>', "
+       "which must be last; " RPD "\n"},
+    {"roundup_power2_divisions:[256:3]", 1,
+     P "'roundup_power2_divisions:[256:3]': item '256:3': divisions must "
+       "be 0 or a power of two up to 1024; " RPD "\n"},
+    {"roundup_power2_divisions:[256:2048]", 1,
+     P "'roundup_power2_divisions:[256:2048]': item '256:2048': divisions "
+       "must be 0 or a power of two up to 1024; " RPD "\n"},
+    {"roundup_power2_divisions:[256]", 1,
+     P "'roundup_power2_divisions:[256]': item '256' is not "
+       "size:divisions; " RPD "\n"},
+    {"roundup_power2_divisions:[]", 1, P "'roundup_power2_divisions:[]': empty list; " RPD "\n"},
+    {"roundup_power2_divisions:[256:1,]", 1,
+     P "'roundup_power2_divisions:[256:1,]': item 2 is empty; " RPD "\n"},
+    {"roundup_power2_divisions:[256:1]x", 1,
+     P "'roundup_power2_divisions:[256:1]x': text after ']'; " RPD "\n"},
+    {"roundup_power2_divisions:[[256:1]]", 1,
+     P "'roundup_power2_divisions:[[256:1]]': text after ']'; " RPD "\n"},
+    {"max_split_size_mb:512,max_split_size_mb:1024,max_split_size_mb:20", 2,
+     P "'max_split_size_mb:1024': duplicate key, only the first "
+       "max_split_size_mb counts" KT(
+           "max_split_size_mb",
+           "512") "\n" P "'max_split_size_mb:20': duplicate key, only the first "
+                  "max_split_size_mb counts" KT("max_split_size_mb", "512") "\n"},
     /* odd bytes are shown as \xNN, so a line stays one line */
-    { "strict:\x01y\x7f\xff", 1,
-      P "'strict:\\x01y\\x7f\\xff': " ST "\n" },
-    { "stri\nct:1", 1,
-      P "unknown key 'stri\\x0act' (in 'stri\\x0act:1'); "
-        "did you mean strict? (fragpool config lists every key)" T "\n" },
+    {"strict:\x01y\x7f\xff", 1, P "'strict:\\x01y\\x7f\\xff': " ST "\n"},
+    {"stri\nct:1", 1,
+     P "unknown key 'stri\\x0act' (in 'stri\\x0act:1'); "
+       "did you mean strict? (fragpool config lists every key)" T "\n"},
     /* long keys and values are cut at 64 bytes */
-    { A64 "aaaa:1", 1,
-      P "unknown key '" A64 "...' (in '" A64 "...'); " KNOWN T "\n" },
-    { "max_reserved_mb:1234567890123456789012345678901234567890123456789012"
-      "345678901234567890", 1,
-      P "'max_reserved_mb:123456789012345678901234567890123456789012345678"
-        "...': " MR "\n" },
+    {A64 "aaaa:1", 1, P "unknown key '" A64 "...' (in '" A64 "...'); " KNOWN T "\n"},
+    {"max_reserved_mb:1234567890123456789012345678901234567890123456789012"
+     "345678901234567890",
+     1,
+     P "'max_reserved_mb:123456789012345678901234567890123456789012345678"
+       "...': " MR "\n"},
 };
 
 static void test_bad_table(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        capture cap = { 0 };
+        capture cap = {0};
         fp_conf c, d;
         int n = parse(bad[i].text, &c, &cap);
         if (n != bad[i].problems || strcmp(cap.buf, bad[i].lines) != 0)
-            fail_msg("case %zu '%s': %d problems, want %d\ngot:\n%s\nwant:\n%s",
-                     i, bad[i].text, n, bad[i].problems, cap.buf,
-                     bad[i].lines);
+            fail_msg("case %zu '%s': %d problems, want %d\ngot:\n%s\nwant:\n%s", i, bad[i].text, n,
+                     bad[i].problems, cap.buf, bad[i].lines);
         /* whatever was rejected left the defaults in place */
         fp_conf_default(&d);
         if (!c.set_mask)
@@ -795,8 +777,9 @@ static void test_long_inputs(void **state)
     (void)state;
     const size_t n = (size_t)1 << 20;
     static const char *const patterns[] = {
-        ":", "[", "]", "[]", "][", ":[,]", "[:,", "a:[1:1,", "strict:1,",
-        "roundup_power2_divisions:[", "1:1,", ">:8,", " \t", "\x01\xff",
+        ":",    "[",    "]",       "[]",        "][",
+        ":[,]", "[:,",  "a:[1:1,", "strict:1,", "roundup_power2_divisions:[",
+        "1:1,", ">:8,", " \t",     "\x01\xff",
     };
     char *s = filled(n, ",");
     assert_int_equal(parse_count(s), (int)n + 1);
@@ -823,9 +806,8 @@ static void test_random_bytes(void **state)
     for (int round = 0; round < 20000; round++) {
         size_t len = (size_t)(x % (sizeof buf - 1));
         for (size_t i = 0; i < len; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;   /* xorshift64 */
-            buf[i] = (round & 1) ? alphabet[x % (sizeof alphabet - 1)]
-                                 : (char)(x % 255 + 1);
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            buf[i] = (round & 1) ? alphabet[x % (sizeof alphabet - 1)] : (char)(x % 255 + 1);
         }
         buf[len] = '\0';
         assert_true(parse_count(buf) >= 0);
@@ -837,7 +819,7 @@ static void test_random_bytes(void **state)
 static void round_trip(const fp_conf *c)
 {
     char buf[2048];
-    capture cap = { 0 };
+    capture cap = {0};
     fp_conf back;
     assert_int_equal(fp_conf_format(c, buf, sizeof buf), 0);
     fp_conf_default(&back);
@@ -879,7 +861,7 @@ static void test_round_trip(void **state)
 static void test_round_trip_divs(void **state)
 {
     (void)state;
-    static const uint32_t vals[] = { 0, 1, 8 };
+    static const uint32_t vals[] = {0, 1, 8};
     for (uint32_t code = 0; code < 43046721u; code += 4099) { /* 3^16 */
         fp_conf c;
         uint32_t k = code;
@@ -895,16 +877,16 @@ static void test_format_divs(void **state)
 {
     (void)state;
     static const char *const io[][2] = {
-        { "[256:1,512:2,>:8]", "[256:1,512:2,>:8]" },
-        { "[2:2,64:4,1024:8]", "[2:2,64:4,1024:8]" },
-        { "[256:1]", "[256:1]" },
-        { "[256:1,>:0]", "[256:1]" },
-        { "[256:1,>:2]", "[256:1,>:2]" },
-        { "[1:0,256:1]", "[128:0,256:1]" },
-        { "[32768:8]", "8" },
-        { "[>:2]", "[1:0,>:2]" },
-        { "[2:2,64:4,>:8]", "[2:2,64:4,>:8]" },
-        { "[2:2,1024:8,2048:8]", "[2:2,1024:8,2048:8]" },
+        {"[256:1,512:2,>:8]", "[256:1,512:2,>:8]"},
+        {"[2:2,64:4,1024:8]", "[2:2,64:4,1024:8]"},
+        {"[256:1]", "[256:1]"},
+        {"[256:1,>:0]", "[256:1]"},
+        {"[256:1,>:2]", "[256:1,>:2]"},
+        {"[1:0,256:1]", "[128:0,256:1]"},
+        {"[32768:8]", "8"},
+        {"[>:2]", "[1:0,>:2]"},
+        {"[2:2,64:4,>:8]", "[2:2,64:4,>:8]"},
+        {"[2:2,1024:8,2048:8]", "[2:2,1024:8,2048:8]"},
     };
     for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) {
         char text[128], buf[1024], want[128];
@@ -913,8 +895,7 @@ static void test_format_divs(void **state)
         snprintf(text, sizeof text, "roundup_power2_divisions:%s", io[i][0]);
         assert_int_equal(fp_conf_parse(text, &c, NULL, NULL), 0);
         assert_int_equal(fp_conf_format(&c, buf, sizeof buf), 0);
-        snprintf(want, sizeof want, ",roundup_power2_divisions:%s,",
-                 io[i][1]);
+        snprintf(want, sizeof want, ",roundup_power2_divisions:%s,", io[i][1]);
         if (!strstr(buf, want))
             fail_msg("'%s' formats as '%s', want '%s'", text, buf, want);
     }
@@ -1026,7 +1007,9 @@ static void test_host_keys(void **state)
     assert_int_equal(c.host_max_reserved, 0);
     assert_true(c.host_max_cached == SIZE_MAX);
     assert_int_equal(fp_conf_parse("host_pool:0,host_max_reserved_mb:256,"
-                                   "host_max_cached_mb:64", &c, NULL, NULL), 0);
+                                   "host_max_cached_mb:64",
+                                   &c, NULL, NULL),
+                     0);
     assert_int_equal(c.host_pool, 0);
     assert_int_equal(c.host_max_reserved, 256 * MIB);
     assert_int_equal(c.host_max_cached, 64 * MIB);
@@ -1039,10 +1022,12 @@ static void test_host_keys(void **state)
     assert_true(fp_conf_pytorch_only("pinned_max_round_threshold_mb", 29));
     assert_int_equal(fp_conf_parse_as("pinned_max_cached_size_mb:1024,"
                                       "pinned_max_round_threshold_mb:1024",
-                                      "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, NULL, NULL), 0);
+                                      "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, NULL, NULL),
+                     0);
     assert_int_equal(c.host_max_cached, 1024 * MIB);
     assert_int_equal(fp_conf_parse("host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited",
-                                   &c, NULL, NULL), 0);
+                                   &c, NULL, NULL),
+                     0);
     assert_int_equal(c.host_max_reserved, 0);
     assert_true(c.host_max_cached == SIZE_MAX);
 }
@@ -1060,7 +1045,8 @@ static void test_label_and_lenient(void **state)
                         "pinned_use_background_threads:True,garbage_collection_threshold:0.6,"
                         "release_lock_on_cudamalloc:True,large_segment_size_mb:64";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_parse_as(torch, "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap), 0);
+    assert_int_equal(
+        fp_conf_parse_as(torch, "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap), 0);
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
     assert_true(c.pool.gc_threshold == 0.6);
     assert_int_equal(c.pool.expandable_segments, 1); /* a key of both */
@@ -1071,8 +1057,10 @@ static void test_label_and_lenient(void **state)
     /* Lenient still reports a key neither knows, and a bad value. */
     fp_conf_default(&c);
     assert_int_equal(fp_conf_parse_as("expandable_segment:True,max_split_size_mb:20",
-                                      "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap), 2);
-    assert_non_null(strstr(cap->buf, "fragpool: PYTORCH_ALLOC_CONF: unknown key 'expandable_segment'"));
+                                      "PYTORCH_ALLOC_CONF", FP_CONF_LENIENT, &c, on_any, cap),
+                     2);
+    assert_non_null(
+        strstr(cap->buf, "fragpool: PYTORCH_ALLOC_CONF: unknown key 'expandable_segment'"));
     assert_non_null(strstr(cap->buf, "fragpool: PYTORCH_ALLOC_CONF: 'max_split_size_mb:20': must"));
     assert_true(fp_conf_pytorch_only("backend", 7));
     assert_false(fp_conf_pytorch_only("max_split_size_mb", 17));
@@ -1102,17 +1090,20 @@ static void test_from_env(void **state)
     assert_string_equal(src, "PYTORCH_ALLOC_CONF");
     assert_int_equal(c.pool.max_split_size, 512 * MIB);
     assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), 0);
-    assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; taking max_split_size_mb:512,"
-                              "expandable_segments:1 from PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to "
-                              "PyTorch)");
+    assert_string_equal(
+        line, "fragpool: FRAGPOOL_CONF is unset; taking max_split_size_mb:512,"
+              "expandable_segments:1 from PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to "
+              "PyTorch)");
 
     static const char *const cuda[] = {"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256,"
-                                       "backend:native", NULL};
+                                       "backend:native",
+                                       NULL};
     assert_int_equal(from_env(cuda, &c, cap, &src), 0);
     assert_string_equal(src, "PYTORCH_CUDA_ALLOC_CONF");
     assert_int_equal(c.pool.max_split_size, 256 * MIB);
 
-    static const char *const only_torch_keys[] = {"PYTORCH_ALLOC_CONF=pinned_use_background_threads:True", NULL};
+    static const char *const only_torch_keys[] = {
+        "PYTORCH_ALLOC_CONF=pinned_use_background_threads:True", NULL};
     assert_int_equal(from_env(only_torch_keys, &c, cap, &src), 0);
     assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), 0);
     assert_string_equal(line, "fragpool: FRAGPOOL_CONF is unset; PYTORCH_ALLOC_CONF has no key "
@@ -1126,8 +1117,8 @@ static void test_from_env(void **state)
     assert_int_equal(fp_conf_source_line(&c, src, line, sizeof line), ENOENT);
 
     /* Empty but set: FRAGPOOL_CONF still wins (the way to opt out). */
-    static const char *const empty[] = {"FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=max_split_size_mb:512",
-                                        NULL};
+    static const char *const empty[] = {
+        "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=max_split_size_mb:512", NULL};
     assert_int_equal(from_env(empty, &c, cap, &src), 0);
     assert_string_equal(src, "FRAGPOOL_CONF");
     assert_int_equal(c.pool.max_split_size, SIZE_MAX);
@@ -1146,15 +1137,16 @@ static void test_entries(void **state)
     (void)state;
     fp_conf c;
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_parse("max_split_size_mb:512,roundup_power2_divisions:[256:1,>:8]",
-                                   &c, NULL, NULL), 0);
+    assert_int_equal(
+        fp_conf_parse("max_split_size_mb:512,roundup_power2_divisions:[256:1,>:8]", &c, NULL, NULL),
+        0);
     char buf[4096], joined[4096] = "", want[4096];
     fp_kv kv[FP_CONF_MAX_OPTIONS];
     size_t n = fp_conf_entries(&c, kv, FP_CONF_MAX_OPTIONS, buf, sizeof buf);
     assert_int_equal(n, fp_conf_noptions());
     for (size_t i = 0; i < n; i++)
-        snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s:%s",
-                 i ? "," : "", kv[i].key, kv[i].value);
+        snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s:%s", i ? "," : "",
+                 kv[i].key, kv[i].value);
     assert_int_equal(fp_conf_format(&c, want, sizeof want), 0);
     assert_string_equal(joined, want);
     assert_string_equal(kv[2].value, "[256:1,>:8]");

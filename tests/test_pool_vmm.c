@@ -35,19 +35,19 @@
 
 #include "fp_pool.h"
 
-#define MiB FP_MIB
-#define GiB FP_GIB
-#define PAGE (2 * MiB)
+#define MiB      FP_MIB
+#define GiB      FP_GIB
+#define PAGE     (2 * MiB)
 #define MAXPAGES 65536 /* 128 GiB of address space in all */
-#define BASE 0x7f0000000000ull
+#define BASE     0x7f0000000000ull
 
 typedef struct mock {
-    uint64_t next_va;            /* bump pointer of address space      */
+    uint64_t next_va; /* bump pointer of address space      */
     uint64_t va_lo[16], va_hi[16];
     int nva;
     unsigned char mapped[MAXPAGES];
     size_t mapped_pages, capacity_pages; /* capacity: SIZE_MAX = none  */
-    size_t outside_pages;        /* taken by "the driver", not the pool */
+    size_t outside_pages;                /* taken by "the driver", not the pool */
     uint64_t maps, unmaps, bad;
     uint64_t last_unmap_addr, last_unmap_stamp;
     size_t last_unmap_size;
@@ -67,8 +67,7 @@ static size_t m_gran(void *ctx)
 static int m_reserve_va(void *ctx, size_t size, size_t align, uint64_t *addr)
 {
     mock *m = ctx;
-    if (align % PAGE || size % PAGE || m->nva == 16 ||
-        page_index(m->next_va + size) > MAXPAGES)
+    if (align % PAGE || size % PAGE || m->nva == 16 || page_index(m->next_va + size) > MAXPAGES)
         return m->bad++, ENOMEM;
     *addr = m->next_va;
     m->va_lo[m->nva] = m->next_va;
@@ -106,8 +105,7 @@ static int m_map(void *ctx, uint64_t addr, size_t size)
     if (addr % PAGE || size % PAGE || !size || !in_va(m, addr, size))
         return m->bad++, EINVAL;
     size_t n = size / PAGE;
-    if (m->capacity_pages != SIZE_MAX &&
-        m->mapped_pages + m->outside_pages + n > m->capacity_pages)
+    if (m->capacity_pages != SIZE_MAX && m->mapped_pages + m->outside_pages + n > m->capacity_pages)
         return ENOMEM;
     for (size_t k = page_index(addr); k < page_index(addr) + n; k++) {
         if (m->mapped[k])
@@ -170,9 +168,14 @@ static mock *mock_new(size_t capacity_pages)
 
 static fp_backend backend(mock *m)
 {
-    return (fp_backend){.ctx = m, .reserve = m_reserve, .release = m_release,
-                        .granularity = m_gran, .reserve_va = m_reserve_va,
-                        .free_va = m_free_va, .map = m_map, .unmap = m_unmap};
+    return (fp_backend){.ctx = m,
+                        .reserve = m_reserve,
+                        .release = m_release,
+                        .granularity = m_gran,
+                        .reserve_va = m_reserve_va,
+                        .free_va = m_free_va,
+                        .map = m_map,
+                        .unmap = m_unmap};
 }
 
 static fp_pool *make(mock *m, size_t range, size_t cap, size_t mss)
@@ -199,21 +202,21 @@ typedef struct walked {
     size_t largest_free; /* the largest clipped free block */
 } walked;
 
-static void on_segment(void *ud, uint64_t addr, size_t size, int small,
-                       const fp_block_info *b, size_t n)
+static void on_segment(void *ud, uint64_t addr, size_t size, int small, const fp_block_info *b,
+                       size_t n)
 {
     walked *w = ud;
     (void)small;
     w->bytes += size;
     uint64_t at = addr;
-    for (size_t i = 0; i < n; i++) {   /* the blocks tile the segment */
+    for (size_t i = 0; i < n; i++) { /* the blocks tile the segment */
         assert_int_equal(b[i].addr, at);
         at += b[i].size;
         if (b[i].state == FP_BLOCK_FREE && b[i].size > w->largest_free)
             w->largest_free = b[i].size;
     }
     assert_int_equal(at, addr + size);
-    for (uint64_t a = addr; a < addr + size; a += PAGE)   /* every page mapped */
+    for (uint64_t a = addr; a < addr + size; a += PAGE) /* every page mapped */
         assert_true(w->m->mapped[page_index(a)]);
 }
 
@@ -487,10 +490,10 @@ static void reclaims_oldest_first(void **state)
     fp_pool *p = make(m, 1 * GiB, 12 * MiB, 0);
     uint64_t a = alloc(p, m, 2 * MiB), k1 = alloc(p, m, 2 * MiB);
     uint64_t b = alloc(p, m, 2 * MiB), k2 = alloc(p, m, 2 * MiB);
-    release(p, m, b);                       /* b: freed first (older)  */
-    uint64_t t = alloc(p, m, 512);          /* the clock ticks         */
-    uint64_t sa = release(p, m, a);         /* a: newer                */
-    uint64_t c = alloc(p, m, 6 * MiB);      /* needs 3 pages, 2 over   */
+    release(p, m, b);                  /* b: freed first (older)  */
+    uint64_t t = alloc(p, m, 512);     /* the clock ticks         */
+    uint64_t sa = release(p, m, a);    /* a: newer                */
+    uint64_t c = alloc(p, m, 6 * MiB); /* needs 3 pages, 2 over   */
     assert_int_equal(m->mapped[page_index(b)], 0);
     assert_int_equal(m->mapped[page_index(a)], 0);
     assert_int_equal(m->last_unmap_addr, a); /* a went second */

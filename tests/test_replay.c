@@ -53,7 +53,7 @@ static void replay_with(size_t max_split_mb, size_t budget, fp_replay_result *r)
 
 /* The default mode's peaks on this trace: 4,630.0 MiB of pages for a
  * peak of 4,591.7 MiB in blocks (docs/vmm.md). */
-#define VMM_PEAK_RESERVED 4854906880LL
+#define VMM_PEAK_RESERVED  4854906880LL
 #define VMM_PEAK_ALLOCATED 4814778368LL
 
 static void trace_shape(void **state)
@@ -122,12 +122,9 @@ static void deterministic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(trace_shape),
-        cmocka_unit_test(pytorch_peaks_exact),
-        cmocka_unit_test(max_split_holds_more),
-        cmocka_unit_test(budget_causes_oom),
-        cmocka_unit_test(default_is_vmm),
-        cmocka_unit_test(deterministic),
+        cmocka_unit_test(trace_shape),          cmocka_unit_test(pytorch_peaks_exact),
+        cmocka_unit_test(max_split_holds_more), cmocka_unit_test(budget_causes_oom),
+        cmocka_unit_test(default_is_vmm),       cmocka_unit_test(deterministic),
     };
     return cmocka_run_group_tests(tests, load, unload);
 }

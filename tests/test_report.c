@@ -22,13 +22,11 @@
 
 /* ---- fixtures ------------------------------------------------------------------- */
 
-static void set3(fp_stat s[FP_NKINDS], int64_t cur, int64_t peak, int64_t tot,
-                 int64_t freed)
+static void set3(fp_stat s[FP_NKINDS], int64_t cur, int64_t peak, int64_t tot, int64_t freed)
 {
     s[FP_ALL] = (fp_stat){cur, peak, tot, freed};
     s[FP_SMALL] = (fp_stat){cur / 4, peak / 4, tot / 4, freed / 4};
-    s[FP_LARGE] = (fp_stat){cur - cur / 4, peak - peak / 4, tot - tot / 4,
-                            freed - freed / 4};
+    s[FP_LARGE] = (fp_stat){cur - cur / 4, peak - peak / 4, tot - tot / 4, freed - freed / 4};
 }
 
 static fp_pool_stats known_stats(void)
@@ -66,7 +64,8 @@ static const fp_leak leaks[3] = {
 
 static const char *const conf_errors[2] = {
     "Invalid conf pair: foo:bar",
-    "weird \"quoted\" \\ back\nnew\ttab\x01" "ctl\xff end",
+    "weird \"quoted\" \\ back\nnew\ttab\x01"
+    "ctl\xff end",
 };
 
 /* Counter groups as a caller (the shim) hands them over: report/ knows
@@ -76,8 +75,10 @@ static fp_group groups[4];
 
 static void make_groups(void)
 {
-    static const char *const pt[5][2] = {{"managed", " managed"}, {"async_pool", " async_pool"},
-                                         {"host", " host"}, {"vmm", " vmm"},
+    static const char *const pt[5][2] = {{"managed", " managed"},
+                                         {"async_pool", " async_pool"},
+                                         {"host", " host"},
+                                         {"vmm", " vmm"},
                                          {"other", " other"}};
     for (int k = 0; k < 5; k++)
         pt_rows[k] = (fp_row){pt[k][0], pt[k][1], NULL, FP_ROW_COUNT, (uint64_t)k + 1, 0};
@@ -90,18 +91,21 @@ static void make_groups(void)
         {"failed_fences", " failed fence", " failed fences", FP_ROW_COUNT, 1, 0},
         {"ctx_events", "context events", NULL, FP_ROW_FLAG, 1, 0}};
     memcpy(defer_rows, defer, sizeof defer);
-    static const char *const ipc[7] = {"exports", "exports_fragpool", "refused", "opens",
-                                       "opens_fragpool", "closes", "own_segments"};
+    static const char *const ipc[7] = {"exports",        "exports_fragpool", "refused",     "opens",
+                                       "opens_fragpool", "closes",           "own_segments"};
     for (int k = 0; k < 7; k++)
         ipc_rows[k] = (fp_row){ipc[k], " ipc", NULL, FP_ROW_COUNT, 0, 0};
-    groups[0] = (fp_group){.key = "passthrough", .label = "Passed to the driver",
-                           .rows = pt_rows, .nrows = 5};
-    groups[1] = (fp_group){.key = "deferred", .label = "Deferred reuse", .rows = defer_rows,
-                           .nrows = 7, .per_line = 2,
+    groups[0] = (fp_group){
+        .key = "passthrough", .label = "Passed to the driver", .rows = pt_rows, .nrows = 5};
+    groups[1] = (fp_group){.key = "deferred",
+                           .label = "Deferred reuse",
+                           .rows = defer_rows,
+                           .nrows = 7,
+                           .per_line = 2,
                            .note = "the device orders reuse (context events)"};
-    groups[2] = (fp_group){.key = "trace", .label = "Trace problems"};   /* absent */
-    groups[3] = (fp_group){.key = "ipc", .label = "IPC", .rows = ipc_rows, .nrows = 7,
-                           .per_line = 3, .zero = ""};
+    groups[2] = (fp_group){.key = "trace", .label = "Trace problems"}; /* absent */
+    groups[3] = (fp_group){
+        .key = "ipc", .label = "IPC", .rows = ipc_rows, .nrows = 7, .per_line = 3, .zero = ""};
 }
 
 static const fp_kv conf_entries[3] = {
@@ -172,13 +176,26 @@ static void has(const char *hay, const char *needle)
 static void format_size_table(void **state)
 {
     (void)state;
-    static const struct { size_t in; const char *out; } t[] = {
-        {0, "0 bytes"}, {1, "1 bytes"}, {1023, "1023 bytes"}, {1024, "1024 bytes"},
-        {1025, "1.00 KiB"}, {1536, "1.50 KiB"}, {1152, "1.12 KiB"},
-        {1048575, "1024.00 KiB"}, {1048576, "1024.00 KiB"}, {1048577, "1.00 MiB"},
-        {3 * 1048576 / 2, "1.50 MiB"}, {98 * 1048576, "98.00 MiB"},
-        {1073741824, "1024.00 MiB"}, {1073741825, "1.00 GiB"},
-        {8ULL << 30, "8.00 GiB"}, {2ULL << 40, "2048.00 GiB"},
+    static const struct {
+        size_t in;
+        const char *out;
+    } t[] = {
+        {0, "0 bytes"},
+        {1, "1 bytes"},
+        {1023, "1023 bytes"},
+        {1024, "1024 bytes"},
+        {1025, "1.00 KiB"},
+        {1536, "1.50 KiB"},
+        {1152, "1.12 KiB"},
+        {1048575, "1024.00 KiB"},
+        {1048576, "1024.00 KiB"},
+        {1048577, "1.00 MiB"},
+        {3 * 1048576 / 2, "1.50 MiB"},
+        {98 * 1048576, "98.00 MiB"},
+        {1073741824, "1024.00 MiB"},
+        {1073741825, "1.00 GiB"},
+        {8ULL << 30, "8.00 GiB"},
+        {2ULL << 40, "2048.00 GiB"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char out[32];
@@ -229,7 +246,7 @@ static void format_columns(void **state)
     assert_string_equal(out, "  2048 KiB");
     fp_format_size_col(GIB, GIB, out);
     assert_string_equal(out, "  1024 MiB");
-    fp_format_size_col(512 * MIB, 2 * GIB, out);      /* unit from the all row */
+    fp_format_size_col(512 * MIB, 2 * GIB, out); /* unit from the all row */
     assert_string_equal(out, "   512 MiB");
     fp_format_size_col(1000 * GIB, 1000 * GIB, out);
     assert_string_equal(out, "  1000 GiB");
@@ -273,12 +290,11 @@ static void fixed_and_duration(void **state)
 static void check_boxed(const char *t)
 {
     int lines = 0;
-    for (const char *p = t; *p; ) {
+    for (const char *p = t; *p;) {
         const char *nl = strchr(p, '\n');
         assert_non_null(nl);
         size_t n = (size_t)(nl - p);
-        if (n < 2 || p[0] != '|' || p[n - 1] != '|' ||
-            fp_text_width(p, n) != FP_TBL_WIDTH + 2)
+        if (n < 2 || p[0] != '|' || p[n - 1] != '|' || fp_text_width(p, n) != FP_TBL_WIDTH + 2)
             fail_msg("line %d not boxed: [%.*s]", lines, (int)n, p);
         p = nl + 1;
         lines++;
@@ -299,13 +315,19 @@ static void text_rows_and_header(void **state)
     make_run(3);
     const char *t = text_summary();
     static const char *const rows[] = {
-        "| Allocated memory      |", "| Active memory         |",
-        "| Requested memory      |", "| GPU reserved memory   |",
-        "| Non-releasable memory |", "| Allocations           |",
-        "| Active allocs         |", "| GPU reserved segments |",
-        "| Non-releasable allocs |", "| Oversize allocations  |",
+        "| Allocated memory      |",
+        "| Active memory         |",
+        "| Requested memory      |",
+        "| GPU reserved memory   |",
+        "| Non-releasable memory |",
+        "| Allocations           |",
+        "| Active allocs         |",
+        "| GPU reserved segments |",
+        "| Non-releasable allocs |",
+        "| Oversize allocations  |",
         "| Oversize GPU segments |",
-        "|       from large pool |", "|       from small pool |",
+        "|       from large pool |",
+        "|       from small pool |",
         "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |",
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
@@ -338,11 +360,11 @@ static void text_extras(void **state)
     has(t, "|                       | the device orders reuse (context events) ");
     has(t, "| Pool counters         | 2 OOMs ");
     has(t, "|                       | 5 alloc retries ");
-    assert_null(strstr(t, "25.0% fragmentation at peak"));   /* shown once, above */
+    assert_null(strstr(t, "25.0% fragmentation at peak")); /* shown once, above */
     assert_null(strstr(t, "largest free block at peak "));
-    assert_null(strstr(t, "page size"));                     /* classic: no Segments rows */
+    assert_null(strstr(t, "page size")); /* classic: no Segments rows */
     has(t, "|                       | 0 invalid frees ");
-    assert_null(strstr(t, "Trace problems"));   /* an absent group: no line */
+    assert_null(strstr(t, "Trace problems")); /* an absent group: no line */
     has(t, "| Live at exit          | 12 allocations, 1.00 GiB, largest first:");
     has(t, "|                       | 1024.00 MiB at 0x7f0000001000 (allocation #17)");
     has(t, "|                       | 1.50 MiB at 0x7f0040000000 (allocation #4)");
@@ -377,8 +399,8 @@ static void text_edge_cases(void **state)
     has(t, "| Live at exit          | none");
     has(t, "| Configuration         | defaults");
     has(t, "| Config errors         | none");
-    assert_null(strstr(t, "| Process "));   /* nothing known about it: no line */
-    run.config_errors_more = 7;   /* problems that did not fit */
+    assert_null(strstr(t, "| Process ")); /* nothing known about it: no line */
+    run.config_errors_more = 7;           /* problems that did not fit */
     t = text_summary();
     has(t, "| Config errors         | none ");
     has(t, "|                       | ... and 7 more (all were printed on stderr at ");
@@ -409,7 +431,7 @@ static void text_wraps_long_values(void **state)
     size_t xs = 0;
     for (const char *p = t; *p; p++)
         xs += *p == 'x';
-    assert_true(xs > 400);              /* wrapped, the fixed value buffer cuts at 512 */
+    assert_true(xs > 400); /* wrapped, the fixed value buffer cuts at 512 */
     has(t, "...");
     check_boxed(t);
 }
@@ -454,8 +476,9 @@ static void jtype(const fp_jdoc *d, const char *path, int type)
 
 static const char *const stat_keys[] = {"current", "peak", "total_allocated", "total_freed"};
 static const char *const metric_keys[] = {
-    "allocated", "active", "requested", "reserved", "non_releasable",
-    "allocations", "active_allocs", "segments", "non_releasable_allocs"};
+    "allocated",     "active",         "requested",
+    "reserved",      "non_releasable", "allocations",
+    "active_allocs", "segments",       "non_releasable_allocs"};
 
 static void check_stat_obj(const fp_jdoc *d, const char *prefix)
 {
@@ -480,16 +503,36 @@ static void json_every_field(void **state)
     jtype(&d, "config", FP_JOBJ);
     jtype(&d, "config_errors", FP_JARR);
     jtype(&d, "devices", FP_JARR);
-    static const char *const dev_nums[] = {
-        "device", "total_capacity", "device_free", "idle", "oom_count",
-        "alloc_retries", "largest_free_block", "largest_free_block_at_peak",
-        "fragmentation", "cache_hits", "allocs", "frees", "alloc_ns",
-        "passthrough.managed", "passthrough.async_pool", "passthrough.host",
-        "passthrough.vmm", "passthrough.other", "deferred.fences",
-        "deferred.ctx_events", "deferred.ctx_waits", "deferred.stream_waits",
-        "deferred.syncs", "deferred.stream_reuses", "deferred.failed_fences",
-        "leaks.count", "leaks.bytes",
-        "leaks.top.0.size", "leaks.top.0.seq", "leaks.top.2.size"};
+    static const char *const dev_nums[] = {"device",
+                                           "total_capacity",
+                                           "device_free",
+                                           "idle",
+                                           "oom_count",
+                                           "alloc_retries",
+                                           "largest_free_block",
+                                           "largest_free_block_at_peak",
+                                           "fragmentation",
+                                           "cache_hits",
+                                           "allocs",
+                                           "frees",
+                                           "alloc_ns",
+                                           "passthrough.managed",
+                                           "passthrough.async_pool",
+                                           "passthrough.host",
+                                           "passthrough.vmm",
+                                           "passthrough.other",
+                                           "deferred.fences",
+                                           "deferred.ctx_events",
+                                           "deferred.ctx_waits",
+                                           "deferred.stream_waits",
+                                           "deferred.syncs",
+                                           "deferred.stream_reuses",
+                                           "deferred.failed_fences",
+                                           "leaks.count",
+                                           "leaks.bytes",
+                                           "leaks.top.0.size",
+                                           "leaks.top.0.seq",
+                                           "leaks.top.2.size"};
     char path[160];
     for (size_t i = 0; i < sizeof dev_nums / sizeof dev_nums[0]; i++) {
         snprintf(path, sizeof path, "devices.0.%s", dev_nums[i]);
@@ -552,8 +595,8 @@ static void json_config_and_escaping(void **state)
     assert_int_equal(d.tok[fp_jdoc_path(&d, "config")].n, 3);
     assert_string_equal(jstr(&d, "config_errors.0"), conf_errors[0]);
     /* the invalid byte 0xff comes back as U+FFFD */
-    assert_string_equal(jstr(&d, "config_errors.1"),
-                        "weird \"quoted\" \\ back\nnew\ttab\x01" "ctl\xef\xbf\xbd end");
+    assert_string_equal(jstr(&d, "config_errors.1"), "weird \"quoted\" \\ back\nnew\ttab\x01"
+                                                     "ctl\xef\xbf\xbd end");
     has(big, "\\\"quoted\\\" \\\\ back\\nnew\\ttab\\u0001ctl\\ufffd end");
 }
 
@@ -570,14 +613,21 @@ static void json_nulls(void **state)
     dev.device_name = NULL;
     dev.total_capacity = 0;
     dev.device_free = (size_t)-1;
-    groups[1].rows = NULL;   /* no deferred reuse: null */
+    groups[1].rows = NULL; /* no deferred reuse: null */
     memset(&dev.stats, 0, sizeof dev.stats);
     fp_jdoc d;
     parse(&d, json_summary());
-    static const char *const nulls[] = {
-        "rank", "host", "mode", "pid", "config.oddentry", "devices.0.name",
-        "devices.0.total_capacity", "devices.0.device_free",
-        "devices.0.fragmentation", "devices.0.deferred", "devices.0.trace"};
+    static const char *const nulls[] = {"rank",
+                                        "host",
+                                        "mode",
+                                        "pid",
+                                        "config.oddentry",
+                                        "devices.0.name",
+                                        "devices.0.total_capacity",
+                                        "devices.0.device_free",
+                                        "devices.0.fragmentation",
+                                        "devices.0.deferred",
+                                        "devices.0.trace"};
     for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
         jtype(&d, nulls[i], FP_JNULL);
     assert_string_equal(jstr(&d, "config.strict"), "1");
@@ -587,9 +637,9 @@ static void json_reader_rejects(void **state)
 {
     (void)state;
     static const char *const bad[] = {
-        "", "{", "{\"a\":}", "[1,]", "01", "\"\x01\"", "{\"a\" 1}", "[1] x",
-        "nul", "\"\\x\"", "\"\\u12g4\"", "-", "1.", "1e", "{1:2}", "[\"a\",]",
-        "{\"a\":1,}", "\"abc",
+        "",          "{",     "{\"a\":}", "[1,]",     "01",          "\"\x01\"",
+        "{\"a\" 1}", "[1] x", "nul",      "\"\\x\"",  "\"\\u12g4\"", "-",
+        "1.",        "1e",    "{1:2}",    "[\"a\",]", "{\"a\":1,}",  "\"abc",
     };
     fp_jdoc d;
     size_t pos;
@@ -652,7 +702,7 @@ static void collect_leaks(void **state)
     assert_int_equal(count, 5);
     assert_int_equal(bytes, 100 + 5 * FP_MIB + 60 * FP_MIB + 1000);
     assert_int_equal(top[0].size, 30 * FP_MIB);
-    assert_int_equal(top[0].addr, a[2]);          /* the older of the two ties */
+    assert_int_equal(top[0].addr, a[2]); /* the older of the two ties */
     assert_int_equal(top[1].addr, a[5]);
     assert_true(top[0].seq < top[1].seq);
     assert_int_equal(top[2].size, 5 * FP_MIB);
@@ -671,8 +721,7 @@ static void collect_leaks(void **state)
 
 static char oom[4096];
 
-static void oom_run(const fp_oom_info *o, const fp_pool_opts *opts, size_t total,
-                    size_t dfree)
+static void oom_run(const fp_oom_info *o, const fp_pool_opts *opts, size_t total, size_t dfree)
 {
     fp_pool_stats st = known_stats();
     fp_sink s = fp_sink_buffer(oom, sizeof oom);
@@ -680,17 +729,22 @@ static void oom_run(const fp_oom_info *o, const fp_pool_opts *opts, size_t total
     int lines = 0;
     for (const char *p = oom; *p; p++)
         lines += *p == '\n';
-    assert_int_equal(lines, 2);   /* the fix is replay/'s (test_advise.c) */
+    assert_int_equal(lines, 2); /* the fix is replay/'s (test_advise.c) */
     assert_null(strstr(oom, "fix:"));
 }
 
 static fp_oom_info frag_info(size_t req)
 {
-    fp_oom_info o = {
-        .requested = req, .rounded = req, .segment = req,
-        .allocated = 10 * FP_GIB, .reserved = 13 * FP_GIB + 256 * FP_MIB,
-        .idle = 3 * FP_GIB + 256 * FP_MIB, .largest_free = 50 * FP_MIB,
-        .cap = SIZE_MAX, .over_cap = 0, .backend_err = ENOMEM};
+    fp_oom_info o = {.requested = req,
+                     .rounded = req,
+                     .segment = req,
+                     .allocated = 10 * FP_GIB,
+                     .reserved = 13 * FP_GIB + 256 * FP_MIB,
+                     .idle = 3 * FP_GIB + 256 * FP_MIB,
+                     .largest_free = 50 * FP_MIB,
+                     .cap = SIZE_MAX,
+                     .over_cap = 0,
+                     .backend_err = ENOMEM};
     return o;
 }
 
@@ -720,7 +774,7 @@ static void oom_fragmentation_with_free(void **state)
     has(oom, "\nfragpool: cause: fragmentation \xe2\x80\x94 790.00 MiB idle in cached blocks "
              "and the 894.00 MiB free on the device would cover the 1.22 GiB segment the "
              "1.22 GiB request needed, but the largest free block is 72.00 MiB");
-    oom_run(&o, NULL, 80 * FP_GIB, 400 * FP_MIB);   /* together still short: exhaustion */
+    oom_run(&o, NULL, 80 * FP_GIB, 400 * FP_MIB); /* together still short: exhaustion */
     has(oom, "\nfragpool: cause: exhaustion");
 }
 
@@ -741,11 +795,15 @@ static void oom_fragmentation_small_request(void **state)
 static void oom_exhaustion(void **state)
 {
     (void)state;
-    fp_oom_info o = {
-        .requested = 2 * FP_GIB, .rounded = 2 * FP_GIB, .segment = 2 * FP_GIB,
-        .allocated = 70 * FP_GIB, .reserved = 70 * FP_GIB + 100 * FP_MIB,
-        .idle = 100 * FP_MIB, .largest_free = 60 * FP_MIB, .cap = SIZE_MAX,
-        .backend_err = ENOMEM};
+    fp_oom_info o = {.requested = 2 * FP_GIB,
+                     .rounded = 2 * FP_GIB,
+                     .segment = 2 * FP_GIB,
+                     .allocated = 70 * FP_GIB,
+                     .reserved = 70 * FP_GIB + 100 * FP_MIB,
+                     .idle = 100 * FP_MIB,
+                     .largest_free = 60 * FP_MIB,
+                     .cap = SIZE_MAX,
+                     .backend_err = ENOMEM};
     oom_run(&o, NULL, 80 * FP_GIB, FP_GIB);
     has(oom, "Tried to allocate 2.00 GiB (GPU 0; 80.00 GiB total capacity; "
              "70.00 GiB allocated;");
@@ -764,11 +822,15 @@ static void oom_over_cap(void **state)
     fp_pool_opts opts;
     fp_pool_opts_default(&opts);
     opts.max_reserved = 8 * FP_GIB;
-    fp_oom_info o = {
-        .requested = 900 * FP_MIB, .rounded = 900 * FP_MIB, .segment = FP_GIB,
-        .allocated = 7 * FP_GIB, .reserved = 7 * FP_GIB + 512 * FP_MIB,
-        .idle = 512 * FP_MIB, .largest_free = 300 * FP_MIB, .cap = 8 * FP_GIB,
-        .over_cap = 1};
+    fp_oom_info o = {.requested = 900 * FP_MIB,
+                     .rounded = 900 * FP_MIB,
+                     .segment = FP_GIB,
+                     .allocated = 7 * FP_GIB,
+                     .reserved = 7 * FP_GIB + 512 * FP_MIB,
+                     .idle = 512 * FP_MIB,
+                     .largest_free = 300 * FP_MIB,
+                     .cap = 8 * FP_GIB,
+                     .over_cap = 1};
     oom_run(&o, &opts, 80 * FP_GIB, 60 * FP_GIB);
     has(oom, "\nfragpool: cause: the cap refused \xe2\x80\x94 reserved 7.50 GiB plus "
              "the 1024.00 MiB segment it needed would pass the cap 8.00 GiB "
@@ -782,7 +844,7 @@ static void oom_over_cap(void **state)
     oom_run(&o, &opts, 80 * FP_GIB, 30 * FP_GIB);
     has(oom, "(per_process_memory_fraction:0.50 of 80.00 GiB)\n");
 
-    o.idle = 2 * FP_GIB;                       /* and fragmented as well */
+    o.idle = 2 * FP_GIB; /* and fragmented as well */
     oom_run(&o, &opts, 80 * FP_GIB, 30 * FP_GIB);
     has(oom, "; fragmentation too: 2.00 GiB idle in cached blocks");
 
@@ -824,8 +886,7 @@ static void fd_sink_same_bytes(void **state)
 {
     (void)state;
     make_run(3);
-    int (*const fns[2])(const fp_run_report *, fp_sink *) = {fp_summary_text,
-                                                            fp_summary_json};
+    int (*const fns[2])(const fp_run_report *, fp_sink *) = {fp_summary_text, fp_summary_json};
     for (int i = 0; i < 2; i++) {
         char path[64];
         int fd = temp_fd(path);
@@ -884,16 +945,16 @@ static void fd_sink_errors(void **state)
     int fd = temp_fd(path);
     close(fd);
     unlink(path);
-    s = fp_sink_fd(fd);                       /* closed: write fails */
+    s = fp_sink_fd(fd); /* closed: write fails */
     errno = 1234;
     assert_int_equal(fp_summary_text(&run, &s), EBADF);
-    assert_int_equal(errno, 1234);            /* the caller's errno kept */
+    assert_int_equal(errno, 1234); /* the caller's errno kept */
 }
 
 /* ---- merge ------------------------------------------------------------------------------ */
 
-static void write_summary(const char *path, int rank, int pid, int64_t peak_alloc,
-                          int64_t peak_res, uint64_t ooms)
+static void write_summary(const char *path, int rank, int pid, int64_t peak_alloc, int64_t peak_res,
+                          uint64_t ooms)
 {
     make_run(rank);
     run.pid = pid;
@@ -929,7 +990,7 @@ static void merge_two_ranks(void **state)
                                  "      4.00 GiB |         75.0% |    1 |       5 |\n");
     assert_non_null(r0);
     assert_non_null(r1);
-    assert_true(r0 < r1);                      /* sorted by rank */
+    assert_true(r0 < r1); /* sorted by rank */
     has(out, "| total |           |     |       4.00 GiB |      8.00 GiB |"
              "         50.0% |    3 |      10 |\n");
     unlink(p0);
@@ -964,8 +1025,7 @@ static void merge_errors(void **state)
  * the caller gives appears in the JSON under its key and in the text as
  * fp_summary_put_row writes it.  Values are made distinct first, so a row
  * that the text left out cannot be found by chance. */
-static void check_row(const char *text, const fp_jdoc *d, const char *group,
-                      const fp_row *r)
+static void check_row(const char *text, const fp_jdoc *d, const char *group, const fp_row *r)
 {
     char path[160], want[160];
     if (group)
@@ -989,16 +1049,25 @@ static void check_pinned_rows(void)
 {
     static fp_host_report h;
     memset(&h, 0, sizeof h);
-    uint64_t *u[] = {&h.stats.num_allocs, &h.stats.num_frees, &h.stats.num_cache_hits,
-                     &h.stats.num_reserve_calls, &h.stats.num_release_calls,
-                     &h.stats.num_invalid_frees, &h.alloc_ns, &h.to_driver, &h.fallbacks,
-                     &h.fences, &h.waits, &h.syncs};
+    uint64_t *u[] = {&h.stats.num_allocs,
+                     &h.stats.num_frees,
+                     &h.stats.num_cache_hits,
+                     &h.stats.num_reserve_calls,
+                     &h.stats.num_release_calls,
+                     &h.stats.num_invalid_frees,
+                     &h.alloc_ns,
+                     &h.to_driver,
+                     &h.fallbacks,
+                     &h.fences,
+                     &h.waits,
+                     &h.syncs};
     for (size_t k = 0; k < sizeof u / sizeof u[0]; k++)
         *u[k] = 200 + k;
     fp_stat *st[] = {&h.stats.reserved_bytes[FP_ALL], &h.stats.allocated_bytes[FP_ALL],
                      &h.stats.requested_bytes[FP_ALL], &h.stats.segments[FP_ALL]};
     for (int k = 0; k < 4; k++)
-        *st[k] = (fp_stat){.current = (int64_t)FP_MIB * (3 + 2 * k), .peak = (int64_t)FP_MIB * (4 + 2 * k)};
+        *st[k] = (fp_stat){.current = (int64_t)FP_MIB * (3 + 2 * k),
+                           .peak = (int64_t)FP_MIB * (4 + 2 * k)};
     h.pooling = 1;
     h.max_reserved = 13 * FP_MIB;
     run.pinned = &h;
@@ -1113,15 +1182,17 @@ static void host_section(void **state)
     make_run(0);
     fp_jdoc d;
     parse(&d, json_summary());
-    jtype(&d, "pinned", FP_JNULL);           /* nothing pinned: null, no box */
+    jtype(&d, "pinned", FP_JNULL); /* nothing pinned: null, no box */
     assert_null(strstr(text_summary(), "pinned host memory"));
     static fp_host_report h;
     memset(&h, 0, sizeof h);
     h.pooling = 1;
-    h.stats.reserved_bytes[FP_ALL] = (fp_stat){.current = 3 * (int64_t)FP_GIB / 2,
-                                               .peak = 2 * (int64_t)FP_GIB};
-    h.stats.allocated_bytes[FP_ALL] = (fp_stat){.current = (int64_t)FP_GIB, .peak = 2 * (int64_t)FP_GIB};
-    h.stats.requested_bytes[FP_ALL] = (fp_stat){.current = (int64_t)FP_GIB, .peak = 2 * (int64_t)FP_GIB - 2 * (int64_t)FP_MIB};
+    h.stats.reserved_bytes[FP_ALL] =
+        (fp_stat){.current = 3 * (int64_t)FP_GIB / 2, .peak = 2 * (int64_t)FP_GIB};
+    h.stats.allocated_bytes[FP_ALL] =
+        (fp_stat){.current = (int64_t)FP_GIB, .peak = 2 * (int64_t)FP_GIB};
+    h.stats.requested_bytes[FP_ALL] =
+        (fp_stat){.current = (int64_t)FP_GIB, .peak = 2 * (int64_t)FP_GIB - 2 * (int64_t)FP_MIB};
     h.stats.num_allocs = 40;
     h.stats.num_cache_hits = 30;
     h.stats.num_invalid_frees = 2;
@@ -1148,7 +1219,8 @@ static void host_section(void **state)
     char buf[512];
     fp_sink s = fp_sink_buffer(buf, sizeof buf);
     assert_int_equal(fp_host_oom_note(&h, &s), 0);
-    has(buf, "fragpool: note: 1.50 GiB of host memory is pinned through fragpool (512.00 MiB of it idle");
+    has(buf, "fragpool: note: 1.50 GiB of host memory is pinned through fragpool (512.00 MiB of it "
+             "idle");
     h.stats.reserved_bytes[FP_ALL].current = (int64_t)FP_GIB - 1;
     h.stats.allocated_bytes[FP_ALL].current = 0;
     s = fp_sink_buffer(buf, sizeof buf);

@@ -82,7 +82,7 @@ static void rejects_non_regular(void **state)
     has(load_fails(dir_path), "a directory, not a regular file");
     const char *fifo = tmp_name("fifo");
     assert_int_equal(mkfifo(fifo, 0644), 0);
-    alarm(20);   /* a FIFO with no writer must not block */
+    alarm(20); /* a FIFO with no writer must not block */
     has(load_fails(fifo), "a FIFO, not a regular file");
     alarm(0);
     has(load_fails(tmp_name("missing")), "No such file");
@@ -133,19 +133,19 @@ static void gzip_cut_or_corrupt_fails(void **state)
     assert_int_equal(fp_trace_load(path, &t, err, sizeof err), 0);
     assert_int_equal(t.n, 100000);
     fp_trace_free(&t);
-    for (int k = 1; k <= 100; k++) {   /* every cut fails; none loads shorter */
+    for (int k = 1; k <= 100; k++) { /* every cut fails; none loads shorter */
         write_file(path, gz, gz_len * (size_t)k / 101);
         const char *msg = load_fails(path);
         if (k > 1)
             has(msg, "cut short");
     }
-    write_file(path, gz, 10);   /* a bare gzip header */
+    write_file(path, gz, 10); /* a bare gzip header */
     has(load_fails(path), "cut short");
-    gz[gz_len - 8] ^= 0xff;     /* the CRC */
+    gz[gz_len - 8] ^= 0xff; /* the CRC */
     write_file(path, gz, gz_len);
     has(load_fails(path), "corrupt");
     gz[gz_len - 8] ^= 0xff;
-    gz[gz_len / 2] ^= 0x55;     /* the data */
+    gz[gz_len / 2] ^= 0x55; /* the data */
     write_file(path, gz, gz_len);
     load_fails(path);
     free(gz);
@@ -184,7 +184,7 @@ static void long_lines(void **state)
     size_t n = big;
     /* the tail of the comment looks like a row: it must stay a comment */
     n += (size_t)sprintf(text + n, ",a,5,1073741824,0\n0,a,1,100");
-    memset(text + n, ' ', 1000);   /* a valid row with trailing spaces */
+    memset(text + n, ' ', 1000); /* a valid row with trailing spaces */
     n += 1000;
     n += (size_t)sprintf(text + n, "\r\n1,f,1,100\n");
     const char *path = tmp_name("long.csv");
@@ -292,10 +292,10 @@ static void counts_trace_problems(void **state)
     (void)state;
     fp_trace t = {0};
     assert_int_equal(fp_trace_push(&t, 'a', 1, 1000, 0), 0);
-    assert_int_equal(fp_trace_push(&t, 'f', 7, 0, 0), 0);      /* unknown */
-    assert_int_equal(fp_trace_push(&t, 'a', 1, 5000, 0), 0);   /* live    */
+    assert_int_equal(fp_trace_push(&t, 'f', 7, 0, 0), 0);    /* unknown */
+    assert_int_equal(fp_trace_push(&t, 'a', 1, 5000, 0), 0); /* live    */
     assert_int_equal(fp_trace_push(&t, 'f', 1, 0, 0), 0);
-    assert_int_equal(fp_trace_push(&t, 'f', 1, 0, 0), 0);      /* no longer live */
+    assert_int_equal(fp_trace_push(&t, 'f', 1, 0, 0), 0); /* no longer live */
     fp_replay_result r;
     fp_pool *p;
     replay_t(&t, &r, &p);
@@ -303,13 +303,12 @@ static void counts_trace_problems(void **state)
     assert_int_equal(r.first_bad_free, 1);
     assert_int_equal(r.dup_allocs, 1);
     assert_int_equal(r.first_dup_alloc, 2);
-    assert_int_equal(r.ooms, 0);   /* a refusal of a live id is no OOM */
+    assert_int_equal(r.ooms, 0); /* a refusal of a live id is no OOM */
     assert_int_equal(r.stats.num_allocs, 1);
     fp_row rows[2];
     fp_group g;
     fp_replay_trace_group(&r, rows, &g);
-    fp_dev_report d = {.stats = r.stats, .groups = &g, .ngroups = 1,
-                       .device_free = (size_t)-1};
+    fp_dev_report d = {.stats = r.stats, .groups = &g, .ngroups = 1, .device_free = (size_t)-1};
     fp_run_report run = {.rank = -1, .devs = &d, .ndevs = 1};
     static char buf[1 << 16];
     fp_sink s = fp_sink_buffer(buf, sizeof buf);
@@ -319,7 +318,7 @@ static void counts_trace_problems(void **state)
     s = fp_sink_buffer(buf, sizeof buf);
     assert_int_equal(fp_summary_json(&run, &s), 0);
     has(buf, "\"trace\":{\"unknown_frees\":2,\"duplicate_allocs\":1}");
-    g.rows = NULL;   /* a group the caller has no rows for: null */
+    g.rows = NULL; /* a group the caller has no rows for: null */
     s = fp_sink_buffer(buf, sizeof buf);
     assert_int_equal(fp_summary_json(&run, &s), 0);
     has(buf, "\"trace\":null");
@@ -354,8 +353,8 @@ static void tune_huge_sizes_end(void **state)
     assert_int_equal(fp_tune_setting_init(&s, "garbage_collection_threshold:0.8"), 0);
     size_t out = 1;
     assert_int_equal(fp_tune_min_budget(&t, &s, 0, SIZE_MAX - 5, 2 * FP_MIB, &out, NULL), 0);
-    assert_int_equal(fp_tune_min_budget(&t, &s, SIZE_MAX / 2, SIZE_MAX / 3, 2 * FP_MIB, &out,
-                                        NULL), 0);
+    assert_int_equal(fp_tune_min_budget(&t, &s, SIZE_MAX / 2, SIZE_MAX / 3, 2 * FP_MIB, &out, NULL),
+                     0);
     alarm(0);
     assert_true(fp_trace_peak_live(&t, &s.opts) > 0);
     fp_trace_free(&t);
@@ -408,14 +407,10 @@ static int cleanup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rejects_non_regular),
-        cmocka_unit_test(gzip_cut_or_corrupt_fails),
-        cmocka_unit_test(empty_traces_fail),
-        cmocka_unit_test(long_lines),
-        cmocka_unit_test(strict_fields),
-        cmocka_unit_test(id_max_is_an_id),
-        cmocka_unit_test(counts_trace_problems),
-        cmocka_unit_test(tune_huge_sizes_end),
+        cmocka_unit_test(rejects_non_regular),   cmocka_unit_test(gzip_cut_or_corrupt_fails),
+        cmocka_unit_test(empty_traces_fail),     cmocka_unit_test(long_lines),
+        cmocka_unit_test(strict_fields),         cmocka_unit_test(id_max_is_an_id),
+        cmocka_unit_test(counts_trace_problems), cmocka_unit_test(tune_huge_sizes_end),
         cmocka_unit_test(recorded_oom_replays),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);

@@ -33,11 +33,11 @@ static void make_synth(fp_trace *t)
             uint64_t size = (i % 4 == 3) ? 4096 + x % (512 * 1024) : FP_MIB + x % (48 * FP_MIB);
             assert_int_equal(fp_trace_push(t, 'a', id++, size, 0), 0);
         }
-        uint64_t m = id - first, stride = m % 7 ? 7 : 11;   /* coprime with m */
-        for (uint64_t k = 0; k < m; k++) {   /* free in a shuffled order */
+        uint64_t m = id - first, stride = m % 7 ? 7 : 11; /* coprime with m */
+        for (uint64_t k = 0; k < m; k++) {                /* free in a shuffled order */
             uint64_t j = first + (k * stride + (uint64_t)phase) % m;
             if ((j + (uint64_t)phase) % 5 == 0 && phase + 1 < 40)
-                continue;                             /* some survive a phase */
+                continue; /* some survive a phase */
             assert_int_equal(fp_trace_push(t, 'f', j, 0, 0), 0);
         }
     }
@@ -92,8 +92,8 @@ static void shared_default_budget(void **state)
     assert_true(row.is_default);
     assert_int_equal(row.peak_reserved, 4854906880ULL);
     assert_int_equal(row.peak_allocated, 4814778368ULL);
-    assert_true(row.min_budget < row.peak_reserved);   /* reclaim packs tighter */
-    assert_true(row.replays < 16);   /* bisection, not a scan */
+    assert_true(row.min_budget < row.peak_reserved); /* reclaim packs tighter */
+    assert_true(row.replays < 16);                   /* bisection, not a scan */
     check_min_budget(&shared, "expandable_segments:False", &row);
     assert_false(row.is_default);
     assert_int_equal(row.peak_reserved, 6440353792ULL);
@@ -114,8 +114,8 @@ static void shared_gc_budget(void **state)
 {
     (void)state;
     fp_tune_row row;
-    check_min_budget(&shared,
-                     "garbage_collection_threshold:0.8,per_process_memory_fraction:1", &row);
+    check_min_budget(&shared, "garbage_collection_threshold:0.8,per_process_memory_fraction:1",
+                     &row);
     assert_true(row.set.gc);
 }
 
@@ -139,11 +139,13 @@ static void synth_other_settings_budget(void **state)
 {
     (void)state;
     fp_tune_row row;
-    check_min_budget(&synth, "expandable_segments:False,max_split_size_mb:32,"
-                             "roundup_power2_divisions:4", &row);
-    check_min_budget(&synth, "roundup_power2_divisions:[32:1,>:4]", &row);
     check_min_budget(&synth,
-                     "garbage_collection_threshold:0.6,per_process_memory_fraction:1", &row);
+                     "expandable_segments:False,max_split_size_mb:32,"
+                     "roundup_power2_divisions:4",
+                     &row);
+    check_min_budget(&synth, "roundup_power2_divisions:[32:1,>:4]", &row);
+    check_min_budget(&synth, "garbage_collection_threshold:0.6,per_process_memory_fraction:1",
+                     &row);
 }
 
 static void same_rows(const fp_tune_row *a, const fp_tune_row *b, size_t n)
@@ -162,7 +164,7 @@ static void check_ranked(const fp_tune_row *rows, size_t n)
     size_t defaults = 0;
     for (size_t i = 0; i < n; i++) {
         defaults += rows[i].is_default;
-        fp_tune_setting s;   /* the printed text is what was replayed */
+        fp_tune_setting s; /* the printed text is what was replayed */
         assert_int_equal(fp_tune_setting_init(&s, rows[i].set.conf), 0);
         assert_memory_equal(&s.opts, &rows[i].set.opts, sizeof s.opts);
         if (i == 0)
@@ -192,7 +194,7 @@ static void ranking_and_determinism(void **state)
     assert_true(na > 20);
     check_ranked(a, na);
     same_rows(a, b, na);
-    for (size_t i = 0; i < na; i++)   /* every row's budget holds */
+    for (size_t i = 0; i < na; i++) /* every row's budget holds */
         if (a[i].min_budget) {
             assert_int_equal(ooms_at(&synth, &a[i].set, a[i].min_budget), 0);
             assert_true(ooms_at(&synth, &a[i].set, a[i].min_budget - G) > 0);
@@ -272,7 +274,7 @@ static void replay_hooks(void **state)
     assert_int_equal(cut.events, 100);
     assert_int_equal(calls, 100);
     size_t live = fp_trace_peak_live(&shared, &o);
-    assert_int_equal(live, 4814778368ULL);   /* shared/traces/README.md */
+    assert_int_equal(live, 4814778368ULL); /* shared/traces/README.md */
 }
 
 int main(void)

@@ -44,16 +44,19 @@ static void put(pbuf *b, const void *data, size_t n)
     b->n += n;
 }
 
-static void op(pbuf *b, unsigned char c) { put(b, &c, 1); }
+static void op(pbuf *b, unsigned char c)
+{
+    put(b, &c, 1);
+}
 
-static void str(pbuf *b, const char *s)   /* SHORT_BINUNICODE */
+static void str(pbuf *b, const char *s) /* SHORT_BINUNICODE */
 {
     op(b, 0x8c);
     op(b, (unsigned char)strlen(s));
     put(b, s, strlen(s));
 }
 
-static void int4(pbuf *b, uint32_t v)     /* BININT */
+static void int4(pbuf *b, uint32_t v) /* BININT */
 {
     unsigned char le[4] = {v & 255, v >> 8 & 255, v >> 16 & 255, v >> 24 & 255};
     op(b, 'J');
@@ -95,12 +98,12 @@ static void last_value_wins(void **state)
     fp_pdoc d;
     parse(&b, &d);
     const fp_pv *root = fp_pdoc_node(&d, d.root);
-    assert_int_equal(root->n, 6);     /* "a", "b" once each, and 5 */
+    assert_int_equal(root->n, 6); /* "a", "b" once each, and 5 */
     assert_int_equal(root->key, 2);
     assert_int_equal(int_of(fp_pdoc_get(&d, root, "a")), 5);
     assert_int_equal(int_of(fp_pdoc_get(&d, root, "b")), 4);
     assert_null(fp_pdoc_get(&d, root, "c"));
-    assert_int_equal(int_of(fp_pdoc_node(&d, root->v.items[4])), 5);   /* the int key stays */
+    assert_int_equal(int_of(fp_pdoc_node(&d, root->v.items[4])), 5); /* the int key stays */
     assert_int_equal(int_of(fp_pdoc_node(&d, root->v.items[5])), 9);
     fp_pdoc_free(&d);
     free(b.p);
@@ -112,18 +115,18 @@ static void snapshot_of(pbuf *b, void (*fill)(pbuf *))
 {
     put(b, "\x80\x04}", 3);
     str(b, "device_traces");
-    put(b, "]](}\x94(", 6);       /* traces, device 0, MARK, E (memo 0), MARK */
+    put(b, "]](}\x94(", 6); /* traces, device 0, MARK, E (memo 0), MARK */
     fill(b);
     op(b, 'u');
     for (uint32_t i = 1; i < MANY; i++)
         get_memo(b, 0);
-    put(b, "eas.", 4);             /* APPENDS, APPEND, SETITEM, STOP */
+    put(b, "eas.", 4); /* APPENDS, APPEND, SETITEM, STOP */
 }
 
 static void duplicates(pbuf *b)
 {
     str(b, "action"), str(b, "alloc"), str(b, "addr"), int4(b, 4096);
-    str(b, "size"), op(b, 0x94);   /* memo 1 */
+    str(b, "size"), op(b, 0x94); /* memo 1 */
     int4(b, 1);
     for (uint32_t i = 2; i <= MANY; i++)
         get_memo(b, 1), int4(b, i);
@@ -149,7 +152,7 @@ static void many_duplicate_keys(void **state)
     assert_non_null(dev);
     assert_int_equal(dev->n, MANY);
     const fp_pv *e = fp_pdoc_item(&d, dev, MANY - 1);
-    assert_int_equal(e->n, 6);   /* action, addr, size: each once */
+    assert_int_equal(e->n, 6); /* action, addr, size: each once */
     assert_int_equal(int_of(fp_pdoc_get(&d, e, "size")), MANY);
     fp_pdoc_free(&d);
 
@@ -162,7 +165,7 @@ static void many_duplicate_keys(void **state)
     unlink(path);
     if (rc)
         fail_msg("%s", err);
-    assert_int_equal(t.n, 2 * MANY - 1);   /* each alloc at 4096 closes the one before */
+    assert_int_equal(t.n, 2 * MANY - 1); /* each alloc at 4096 closes the one before */
     assert_int_equal(t.ev[0].op, 'a');
     assert_int_equal(t.ev[0].size, MANY);
     fp_trace_free(&t);
@@ -190,7 +193,7 @@ static void big_shared_dict(void **state)
     const fp_pv *root = fp_pdoc_node(&d, d.root);
     const fp_pv *dev = fp_pdoc_item(&d, fp_pdoc_get(&d, root, "device_traces"), 0);
     char key[16];
-    for (uint32_t k = 0; k < MANY; k += 7) {   /* every entry, a key of each */
+    for (uint32_t k = 0; k < MANY; k += 7) { /* every entry, a key of each */
         const fp_pv *e = fp_pdoc_item(&d, dev, k);
         snprintf(key, sizeof key, "k%06u", k);
         assert_int_equal(int_of(fp_pdoc_get(&d, e, key)), k);

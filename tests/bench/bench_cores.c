@@ -25,10 +25,10 @@
 #include <time.h>
 
 #define BASE_ADDR 0x100000000000ull
-#define NSIZES 65536
-#define NCORES 3
-#define MAXLIVES 8
-#define MAXREPS 50
+#define NSIZES    65536
+#define NCORES    3
+#define MAXLIVES  8
+#define MAXREPS   50
 
 static const char *core_names[NCORES] = {"fragpool", "bestfit", "tlsf"};
 static uint32_t size_table[NSIZES];
@@ -188,8 +188,8 @@ static double median(const double *v, int n)
 
 static void print_table(const size_t *lives, int nl, result r[][NCORES], int reps)
 {
-    printf("%-10s %12s %12s %12s %14s %14s\n", "live", "fragpool", "bestfit", "tlsf",
-           "fp/bestfit", "fp/tlsf");
+    printf("%-10s %12s %12s %12s %14s %14s\n", "live", "fragpool", "bestfit", "tlsf", "fp/bestfit",
+           "fp/tlsf");
     for (int i = 0; i < nl; i++) {
         double m[NCORES];
         for (int k = 0; k < NCORES; k++)
@@ -200,24 +200,27 @@ static void print_table(const size_t *lives, int nl, result r[][NCORES], int rep
     printf("(ns per free+alloc pair, median of %d runs)\n", reps);
 }
 
-static int write_json(const char *path, const size_t *lives, int nl, result r[][NCORES],
-                      int reps, size_t pairs)
+static int write_json(const char *path, const size_t *lives, int nl, result r[][NCORES], int reps,
+                      size_t pairs)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "bench_cores: cannot write %s: %s; the table above is all there is\n",
-                path, strerror(errno));
+        fprintf(stderr, "bench_cores: cannot write %s: %s; the table above is all there is\n", path,
+                strerror(errno));
         return 1;
     }
-    fprintf(f, "{\"pairs\": %zu, \"reps\": %d, \"sizes\": \"log-uniform 512 B..64 MiB\",\n"
-               " \"rows\": [", pairs, reps);
+    fprintf(f,
+            "{\"pairs\": %zu, \"reps\": %d, \"sizes\": \"log-uniform 512 B..64 MiB\",\n"
+            " \"rows\": [",
+            pairs, reps);
     for (int i = 0; i < nl; i++) {
         for (int k = 0; k < NCORES; k++) {
             double lo = r[i][k].ns[0];
             for (int j = 1; j < reps; j++)
                 lo = r[i][k].ns[j] < lo ? r[i][k].ns[j] : lo;
-            fprintf(f, "%s\n  {\"live\": %zu, \"core\": \"%s\", \"ns_median\": %.2f, "
-                       "\"ns_min\": %.2f, \"peak_reserved\": %zu, \"ns_each\": [",
+            fprintf(f,
+                    "%s\n  {\"live\": %zu, \"core\": \"%s\", \"ns_median\": %.2f, "
+                    "\"ns_min\": %.2f, \"peak_reserved\": %zu, \"ns_each\": [",
                     i || k ? "," : "", lives[i], core_names[k], median(r[i][k].ns, reps), lo,
                     r[i][k].peak_reserved);
             for (int j = 0; j < reps; j++)
@@ -236,8 +239,10 @@ static int parse_count(const char *opt, const char *s, size_t lo, size_t hi, siz
     errno = 0;
     unsigned long long v = s ? strtoull(s, &end, 10) : 0;
     if (!s || errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "bench_cores: %s wants a number from %zu to %zu, not '%s'; "
-                "nothing was run\n", opt, lo, hi, s ? s : "");
+        fprintf(stderr,
+                "bench_cores: %s wants a number from %zu to %zu, not '%s'; "
+                "nothing was run\n",
+                opt, lo, hi, s ? s : "");
         return 1;
     }
     *out = (size_t)v;
@@ -270,7 +275,7 @@ int main(int argc, char **argv)
     size_t pairs = 1000000, reps = 3, lives[MAXLIVES] = {100, 1000, 10000, 100000};
     int nl = 4;
     const char *json = NULL;
-    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad;
         if (!strcmp(argv[i], "--pairs"))
@@ -282,8 +287,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json") && v)
             bad = (json = v) == NULL;
         else {
-            fprintf(stderr, "bench_cores: unknown argument '%s' (usage: bench_cores [--pairs N] "
-                    "[--reps R] [--lives A,B,...] [--json PATH]); nothing was run\n", argv[i]);
+            fprintf(stderr,
+                    "bench_cores: unknown argument '%s' (usage: bench_cores [--pairs N] "
+                    "[--reps R] [--lives A,B,...] [--json PATH]); nothing was run\n",
+                    argv[i]);
             return 2;
         }
         if (bad)

@@ -178,8 +178,10 @@ static int bf_check(void *idx, size_t *count, char *msg, size_t len)
     const ref_block *prev = NULL;
     *count = 0;
     if (walk(((bf_tree *)idx)->root, &prev, count)) {
-        snprintf(msg, len, "bestfit: tree out of order, unbalanced or holding a used block "
-                 "(after %zu good nodes)", *count);
+        snprintf(msg, len,
+                 "bestfit: tree out of order, unbalanced or holding a used block "
+                 "(after %zu good nodes)",
+                 *count);
         return EFAULT;
     }
     return 0;

@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define SMALL_SIZE (1 * REF_MIB)
+#define SMALL_SIZE    (1 * REF_MIB)
 #define SMALL_SEGMENT (2 * REF_MIB)
 #define LARGE_SEGMENT (20 * REF_MIB)
 #define MIN_LARGE_REQ (10 * REF_MIB)
-#define ROUND_LARGE (2 * REF_MIB)
-#define CHUNK 4096
+#define ROUND_LARGE   (2 * REF_MIB)
+#define CHUNK         4096
 
 struct ref_core {
     const ref_index *ops;
@@ -24,8 +24,8 @@ struct ref_core {
     pthread_mutex_t lock;
     uint64_t next_addr;
     size_t reserved, peak_reserved;
-    ref_block *spare;          /* recycled headers, linked by next      */
-    ref_block **segs;          /* first block of every segment, for the check */
+    ref_block *spare; /* recycled headers, linked by next      */
+    ref_block **segs; /* first block of every segment, for the check */
     size_t nsegs, segcap;
     void **chunks;
     size_t nchunks, chunkcap;
@@ -274,7 +274,8 @@ static int check_segment(ref_core *c, ref_block *first, size_t *nfree, char *msg
         else if (!b->is_free && ref_map_get(&c->live, b->addr) != b)
             bad = "live block missing from the map";
         if (bad) {
-            snprintf(msg, len, "block %#llx size %zu: %s", (unsigned long long)b->addr, b->size, bad);
+            snprintf(msg, len, "block %#llx size %zu: %s", (unsigned long long)b->addr, b->size,
+                     bad);
             return EFAULT;
         }
         *nfree += b->is_free;
@@ -300,8 +301,10 @@ int ref_core_check(ref_core *c, char *msg, size_t len)
         indexed += n;
     }
     if (!rc && (indexed != nfree || live != c->live.used || reserved != c->reserved)) {
-        snprintf(msg, len, "counts differ: %zu indexed for %zu free, %zu mapped for %zu live, "
-                 "%zu reserved for %zu", indexed, nfree, c->live.used, live, c->reserved, reserved);
+        snprintf(msg, len,
+                 "counts differ: %zu indexed for %zu free, %zu mapped for %zu live, "
+                 "%zu reserved for %zu",
+                 indexed, nfree, c->live.used, live, c->reserved, reserved);
         rc = EFAULT;
     }
     pthread_mutex_unlock(&c->lock);

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define REF_MIN_BLOCK ((size_t)512)
-#define REF_MIB ((size_t)1 << 20)
+#define REF_MIB       ((size_t)1 << 20)
 
 typedef struct ref_block {
     uint64_t addr;
@@ -36,7 +36,7 @@ typedef struct ref_block {
     struct ref_block *left, *right; /* AVL children / TLSF list next, prev */
     int32_t height;                 /* AVL height of this subtree       */
     uint8_t is_free;
-    uint8_t small;                  /* which pool                       */
+    uint8_t small; /* which pool                       */
 } ref_block;
 
 /* A free index: one instance per pool (small, large). */

@@ -8,7 +8,7 @@
 #include "ref_core.h"
 
 typedef struct ref_map {
-    uint64_t *keys;   /* 0 = empty (address 0 is never handed out) */
+    uint64_t *keys; /* 0 = empty (address 0 is never handed out) */
     ref_block **vals;
     size_t mask, used;
 } ref_map;

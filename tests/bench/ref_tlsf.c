@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define SL_BITS 5
+#define SL_BITS  5
 #define SL_COUNT (1u << SL_BITS)
 #define FL_COUNT 52 /* u < 2^55: every size_t that is a multiple of 512 */
 
@@ -138,8 +138,10 @@ static int tlsf_check(void *idx, size_t *count, char *msg, size_t len)
     for (int fl = 0; fl < FL_COUNT; fl++) {
         for (int sl = 0; sl < (int)SL_COUNT; sl++) {
             if (check_class(t, fl, sl, count)) {
-                snprintf(msg, len, "tlsf: class %d/%d holds a block of another class, a used "
-                         "block, a broken link, or disagrees with its bitmap", fl, sl);
+                snprintf(msg, len,
+                         "tlsf: class %d/%d holds a block of another class, a used "
+                         "block, a broken link, or disagrees with its bitmap",
+                         fl, sl);
                 return EFAULT;
             }
         }
@@ -152,6 +154,6 @@ static int tlsf_check(void *idx, size_t *count, char *msg, size_t len)
 }
 
 const ref_index ref_tlsf_index = {
-    "tlsf", tlsf_create, tlsf_destroy, tlsf_insert, tlsf_remove, tlsf_find, tlsf_contains,
-    tlsf_check,
+    "tlsf",      tlsf_create, tlsf_destroy,  tlsf_insert,
+    tlsf_remove, tlsf_find,   tlsf_contains, tlsf_check,
 };

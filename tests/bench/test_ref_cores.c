@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BASE 0x7f0000000000ull
+#define BASE  0x7f0000000000ull
 #define SLOTS 300
-#define OPS 4000
+#define OPS   4000
 
 static uint64_t seed;
 static uint64_t rnd(void)
@@ -33,8 +33,17 @@ static uint64_t rnd(void)
 /* Sizes around every rule boundary, and log-uniform ones. */
 static size_t some_size(void)
 {
-    static const size_t edge[] = {1, 511, 512, 513, 1 << 20, (1 << 20) + 1, 10 << 20,
-                                  (10 << 20) - 512, (10 << 20) + 1, 20 << 20, 64 << 20};
+    static const size_t edge[] = {1,
+                                  511,
+                                  512,
+                                  513,
+                                  1 << 20,
+                                  (1 << 20) + 1,
+                                  10 << 20,
+                                  (10 << 20) - 512,
+                                  (10 << 20) + 1,
+                                  20 << 20,
+                                  64 << 20};
     if (rnd() % 4 == 0)
         return edge[rnd() % (sizeof edge / sizeof edge[0])];
     return (size_t)1 << (rnd() % 26) | (rnd() & 0xfff);

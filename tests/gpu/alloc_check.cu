@@ -34,8 +34,7 @@ __global__ void fill_kernel(uint32_t *p, size_t n, uint32_t salt)
         p[i] = pattern(i, salt);
 }
 
-__global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t salt,
-                              unsigned long long *bad)
+__global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t salt, unsigned long long *bad)
 {
     unsigned long long local = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -48,7 +47,7 @@ __global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t salt,
 static uint64_t rng_state = 1;
 static uint64_t rnd()
 {
-    uint64_t x = rng_state;   // xorshift64*
+    uint64_t x = rng_state; // xorshift64*
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
@@ -61,7 +60,7 @@ static const char *const method_name[] = {"cudaMalloc", "cudaMallocAsync", "cuda
 
 struct Block {
     void *p = nullptr;
-    size_t bytes = 0;      // what the program owns: size, or pitch*height
+    size_t bytes = 0; // what the program owns: size, or pitch*height
     int method = -1;
     uint32_t salt = 0;
     cudaStream_t stream = 0;
@@ -77,18 +76,19 @@ static size_t random_size()
 {
     uint64_t r = rnd() % 100;
     if (r < 55)
-        return 1 + rnd() % 65536;                          // 1 B .. 64 KiB
+        return 1 + rnd() % 65536; // 1 B .. 64 KiB
     if (r < 85)
-        return (64u << 10) + rnd() % ((4u << 20) - (64u << 10));   // .. 4 MiB
+        return (64u << 10) + rnd() % ((4u << 20) - (64u << 10)); // .. 4 MiB
     if (r < 97)
-        return (4u << 20) + rnd() % (28u << 20);           // .. 32 MiB
-    return (32u << 20) + rnd() % (32u << 20);              // .. 64 MiB
+        return (4u << 20) + rnd() % (28u << 20); // .. 32 MiB
+    return (32u << 20) + rnd() % (32u << 20);    // .. 64 MiB
 }
 
 int main(int argc, char **argv)
 {
     long n_allocs = argc > 1 ? std::atol(argv[1]) : 10000;
-    rng_state = argc > 2 ? std::strtoull(argv[2], nullptr, 10) * 0x9E3779B97F4A7C15ULL + 1 : 88172645463325252ULL;
+    rng_state = argc > 2 ? std::strtoull(argv[2], nullptr, 10) * 0x9E3779B97F4A7C15ULL + 1
+                         : 88172645463325252ULL;
     if (n_allocs <= 0)
         n_allocs = 10000;
     auto t_start = std::chrono::steady_clock::now();
@@ -126,7 +126,8 @@ int main(int argc, char **argv)
     auto release = [&](Block &b) {
         size_t n = b.bytes / 4;
         if (n)
-            verify_kernel<<<grid_for(n), 256, 0, b.stream>>>((const uint32_t *)b.p, n, b.salt, dbad);
+            verify_kernel<<<grid_for(n), 256, 0, b.stream>>>((const uint32_t *)b.p, n, b.salt,
+                                                             dbad);
         CK(cudaGetLastError());
         if (b.method == M_ASYNC)
             CK(cudaFreeAsync(b.p, b.stream));
@@ -164,7 +165,8 @@ int main(int argc, char **argv)
         uintptr_t a = (uintptr_t)b.p;
         if (a % 256) {
             if (misaligned < 5)
-                std::printf("ALLOC_CHECK misaligned %s(%zu) = %p\n", method_name[b.method], b.bytes, b.p);
+                std::printf("ALLOC_CHECK misaligned %s(%zu) = %p\n", method_name[b.method], b.bytes,
+                            b.p);
             misaligned++;
         }
         for (int j = 0; j < SLOTS; j++) {
@@ -173,7 +175,8 @@ int main(int argc, char **argv)
             if (o.p && a < oa + o.bytes && oa < a + b.bytes) {
                 if (overlaps < 5)
                     std::printf("ALLOC_CHECK overlap: new %s [%p,+%zu) and live %s [%p,+%zu)\n",
-                                method_name[b.method], b.p, b.bytes, method_name[o.method], o.p, o.bytes);
+                                method_name[b.method], b.p, b.bytes, method_name[o.method], o.p,
+                                o.bytes);
                 overlaps++;
             }
         }
@@ -186,7 +189,8 @@ int main(int argc, char **argv)
             size_t m = n < host.size() ? n : host.size();
             CK(cudaMemcpyAsync(host.data(), b.p, m * 4, cudaMemcpyDeviceToHost, b.stream));
             uint32_t last = 0;
-            CK(cudaMemcpyAsync(&last, (uint32_t *)b.p + (n - 1), 4, cudaMemcpyDeviceToHost, b.stream));
+            CK(cudaMemcpyAsync(&last, (uint32_t *)b.p + (n - 1), 4, cudaMemcpyDeviceToHost,
+                               b.stream));
             CK(cudaStreamSynchronize(b.stream));
             for (size_t k = 0; k < m; k++)
                 host_bad += host[k] != pattern(k, b.salt);
@@ -218,10 +222,11 @@ int main(int argc, char **argv)
         failures++;
 
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::printf("ALLOC_CHECK allocs %ld (cudaMalloc %ld, cudaMallocAsync %ld, cudaMallocPitch %ld), "
-                "%.2f GiB total, peak live %.1f MiB, %.2f s\n",
-                n_allocs, count[0], count[1], count[2], total_bytes / 1073741824.0,
-                max_live / 1048576.0, secs);
+    std::printf(
+        "ALLOC_CHECK allocs %ld (cudaMalloc %ld, cudaMallocAsync %ld, cudaMallocPitch %ld), "
+        "%.2f GiB total, peak live %.1f MiB, %.2f s\n",
+        n_allocs, count[0], count[1], count[2], total_bytes / 1073741824.0, max_live / 1048576.0,
+        secs);
     failures += (long)bad + misaligned + overlaps + host_bad + bad_pitch;
     if (failures) {
         std::printf("CHECK alloc_check FAIL bad_words %llu host_bad_words %ld overlaps %ld "

@@ -149,36 +149,45 @@ static void run_case(const char *name, const char *mode, int threads, Setup setu
     report(name, mode, threads, ws);
 }
 
-static void nothing(Worker &) {}
+static void nothing(Worker &)
+{
+}
 
 static void fixed_cases(const std::vector<size_t> &sizes, int threads)
 {
     char mode[32];
     for (size_t sz : sizes) {
         std::snprintf(mode, sizeof mode, "%zu", sz);
-        run_case("malloc_free", mode, threads, nothing, [sz](Worker &) {
-            void *p;
-            clk::time_point t0 = clk::now();
-            CK(cudaMalloc(&p, sz));
-            CK(cudaFree(p));
-            return since_us(t0);
-        }, nothing);
+        run_case(
+            "malloc_free", mode, threads, nothing,
+            [sz](Worker &) {
+                void *p;
+                clk::time_point t0 = clk::now();
+                CK(cudaMalloc(&p, sz));
+                CK(cudaFree(p));
+                return since_us(t0);
+            },
+            nothing);
     }
     for (size_t sz : sizes) {
         std::snprintf(mode, sizeof mode, "%zu", sz);
-        run_case("mallocasync_freeasync", mode, threads, nothing, [sz](Worker &w) {
-            void *p;
-            clk::time_point t0 = clk::now();
-            CK(cudaMallocAsync(&p, sz, w.s));
-            CK(cudaFreeAsync(p, w.s));
-            return since_us(t0);
-        }, nothing);
+        run_case(
+            "mallocasync_freeasync", mode, threads, nothing,
+            [sz](Worker &w) {
+                void *p;
+                clk::time_point t0 = clk::now();
+                CK(cudaMallocAsync(&p, sz, w.s));
+                CK(cudaFreeAsync(p, w.s));
+                return since_us(t0);
+            },
+            nothing);
     }
 }
 
 static void random_cases(int threads)
 {
-    run_case("malloc_free", "random128", threads,
+    run_case(
+        "malloc_free", "random128", threads,
         [](Worker &w) {
             w.slot.resize(LIVE);
             for (auto &p : w.slot)
@@ -196,7 +205,8 @@ static void random_cases(int threads)
             for (auto p : w.slot)
                 CK(cudaFree(p));
         });
-    run_case("mallocasync_freeasync", "random128", threads,
+    run_case(
+        "mallocasync_freeasync", "random128", threads,
         [](Worker &w) {
             w.slot.resize(LIVE);
             for (auto &p : w.slot)
@@ -230,17 +240,21 @@ static void work_cases(int threads)
         for (auto p : w.slot)
             CK(cudaFree(p));
     };
-    run_case("malloc_free", "work32", threads, setup, [](Worker &w) {
-        int j = (int)(rnd(w) % WORK_LIVE);
-        size_t sz = random_size(w, WORK_DOUBLINGS);
-        clk::time_point t0 = clk::now();
-        CK(cudaFree(w.slot[j]));
-        CK(cudaMalloc(&w.slot[j], sz));
-        if (++w.ops % WORK_EVERY == 0)
-            touch<<<1, 32, 0, w.s>>>((unsigned char *)w.slot[j]);
-        return since_us(t0);
-    }, teardown);
-    run_case("mallocasync_freeasync", "work32", threads,
+    run_case(
+        "malloc_free", "work32", threads, setup,
+        [](Worker &w) {
+            int j = (int)(rnd(w) % WORK_LIVE);
+            size_t sz = random_size(w, WORK_DOUBLINGS);
+            clk::time_point t0 = clk::now();
+            CK(cudaFree(w.slot[j]));
+            CK(cudaMalloc(&w.slot[j], sz));
+            if (++w.ops % WORK_EVERY == 0)
+                touch<<<1, 32, 0, w.s>>>((unsigned char *)w.slot[j]);
+            return since_us(t0);
+        },
+        teardown);
+    run_case(
+        "mallocasync_freeasync", "work32", threads,
         [](Worker &w) {
             w.slot.resize(WORK_LIVE);
             for (auto &p : w.slot)
@@ -271,8 +285,10 @@ static void driver_cases(const std::vector<size_t> &sizes)
     typedef int (*free_fn)(unsigned long long);
     void *fa = nullptr, *ff = nullptr;
     cudaDriverEntryPointQueryResult qa, qf;
-    if (cudaGetDriverEntryPointByVersion("cuMemAlloc", &fa, 3020, cudaEnableDefault, &qa) != cudaSuccess ||
-        cudaGetDriverEntryPointByVersion("cuMemFree", &ff, 3020, cudaEnableDefault, &qf) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuMemAlloc", &fa, 3020, cudaEnableDefault, &qa) !=
+            cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuMemFree", &ff, 3020, cudaEnableDefault, &qf) !=
+            cudaSuccess ||
         !fa || !ff) {
         cudaGetLastError();
         return;
@@ -282,15 +298,18 @@ static void driver_cases(const std::vector<size_t> &sizes)
     char mode[32];
     for (size_t sz : sizes) {
         std::snprintf(mode, sizeof mode, "%zu", sz);
-        run_case("cumemalloc_free", mode, 1, nothing, [=](Worker &) {
-            unsigned long long p;
-            clk::time_point t0 = clk::now();
-            if (da(&p, sz) || df(p)) {
-                std::printf("CHECK bench_alloc FAIL cuMemAlloc/cuMemFree of %zu B\n", sz);
-                std::exit(1);
-            }
-            return since_us(t0);
-        }, nothing);
+        run_case(
+            "cumemalloc_free", mode, 1, nothing,
+            [=](Worker &) {
+                unsigned long long p;
+                clk::time_point t0 = clk::now();
+                if (da(&p, sz) || df(p)) {
+                    std::printf("CHECK bench_alloc FAIL cuMemAlloc/cuMemFree of %zu B\n", sz);
+                    std::exit(1);
+                }
+                return since_us(t0);
+            },
+            nothing);
     }
 }
 
@@ -302,12 +321,14 @@ static std::vector<size_t> parse_list(const char *what, const char *s, size_t lo
     size_t at = 0;
     while (at <= str.size()) {
         size_t comma = str.find(',', at);
-        std::string item = str.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        std::string item =
+            str.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
         char *end = nullptr;
         unsigned long long x = std::strtoull(item.c_str(), &end, 10);
         if (item.empty() || *end || x < lo || x > hi) {
             std::printf("CHECK bench_alloc FAIL the %s list '%s' wants numbers from %zu to %zu "
-                        "separated by commas; nothing was run\n", what, s, lo, hi);
+                        "separated by commas; nothing was run\n",
+                        what, s, lo, hi);
             std::exit(2);
         }
         v.push_back((size_t)x);
@@ -334,8 +355,9 @@ int main(int argc, char **argv)
     int rt = 0, drv = 0;
     CK(cudaRuntimeGetVersion(&rt));
     CK(cudaDriverGetVersion(&drv));
-    std::printf("BENCH_INFO device \"%s\" iters %ld budget %.1f s live %d cudart %d driver_api %d\n",
-                prop.name, max_iters, budget_s, LIVE, rt, drv);
+    std::printf(
+        "BENCH_INFO device \"%s\" iters %ld budget %.1f s live %d cudart %d driver_api %d\n",
+        prop.name, max_iters, budget_s, LIVE, rt, drv);
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) {
         uint64_t keep = UINT64_MAX;

@@ -98,8 +98,7 @@ static void costs(const char *label)
                 median_ns([&] { cuEventRecord(ev, CU_STREAM_LEGACY); }));
     std::printf("COST ctxRecordEvent %s %.0f\n", label,
                 median_ns([&] { cuCtxRecordEvent(ctx, ev); }));
-    std::printf("COST eventQuery_done %s %.0f\n", label,
-                median_ns([&] { cuEventQuery(done); }));
+    std::printf("COST eventQuery_done %s %.0f\n", label, median_ns([&] { cuEventQuery(done); }));
     std::printf("COST ctxWaitEvent_done %s %.0f\n", label,
                 median_ns([&] { cuCtxWaitEvent(ctx, done); }));
     int immediate = 0;
@@ -162,8 +161,8 @@ static void check_covers()
 }
 
 enum consumer { PRE_STREAM, NEW_STREAM, LEGACY, PER_THREAD, SYNC_MEMSET, SYNC_COPY, NCONSUMERS };
-static const char *consumer_name[] = {"pre_stream", "new_stream", "legacy", "per_thread",
-                                      "sync_memset", "sync_copy"};
+static const char *consumer_name[] = {"pre_stream", "new_stream",  "legacy",
+                                      "per_thread", "sync_memset", "sync_copy"};
 
 // orders: the slow kernel reads buf last; the consumer overwrites buf after
 // cuCtxWaitEvent; the kernel must see only the old value.

@@ -112,8 +112,8 @@ static void *by_proc(const char *sym)
 static std::vector<Api> driver_paths()
 {
     std::vector<Api> v;
-    Api linked = {"linked", &cuMemGetAddressRange, &cuPointerGetAttribute,
-                  &cuPointerGetAttributes, &cuMemPoolGetAttribute};
+    Api linked = {"linked", &cuMemGetAddressRange, &cuPointerGetAttribute, &cuPointerGetAttributes,
+                  &cuMemPoolGetAttribute};
     v.push_back(linked);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
@@ -125,8 +125,7 @@ static std::vector<Api> driver_paths()
     if (d.range && d.attr && d.attrs && d.pool_get)
         v.push_back(d);
     Api p = {"cuGetProcAddress", (range_fn)by_proc("cuMemGetAddressRange"),
-             (attr_fn)by_proc("cuPointerGetAttribute"),
-             (attrs_fn)by_proc("cuPointerGetAttributes"),
+             (attr_fn)by_proc("cuPointerGetAttribute"), (attrs_fn)by_proc("cuPointerGetAttributes"),
              (pool_get_fn)by_proc("cuMemPoolGetAttribute")};
     if (p.range && p.attr && p.attrs && p.pool_get)
         v.push_back(p);
@@ -143,8 +142,7 @@ struct Alloc {
 };
 
 struct RangeCounts {
-    long queries = 0, hits = 0, past_miss = 0, past_skipped = 0, freed_miss = 0,
-         other_hits = 0;
+    long queries = 0, hits = 0, past_miss = 0, past_skipped = 0, freed_miss = 0, other_hits = 0;
 };
 
 static CUcontext g_ctx = nullptr;
@@ -164,7 +162,7 @@ static Answer ask(const Api &a, CUdeviceptr q)
 {
     Answer w;
     std::memset(&w, 0, sizeof w);
-    w.p_ord = -12345;   // left alone by a call that writes nothing
+    w.p_ord = -12345; // left alone by a call that writes nothing
     w.r_range = a.range(&w.range_base, &w.range_size, q);
     w.r_start = a.attr(&w.start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, q);
     w.r_size = a.attr(&w.size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, q);
@@ -192,20 +190,20 @@ static void expect_hit(const Api &a, CUdeviceptr q, const Alloc &al, const char 
     if (w.r_start != CUDA_SUCCESS || w.start != al.base || w.r_size != CUDA_SUCCESS ||
         w.size != al.size)
         fail("%s: RANGE_START_ADDR/RANGE_SIZE at %s of %zu B at 0x%llx: %d/%d (0x%llx, %zu)",
-             a.name, where, al.size, b, (int)w.r_start, (int)w.r_size,
-             (unsigned long long)w.start, w.size);
+             a.name, where, al.size, b, (int)w.r_start, (int)w.r_size, (unsigned long long)w.start,
+             w.size);
     if (w.r_id != CUDA_SUCCESS || w.id != al.id)
-        fail("%s: BUFFER_ID at %s of %zu B at 0x%llx: %d, %llu (want %llu)", a.name, where,
-             al.size, b, (int)w.r_id, w.id, al.id);
+        fail("%s: BUFFER_ID at %s of %zu B at 0x%llx: %d, %llu (want %llu)", a.name, where, al.size,
+             b, (int)w.r_id, w.id, al.id);
     if (w.r_ipc != CUDA_SUCCESS || w.ipc != 1)
         fail("%s: IS_LEGACY_CUDA_IPC_CAPABLE at %s of %zu B at 0x%llx: %d, %d", a.name, where,
              al.size, b, (int)w.r_ipc, w.ipc);
     if (w.r_plural != CUDA_SUCCESS || w.p_start != al.base || w.p_size != al.size ||
         w.p_ctx != g_ctx || w.p_ord != 0 || w.p_id != al.id)
         fail("%s: cuPointerGetAttributes at %s of %zu B at 0x%llx: %d (0x%llx, %zu, ctx %s, "
-             "ordinal %d, id %llu)", a.name, where, al.size, b, (int)w.r_plural,
-             (unsigned long long)w.p_start, w.p_size, w.p_ctx == g_ctx ? "ok" : "WRONG",
-             w.p_ord, w.p_id);
+             "ordinal %d, id %llu)",
+             a.name, where, al.size, b, (int)w.r_plural, (unsigned long long)w.p_start, w.p_size,
+             w.p_ctx == g_ctx ? "ok" : "WRONG", w.p_ord, w.p_id);
     g_rc.hits++;
 }
 
@@ -256,12 +254,12 @@ static int expect_not(const Api &a, CUdeviceptr q, const Alloc &al, const char *
         const Alloc *o = live_exact(all, w.range_base, w.range_size, q);
         if (!o || o->base == al.base)
             fail("%s: cuMemGetAddressRange at %s of %zu B at 0x%llx (%s) = (0x%llx, %zu), "
-                 "which is no live allocation", a.name, where, al.size, b, kind,
-                 (unsigned long long)w.range_base, w.range_size);
+                 "which is no live allocation",
+                 a.name, where, al.size, b, kind, (unsigned long long)w.range_base, w.range_size);
         else if (w.r_start != CUDA_SUCCESS || w.start != o->base || w.p_start != o->base ||
                  w.p_size != o->size)
-            fail("%s: at %s of %zu B at 0x%llx (%s) the attributes disagree with the range",
-                 a.name, where, al.size, b, kind);
+            fail("%s: at %s of %zu B at 0x%llx (%s) the attributes disagree with the range", a.name,
+                 where, al.size, b, kind);
         g_rc.other_hits++;
         return 0;
     }
@@ -274,8 +272,9 @@ static int expect_not(const Api &a, CUdeviceptr q, const Alloc &al, const char *
              (int)CUDA_ERROR_INVALID_VALUE);
     if (w.r_plural != CUDA_SUCCESS || w.p_start != 0 || w.p_size != 0 || w.p_ctx != nullptr)
         fail("%s: cuPointerGetAttributes at %s of %zu B at 0x%llx (%s) = %d (0x%llx, %zu, "
-             "ctx %s), want success, zeros, no context", a.name, where, al.size, b, kind,
-             (int)w.r_plural, (unsigned long long)w.p_start, w.p_size, w.p_ctx ? "set" : "NULL");
+             "ctx %s), want success, zeros, no context",
+             a.name, where, al.size, b, kind, (int)w.r_plural, (unsigned long long)w.p_start,
+             w.p_size, w.p_ctx ? "set" : "NULL");
     print_miss(a, kind, w);
     return 1;
 }
@@ -330,8 +329,8 @@ static Alloc new_alloc(size_t size, std::set<unsigned long long> &ids)
 static std::string run_ranges(const std::vector<Api> &paths)
 {
     const size_t MiB = 1 << 20;
-    const size_t varied[] = {1, 4099, 512, 65536 + 3, 1 * MiB + 5, 200000, 2 * MiB,
-                             3 * MiB + 5, 513, 25 * MiB, 777, 8 * MiB + 1};
+    const size_t varied[] = {1,       4099,        512, 65536 + 3, 1 * MiB + 5, 200000,
+                             2 * MiB, 3 * MiB + 5, 513, 25 * MiB,  777,         8 * MiB + 1};
     const int nvaried = (int)(sizeof varied / sizeof *varied);
     std::set<unsigned long long> ids;
     std::vector<Alloc> all;
@@ -340,7 +339,7 @@ static std::string run_ranges(const std::vector<Api> &paths)
         if (i % 8 == 7)
             all.push_back(new_alloc(varied[(i / 8) % nvaried], ids));
     }
-    for (int i = 0; i < 40; i++)   // more small ones of varied sizes
+    for (int i = 0; i < 40; i++) // more small ones of varied sizes
         all.push_back(new_alloc(1 + (size_t)(i * 997) % 6000, ids));
     CK(cudaDeviceSynchronize());
     long pairs = shared_pairs(all);
@@ -392,8 +391,8 @@ static std::string run_ranges(const std::vector<Api> &paths)
     if (pairs == 0)
         fail("no two allocations in one 2 MiB region: nothing inside a segment was asked about");
     char note[160];
-    std::snprintf(note, sizeof note, "ranges %zu allocations, %ld queries, %ld pairs in 2 MiB",
-                  n, g_rc.queries, pairs);
+    std::snprintf(note, sizeof note, "ranges %zu allocations, %ld queries, %ld pairs in 2 MiB", n,
+                  g_rc.queries, pairs);
     return note;
 }
 
@@ -426,8 +425,8 @@ static uint64_t pool_attr(const std::vector<Api> &paths, cudaMemPool_t def, cuda
         cuuint64_t d = 0;
         CUresult r = a.pool_get((CUmemoryPool)def, (CUmemPool_attribute)attr, &d);
         if (r != CUDA_SUCCESS || d != v)
-            fail("%s: cuMemPoolGetAttribute (%s) = %d, %llu; runtime %llu", attr_name(attr),
-                 a.name, (int)r, (unsigned long long)d, (unsigned long long)v);
+            fail("%s: cuMemPoolGetAttribute (%s) = %d, %llu; runtime %llu", attr_name(attr), a.name,
+                 (int)r, (unsigned long long)d, (unsigned long long)v);
     }
     return (uint64_t)v;
 }
@@ -465,7 +464,7 @@ static std::string run_pool(const std::vector<Api> &paths)
         CK(cudaMemsetAsync(p[i], i, sizes[i], s));
         sum += sizes[i];
     }
-    uint64_t used = ATTR(cudaMemPoolAttrUsedMemCurrent);   // before any sync
+    uint64_t used = ATTR(cudaMemPoolAttrUsedMemCurrent); // before any sync
     if (used != u0 + sum)
         fail("USED_MEM_CURRENT %llu after cudaMallocAsync of %llu B in all (before: %llu)",
              (unsigned long long)used, (unsigned long long)sum, (unsigned long long)u0);
@@ -484,8 +483,8 @@ static std::string run_pool(const std::vector<Api> &paths)
     used = ATTR(cudaMemPoolAttrUsedMemCurrent);
     const uint64_t after_free = u0 + sum - sizes[1] - sizes[4];
     if (used != after_free)
-        fail("USED_MEM_CURRENT %llu right after cudaFreeAsync, want %llu",
-             (unsigned long long)used, (unsigned long long)after_free);
+        fail("USED_MEM_CURRENT %llu right after cudaFreeAsync, want %llu", (unsigned long long)used,
+             (unsigned long long)after_free);
     uint64_t uhigh = ATTR(cudaMemPoolAttrUsedMemHigh);
     uint64_t rhigh = ATTR(cudaMemPoolAttrReservedMemHigh);
     reserved = ATTR(cudaMemPoolAttrReservedMemCurrent);
@@ -532,8 +531,8 @@ static std::string run_pool(const std::vector<Api> &paths)
             CK(cudaFreeAsync(p[i], s));
     used = ATTR(cudaMemPoolAttrUsedMemCurrent);
     if (used != u0)
-        fail("USED_MEM_CURRENT %llu after every cudaFreeAsync, want %llu",
-             (unsigned long long)used, (unsigned long long)u0);
+        fail("USED_MEM_CURRENT %llu after every cudaFreeAsync, want %llu", (unsigned long long)used,
+             (unsigned long long)u0);
     CK(cudaStreamSynchronize(s));
     const uint64_t before_trim = ATTR(cudaMemPoolAttrReservedMemCurrent);
     CK(cudaMemPoolTrimTo(def, 0));
@@ -638,8 +637,8 @@ static std::string run_graph()
     int total = 0, frees_total = 0;
     int allocs = nodes_of(g, cudaGraphNodeTypeMemAlloc, &total);
     int frees = nodes_of(g, cudaGraphNodeTypeMemFree, &frees_total);
-    std::printf("VIEW graph nodes: %d in all, %d allocation nodes, %d free nodes\n", total,
-                allocs, frees);
+    std::printf("VIEW graph nodes: %d in all, %d allocation nodes, %d free nodes\n", total, allocs,
+                frees);
     CK(cudaGraphInstantiate(&ge, g, 0));
     launch_and_check(ge, s, host, n, 17, "allocating");
     CK(cudaGraphExecDestroy(ge));
@@ -673,7 +672,7 @@ int main(int argc, char **argv)
         return 2;
     }
     CK(cudaSetDevice(0));
-    CK(cudaFree(nullptr));   // the primary context, current from here on
+    CK(cudaFree(nullptr)); // the primary context, current from here on
     if (cuCtxGetCurrent(&g_ctx) != CUDA_SUCCESS || !g_ctx) {
         std::printf("CHECK driver_view FAIL no current context after cudaFree(0)\n");
         return 1;

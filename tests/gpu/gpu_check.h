@@ -25,24 +25,24 @@
     std::exit(1);
 }
 
-#define CK(call)                                                                          \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (e_ != cudaSuccess)                                                            \
-            gpu_check_fail(__FILE__, __LINE__, #call, cudaGetErrorName(e_),               \
-                           cudaGetErrorString(e_));                                       \
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            gpu_check_fail(__FILE__, __LINE__, #call, cudaGetErrorName(e_),                        \
+                           cudaGetErrorString(e_));                                                \
     } while (0)
 
 #ifdef CUDA_VERSION /* <cuda.h> was included: the driver API too */
-#define CK_DRV(call)                                                                      \
-    do {                                                                                  \
-        CUresult r_ = (call);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                         \
-            const char *n_ = "?", *s_ = "?";                                              \
-            cuGetErrorName(r_, &n_);                                                      \
-            cuGetErrorString(r_, &s_);                                                    \
-            gpu_check_fail(__FILE__, __LINE__, #call, n_, s_);                            \
-        }                                                                                 \
+#define CK_DRV(call)                                                                               \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?", *s_ = "?";                                                       \
+            cuGetErrorName(r_, &n_);                                                               \
+            cuGetErrorString(r_, &s_);                                                             \
+            gpu_check_fail(__FILE__, __LINE__, #call, n_, s_);                                     \
+        }                                                                                          \
     } while (0)
 #endif
 

@@ -26,13 +26,13 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-#define TIME(name, n, body)                                                    \
-    do {                                                                       \
-        double t0_ = now_ns();                                                 \
-        for (long i_ = 0; i_ < (n); i_++) {                                    \
-            body;                                                              \
-        }                                                                      \
-        printf("COST %-28s %8.1f\n", name, (now_ns() - t0_) / (double)(n));    \
+#define TIME(name, n, body)                                                                        \
+    do {                                                                                           \
+        double t0_ = now_ns();                                                                     \
+        for (long i_ = 0; i_ < (n); i_++) {                                                        \
+            body;                                                                                  \
+        }                                                                                          \
+        printf("COST %-28s %8.1f\n", name, (now_ns() - t0_) / (double)(n));                        \
     } while (0)
 
 static void *sym(void *h, const char *name)

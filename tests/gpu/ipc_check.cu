@@ -54,7 +54,7 @@ extern char **environ;
 
 static const uint32_t kMark = 0xC0DE0000u;
 
-struct Rec {                // parent -> child, one per exported buffer
+struct Rec { // parent -> child, one per exported buffer
     int k;
     size_t bytes;
     uint32_t salt;
@@ -73,8 +73,7 @@ __global__ void fill_kernel(uint32_t *p, size_t n, uint32_t salt)
         p[i] = pattern(i, salt);
 }
 
-__global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t salt,
-                              unsigned long long *bad)
+__global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t salt, unsigned long long *bad)
 {
     unsigned long long local = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -126,17 +125,17 @@ static int child()
 struct Buf {
     void *p;
     size_t bytes;
-    size_t range_offset;    // from the start cuMemGetAddressRange reports
-    bool aligned;           // 2 MiB-aligned: may start a pool segment
+    size_t range_offset; // from the start cuMemGetAddressRange reports
+    bool aligned;        // 2 MiB-aligned: may start a pool segment
     bool exported, fp_handle;
     cudaError_t export_error;
-    std::string result;     // the child's word
+    std::string result; // the child's word
 };
 
 // What the run expects (--expect, --own-mb).
 struct Rules {
     std::string expect;
-    size_t own_bytes;       // 0: no --own-mb
+    size_t own_bytes; // 0: no --own-mb
 };
 
 static bool own(const Rules &x, const Buf &b)
@@ -246,9 +245,8 @@ static int run_child(const std::vector<Rec> &recs, std::vector<Buf> &bufs, bool 
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-static const char *const kUsage =
-    "usage: ipc_check [--plain-child] [--own-mb N] "
-    "[--expect all|refuse-mid|refuse-all|driver-opens|no-wrong]\n";
+static const char *const kUsage = "usage: ipc_check [--plain-child] [--own-mb N] "
+                                  "[--expect all|refuse-mid|refuse-all|driver-opens|no-wrong]\n";
 
 int main(int argc, char **argv)
 {
@@ -277,8 +275,8 @@ int main(int argc, char **argv)
     CK(cudaSetDevice(0));
     void *range_v = nullptr;
     cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &range_v, 3020,
-                                        cudaEnableDefault, &q));
+    CK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &range_v, 3020, cudaEnableDefault,
+                                        &q));
     range_fn range = (range_fn)range_v;
 
     // Three ~2 MiB pads first, then buffers between pads.
@@ -325,10 +323,12 @@ int main(int argc, char **argv)
         bool as_expected = export_as_expected(rules, b);
         wrong_export += !as_expected;
         std::printf("IPC buffer %zu: %zu B at 0x%llx (%s2 MiB-aligned, +%zu from its range's "
-                    "start), export %s%s\n", k, b.bytes, (unsigned long long)(uintptr_t)b.p,
-                    b.aligned ? "" : "not ", b.range_offset,
-                    !b.exported ? cudaGetErrorName(b.export_error)
-                                : b.fp_handle ? "ok, a fragpool handle" : "ok, a driver handle",
+                    "start), export %s%s\n",
+                    k, b.bytes, (unsigned long long)(uintptr_t)b.p, b.aligned ? "" : "not ",
+                    b.range_offset,
+                    !b.exported   ? cudaGetErrorName(b.export_error)
+                    : b.fp_handle ? "ok, a fragpool handle"
+                                  : "ok, a driver handle",
                     as_expected ? "" : " (NOT AS EXPECTED)");
         if (b.exported)
             recs.push_back(r);
@@ -341,7 +341,8 @@ int main(int argc, char **argv)
         Buf &b = bufs[k];
         if (!b.exported)
             continue;
-        std::printf("IPC buffer %zu: child %s\n", k, b.result.empty() ? "(no answer)" : b.result.c_str());
+        std::printf("IPC buffer %zu: child %s\n", k,
+                    b.result.empty() ? "(no answer)" : b.result.c_str());
         if (b.result.rfind("BAD ", 0) == 0)
             wrong += std::strtoull(b.result.c_str() + 4, nullptr, 10);
         if (b.result.empty())
@@ -357,17 +358,18 @@ int main(int argc, char **argv)
             marks_missing += m != (kMark | (uint32_t)k);
         }
     }
-    bool ok = rc == 0 && wrong == 0 && marks_missing == 0 && unanswered == 0 &&
-              wrong_export == 0 && wrong_open == 0 && (expect != "refuse-mid" || refused > 0);
+    bool ok = rc == 0 && wrong == 0 && marks_missing == 0 && unanswered == 0 && wrong_export == 0 &&
+              wrong_open == 0 && (expect != "refuse-mid" || refused > 0);
     std::printf("CHECK ipc_check %s child %s, exit %d; buffers %zu, not 2 MiB-aligned %d, "
                 "fragpool handles %d, exported %zu, refused %d, opened %d, open errors %d, "
                 "wrong words %llu, marks missing %d, unexpected exports %d, unexpected open "
                 "errors %d (expect %s%s%s)\n",
-                ok ? "OK" : "FAIL", plain ? "without fragpool" : "inheriting the environment",
-                rc, bufs.size(), unaligned, fp_handles, recs.size(), refused, opened,
-                open_errors, wrong, marks_missing, wrong_export, wrong_open, expect.c_str(),
+                ok ? "OK" : "FAIL", plain ? "without fragpool" : "inheriting the environment", rc,
+                bufs.size(), unaligned, fp_handles, recs.size(), refused, opened, open_errors,
+                wrong, marks_missing, wrong_export, wrong_open, expect.c_str(),
                 rules.own_bytes ? ", own from " : "",
-                rules.own_bytes ? std::to_string(rules.own_bytes >> 20).append(" MiB").c_str() : "");
+                rules.own_bytes ? std::to_string(rules.own_bytes >> 20).append(" MiB").c_str()
+                                : "");
     for (void *p : pads)
         CK(cudaFree(p));
     for (Buf &b : bufs)

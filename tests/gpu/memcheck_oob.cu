@@ -35,15 +35,15 @@ static void one(const char *mode)
     float *a = nullptr;
     cudaMalloc(&a, 1000 * sizeof(float));
     if (!strcmp(mode, "oob")) {
-        write_at<<<1, 1>>>(a, 1000, 1.0f);   // one past the end
+        write_at<<<1, 1>>>(a, 1000, 1.0f); // one past the end
         cudaDeviceSynchronize();
         cudaFree(a);
     } else if (!strcmp(mode, "uaf")) {
         cudaFree(a);
-        write_at<<<1, 1>>>(a, 10, 1.0f);     // after the free
+        write_at<<<1, 1>>>(a, 10, 1.0f); // after the free
         cudaDeviceSynchronize();
     } else {
-        write_at<<<1, 1>>>(a, 999, 1.0f);    // the last element: fine
+        write_at<<<1, 1>>>(a, 999, 1.0f); // the last element: fine
         cudaDeviceSynchronize();
         cudaFree(a);
     }
@@ -55,7 +55,7 @@ static void churn()
     unsigned s = 12345;
     for (int i = 0; i < 2000; i++) {
         s = s * 1103515245u + 12345u;
-        size_t n = 256u << ((s >> 16) % 14);   // 1 KiB .. 8 MiB of floats
+        size_t n = 256u << ((s >> 16) % 14); // 1 KiB .. 8 MiB of floats
         float *p = nullptr;
         if (cudaMalloc(&p, n * sizeof(float)) != cudaSuccess) {
             std::printf("memcheck_oob churn: cudaMalloc of %zu floats failed\n", n);
@@ -70,7 +70,7 @@ static void churn()
         }
     }
     cudaDeviceSynchronize();
-    for (size_t k = 4; k < live.size(); k++)   // 4 stay live: the leak report's
+    for (size_t k = 4; k < live.size(); k++) // 4 stay live: the leak report's
         cudaFree(live[k]);
 }
 

@@ -24,7 +24,7 @@ int main()
     static const unsigned elem[] = {4, 8, 16};
     const size_t height = 4;
     CK(cudaSetDevice(0));
-    CK(cudaFree(0));   // creates and makes current the primary context
+    CK(cudaFree(0)); // creates and makes current the primary context
     int tpa = 0, ta = 0;
     CK(cudaDeviceGetAttribute(&tpa, cudaDevAttrTexturePitchAlignment, 0));
     CK(cudaDeviceGetAttribute(&ta, cudaDevAttrTextureAlignment, 0));

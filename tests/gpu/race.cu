@@ -87,8 +87,8 @@ __global__ void verify_kernel(const uint32_t *p, size_t n, uint32_t v, unsigned 
 
 enum { NVAR = 8 };
 static const char *const variant_name[NVAR] = {
-    "sync_free+stream",  "sync_free+legacy",  "async_free+stream", "async_free+legacy",
-    "destroyed_stream",  "per_thread_stream", "priority_stream",   "blocking_stream"};
+    "sync_free+stream", "sync_free+legacy",  "async_free+stream", "async_free+legacy",
+    "destroyed_stream", "per_thread_stream", "priority_stream",   "blocking_stream"};
 
 int main(int argc, char **argv)
 {
@@ -131,10 +131,10 @@ int main(int argc, char **argv)
     for (int t = 0; t < trials; t++) {
         const int var = t % NVAR;
         const size_t bytes = (t / NVAR) % 4 == 3 ? small : big, n = bytes / 4;
-        const uint32_t v = 0x10000000u | (uint32_t)t;      // never 0x5A5A5A5A, ~v never either
-        const uint32_t pb = 0xB0000000u | (uint32_t)t;     // B's kernel pattern
+        const uint32_t v = 0x10000000u | (uint32_t)t;  // never 0x5A5A5A5A, ~v never either
+        const uint32_t pb = 0xB0000000u | (uint32_t)t; // B's kernel pattern
         const bool async_a = var == 2 || var == 3;
-        cudaStream_t ks = s1, fresh = nullptr;             // where the slow kernel runs
+        cudaStream_t ks = s1, fresh = nullptr; // where the slow kernel runs
         if (var == 4) {
             CK(cudaStreamCreateWithFlags(&fresh, cudaStreamNonBlocking));
             ks = fresh;
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
         slow_kernel<<<slow_grid, 256, 0, ks>>>(a, n, v, spin_ns, dbad + t);
         CK(cudaGetLastError());
         if (fresh)
-            CK(cudaStreamDestroy(fresh));   // legal with work pending: it completes
+            CK(cudaStreamDestroy(fresh)); // legal with work pending: it completes
         if (async_a)
             CK(cudaFreeAsync(a, s1));
         else
@@ -168,7 +168,7 @@ int main(int argc, char **argv)
         cudaStream_t bs;
         uint32_t expect_b;
         if (var == 1 || var == 3) {
-            bs = (cudaStream_t)0;   // the legacy default stream: no order with s1
+            bs = (cudaStream_t)0; // the legacy default stream: no order with s1
             expect_b = pb;
             fill_kernel<<<grid, 256, 0, bs>>>(b, n, pb);
             CK(cudaGetLastError());
@@ -225,10 +225,11 @@ int main(int argc, char **argv)
             corrupted++;
             per_var[var]++;
             if (shown++ < 10)
-                std::printf("RACE corrupted trial %d (%s): slow kernel saw %llu foreign words in A, "
-                            "B has %llu wrong words, B %s A\n",
-                            t, variant_name[var], bad[t], bad[trials + t],
-                            reused[t] ? "overlapped" : "did not overlap");
+                std::printf(
+                    "RACE corrupted trial %d (%s): slow kernel saw %llu foreign words in A, "
+                    "B has %llu wrong words, B %s A\n",
+                    t, variant_name[var], bad[t], bad[trials + t],
+                    reused[t] ? "overlapped" : "did not overlap");
         }
     }
     for (int t = 0; t < sens_trials; t++)
@@ -237,15 +238,17 @@ int main(int argc, char **argv)
         std::printf("RACE variant %s trials %d corrupted %d B_overlapped_A %d\n", variant_name[v],
                     per_var_n[v], per_var[v], per_var_reused[v]);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::printf("RACE sensitivity detected %d/%d (real overlap, no free; want > 0)\n", sens, sens_trials);
+    std::printf("RACE sensitivity detected %d/%d (real overlap, no free; want > 0)\n", sens,
+                sens_trials);
     std::printf("RACE time %.2f s\n", secs);
     if (corrupted) {
         std::printf("CHECK race FAIL corrupted %d/%d\n", corrupted, trials);
         return 1;
     }
     if (sens == 0) {
-        std::printf("CHECK race INCONCLUSIVE %d/%d clean but the detector never saw a real overlap\n",
-                    trials, trials);
+        std::printf(
+            "CHECK race INCONCLUSIVE %d/%d clean but the detector never saw a real overlap\n",
+            trials, trials);
         return 2;
     }
     std::printf("CHECK race OK %d/%d\n", trials, trials);

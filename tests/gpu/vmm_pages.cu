@@ -38,7 +38,7 @@ static double median(std::vector<double> v)
 }
 
 struct cost {
-    std::vector<double> map_us, unmap_us;  // per page, one per round
+    std::vector<double> map_us, unmap_us; // per page, one per round
 };
 
 // Maps total bytes as pages of size page at base, then unmaps them.
@@ -90,16 +90,16 @@ int main(int argc, char **argv)
     prop.location.id = dev;
     size_t gran = 0;
     CK_DRV(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-    size_t total = (total_mb << 20) / (320u << 20) * (320u << 20);   // every size divides it
+    size_t total = (total_mb << 20) / (320u << 20) * (320u << 20); // every size divides it
     if (!total || (2u << 20) % gran) {
-        std::printf("CHECK vmm_pages FAIL total %zu MiB or granularity %zu B unusable\n",
-                    total_mb, gran);
+        std::printf("CHECK vmm_pages FAIL total %zu MiB or granularity %zu B unusable\n", total_mb,
+                    gran);
         return 1;
     }
     CUdeviceptr base = 0;
     CK_DRV(cuMemAddressReserve(&base, total, 0, 0, 0));
-    std::printf("VMM_PAGES granularity %zu MiB total %zu MiB rounds %d\n", gran >> 20,
-                total >> 20, rounds);
+    std::printf("VMM_PAGES granularity %zu MiB total %zu MiB rounds %d\n", gran >> 20, total >> 20,
+                rounds);
     std::vector<cost> c(nsizes);
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < nsizes; k++) {
@@ -111,8 +111,8 @@ int main(int argc, char **argv)
         double m = median(c[i].map_us), u = median(c[i].unmap_us);
         double per_gib = 1024.0 / (double)sizes_mb[i];
         std::printf("PAGE %zu map_us_per_page %.1f unmap_us_per_page %.1f map_ms_per_GiB %.2f "
-                    "unmap_ms_per_GiB %.2f\n", sizes_mb[i], m, u, m * per_gib / 1e3,
-                    u * per_gib / 1e3);
+                    "unmap_ms_per_GiB %.2f\n",
+                    sizes_mb[i], m, u, m * per_gib / 1e3, u * per_gib / 1e3);
     }
     CK_DRV(cuMemAddressFree(base, total));
     std::printf("CHECK vmm_pages OK\n");

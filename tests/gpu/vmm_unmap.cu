@@ -38,14 +38,16 @@ __global__ void spin_then_sum(const unsigned *a, size_t n, unsigned long long *o
     }
     __syncthreads();
     unsigned long long s = 0;
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         s += a[i];
     atomicAdd(out, s);
 }
 
 __global__ void add_one(unsigned *a, size_t n)
 {
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         a[i] += 1;
 }
 
@@ -77,7 +79,7 @@ static int unmap_case()
     spin_then_sum<<<256, 256, 0, s>>>(a, na, l, 200 * 1000 * 1000LL);
     CK(cudaGetLastError());
     CK(cudaFree(a));
-    CK(cudaMalloc(&b, nb * 4));      // needs A's pages under the cap
+    CK(cudaMalloc(&b, nb * 4)); // needs A's pages under the cap
     CK(cudaMemset(b, 0x5a, nb * 4));
     CK(cudaDeviceSynchronize());
     unsigned long long sum = 0;

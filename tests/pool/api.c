@@ -50,16 +50,19 @@ static void test_invalid_free(void **state)
     walk_dump w0 = {0}, w = {0};
     walk_take(f.p, &w0);
     const uint64_t bad[] = {
-        0, 0x1234, a - 512, a + 512, /* inside a */
-        a + 1024,                    /* start of the free tail */
-        b + 1 * MiB,                 /* inside b */
-        b + 3 * MiB,                 /* b's free remainder */
-        b + 20 * MiB, UINT64_MAX,
+        0,
+        0x1234,
+        a - 512,
+        a + 512,     /* inside a */
+        a + 1024,    /* start of the free tail */
+        b + 1 * MiB, /* inside b */
+        b + 3 * MiB, /* b's free remainder */
+        b + 20 * MiB,
+        UINT64_MAX,
     };
     size_t n = sizeof bad / sizeof bad[0];
     for (size_t i = 0; i < n; i++) {
-        snprintf(g_where, sizeof g_where, "invalid free 0x%llx",
-                 (unsigned long long)bad[i]);
+        snprintf(g_where, sizeof g_where, "invalid free 0x%llx", (unsigned long long)bad[i]);
         EQ(fp_pool_free(f.p, bad[i]), EINVAL);
         check_pool(f.p);
         fp_pool_stats s = stats_of(f.p);
@@ -223,12 +226,9 @@ static void test_huge(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_empty_cache),
-        cmocka_unit_test(test_invalid_free),
-        cmocka_unit_test(test_owns),
-        cmocka_unit_test(test_walk),
-        cmocka_unit_test(test_destroy),
-        cmocka_unit_test(test_huge),
+        cmocka_unit_test(test_empty_cache), cmocka_unit_test(test_invalid_free),
+        cmocka_unit_test(test_owns),        cmocka_unit_test(test_walk),
+        cmocka_unit_test(test_destroy),     cmocka_unit_test(test_huge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

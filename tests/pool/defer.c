@@ -21,7 +21,7 @@ static void test_grant_stamps(void **state)
     fp_grant b = grant_ok(f.p, 1000, UINT64_MAX); /* the fresh remainder */
     EQ(b.now, 2);
     EQ(b.freed_at, FP_NEVER_FREED);
-    EQ(free_stamped(f.p, a.addr), 2);              /* freed at clock 2 */
+    EQ(free_stamped(f.p, a.addr), 2);             /* freed at clock 2 */
     fp_grant c = grant_ok(f.p, 1000, UINT64_MAX); /* best fit: a's block */
     EQ(c.addr, a.addr);
     EQ(c.freed_at, 2);
@@ -67,7 +67,7 @@ static void test_grant_unsafe_from(void **state)
     pool_fixture f;
     fixture_open(&f, NULL, 24 * MiB);
     fp_grant a = grant_ok(f.p, 4 * MiB, UINT64_MAX); /* a 20 MiB segment */
-    uint64_t t = free_stamped(f.p, a.addr);           /* the segment is whole again */
+    uint64_t t = free_stamped(f.p, a.addr);          /* the segment is whole again */
     fp_grant b = grant_ok(f.p, 4 * MiB, t + 1);      /* freed before t + 1: taken */
     EQ(b.addr, a.addr);
     EQ(b.freed_at, t);

@@ -66,9 +66,21 @@ static size_t r_size(rctx *c)
     if (x % 10 == 0) {
         const size_t ms = c->f.o.max_split_size;
         const size_t edge[] = {
-            1, 511, 512, 513, 1 * MiB - 512, 1 * MiB, 1 * MiB + 1,
-            1 * MiB + 512, 10 * MiB - 512, 10 * MiB, 10 * MiB + 512,
-            19 * MiB - 512, 19 * MiB, 20 * MiB, 21 * MiB,
+            1,
+            511,
+            512,
+            513,
+            1 * MiB - 512,
+            1 * MiB,
+            1 * MiB + 1,
+            1 * MiB + 512,
+            10 * MiB - 512,
+            10 * MiB,
+            10 * MiB + 512,
+            19 * MiB - 512,
+            19 * MiB,
+            20 * MiB,
+            21 * MiB,
             ms == SIZE_MAX ? 18 * MiB : ms - 2 * MiB + 512,
             ms == SIZE_MAX ? 30 * MiB : ms - 512,
             ms == SIZE_MAX ? 32 * MiB : ms,
@@ -148,18 +160,18 @@ static void x_stat(const fp_stat *s, const kst *k, const char *name, int kind)
     if (s->current != k->cur || s->peak != k->peak || s->allocated != k->alloc ||
         s->freed != k->freed)
         fail_msg("%s: %s[%d] = {cur %jd, peak %jd, alloc %jd, freed %jd}, model "
-                 "{%jd, %jd, %jd, %jd}", g_where, name, kind,
-                 (intmax_t)s->current, (intmax_t)s->peak, (intmax_t)s->allocated,
-                 (intmax_t)s->freed, (intmax_t)k->cur, (intmax_t)k->peak,
+                 "{%jd, %jd, %jd, %jd}",
+                 g_where, name, kind, (intmax_t)s->current, (intmax_t)s->peak,
+                 (intmax_t)s->allocated, (intmax_t)s->freed, (intmax_t)k->cur, (intmax_t)k->peak,
                  (intmax_t)k->alloc, (intmax_t)k->freed);
 }
 
 static void x_sane(const fp_stat *s, const char *name)
 {
     if (s->current < 0 || s->peak < s->current || s->allocated - s->freed != s->current)
-        fail_msg("%s: %s = {cur %jd, peak %jd, alloc %jd, freed %jd} inconsistent",
-                 g_where, name, (intmax_t)s->current, (intmax_t)s->peak,
-                 (intmax_t)s->allocated, (intmax_t)s->freed);
+        fail_msg("%s: %s = {cur %jd, peak %jd, alloc %jd, freed %jd} inconsistent", g_where, name,
+                 (intmax_t)s->current, (intmax_t)s->peak, (intmax_t)s->allocated,
+                 (intmax_t)s->freed);
 }
 
 /* The pool, its stats, the mock and the model agree. */
@@ -240,8 +252,8 @@ static void xcheck(rctx *c)
         EQ(st.num_gc_releases, 0);
     EQ(st.largest_free, largest);
     TRUE(st.largest_free_at_peak <= (size_t)st.reserved_bytes[FP_ALL].peak);
-    EQ(idle_bytes(c->f.p), (size_t)(st.reserved_bytes[FP_ALL].current -
-                              st.allocated_bytes[FP_ALL].current));
+    EQ(idle_bytes(c->f.p),
+       (size_t)(st.reserved_bytes[FP_ALL].current - st.allocated_bytes[FP_ALL].current));
     TRUE(m->live_bytes <= c->cap);
 }
 
@@ -271,8 +283,7 @@ static void r_alloc(rctx *c)
             const fp_block_info *b = &pre->blk[pre->seg[s].first + k];
             if (b->state != 0 || b->size < r)
                 continue;
-            if (!best || b->size < best->size ||
-                (b->size == best->size && b->addr < best->addr))
+            if (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr))
                 best = b;
         }
     }
@@ -337,13 +348,12 @@ static void r_alloc(rctx *c)
             ks_add(&c->over, 1);
     } else if (rc == ENOMEM) {
         if (hit)
-            fail_msg("%s: ENOMEM with a fitting free block at 0x%llx (%zu)",
-                     g_where, (unsigned long long)cand.addr, cand.size);
+            fail_msg("%s: ENOMEM with a fitting free block at 0x%llx (%zu)", g_where,
+                     (unsigned long long)cand.addr, cand.size);
         /* step 2 ran: nothing wholly free is left */
         for (size_t s = 0; s < post.nseg; s++)
             if (whole_free(&post, &post.seg[s]))
-                fail_msg("%s: ENOMEM but a wholly free segment is kept",
-                         g_where);
+                fail_msg("%s: ENOMEM but a wholly free segment is kept", g_where);
         /* and it really did not fit (unless an injected refusal met the
          * last retry: the cap may have refused the first try before the
          * backend saw it) */
@@ -372,8 +382,8 @@ static void r_free(rctx *c)
     if (i == c->n)
         return;
     mlive l = c->live[i];
-    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
-             " free 0x%llx (%zu)", (unsigned long long)l.addr, l.req);
+    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where), " free 0x%llx (%zu)",
+             (unsigned long long)l.addr, l.req);
     uint64_t rel0 = c->f.m.release_calls;
     free_ok(c->f.p, l.addr);
     memmove(&c->live[i], &c->live[i + 1], (c->n - i - 1) * sizeof *c->live);
@@ -453,8 +463,8 @@ static void r_invalid(rctx *c)
         break;
     }
     fp_pool_stats s0 = stats_of(c->f.p);
-    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where),
-             " invalid free 0x%llx", (unsigned long long)a);
+    snprintf(g_where + strlen(g_where), sizeof g_where - strlen(g_where), " invalid free 0x%llx",
+             (unsigned long long)a);
     EQ(fp_pool_free(c->f.p, a), EINVAL);
     check_pool(c->f.p);
     c->invalid++;
@@ -503,8 +513,7 @@ void model_run_phase(const rphase *ph)
     if (ph->non_split)
         o.max_non_split_rounding = ph->non_split;
     for (int i = 0; i < FP_ROUNDUP_INTERVALS; i++)
-        o.roundup_divisions[i] = ph->div == 0 ? 0 : ph->div == 2 ? 4
-                                 : i == 0 ? 4 : i <= 5 ? 8 : 2;
+        o.roundup_divisions[i] = ph->div == 0 ? 0 : ph->div == 2 ? 4 : i == 0 ? 4 : i <= 5 ? 8 : 2;
     o.max_reserved = ph->max_reserved;
     o.gc_threshold = ph->gc;
     fixture_open(&c.f, &o, ph->capacity);
@@ -531,12 +540,10 @@ void model_run_phase(const rphase *ph)
     print_message("%-10s %d ops: %ju allocs (%ju hits, %ld new segments, %ld "
                   "split), %ju OOMs, %ju retries, %ju GC releases, %ld "
                   "empty_cache, peak reserved %jd MiB\n",
-                  ph->name, ph->ops, (uintmax_t)c.allocs, (uintmax_t)c.hits,
-                  c.n_new, c.n_split, (uintmax_t)c.ooms,
-                  (uintmax_t)st.num_alloc_retries, (uintmax_t)st.num_gc_releases,
-                  c.n_empty,
-                  (intmax_t)(st.reserved_bytes[FP_ALL].peak / (int64_t)MiB));
-    TRUE(c.ooms > 0);   /* the OOM path ran */
+                  ph->name, ph->ops, (uintmax_t)c.allocs, (uintmax_t)c.hits, c.n_new, c.n_split,
+                  (uintmax_t)c.ooms, (uintmax_t)st.num_alloc_retries, (uintmax_t)st.num_gc_releases,
+                  c.n_empty, (intmax_t)(st.reserved_bytes[FP_ALL].peak / (int64_t)MiB));
+    TRUE(c.ooms > 0); /* the OOM path ran */
     TRUE(c.hits > 0);
     while (c.n > 0) {
         snprintf(g_where, sizeof g_where, "[%s drain %zu]", ph->name, c.n);

@@ -13,8 +13,8 @@ typedef struct rphase {
     int ops;
     size_t capacity; /* the mock's */
     size_t max_split;
-    size_t non_split;   /* 0: default */
-    int div;            /* 0 none, 1 mixed, 2 all 4 */
+    size_t non_split; /* 0: default */
+    int div;          /* 0 none, 1 mixed, 2 all 4 */
     size_t max_reserved;
     double gc;
     size_t maxlive;

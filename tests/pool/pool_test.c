@@ -13,13 +13,13 @@
 
 char g_where[160]; /* phase and operation of the randomized test */
 
-void eq_(uintmax_t a, uintmax_t b, const char *sa, const char *sb,
-                const char *file, int line)
+void eq_(uintmax_t a, uintmax_t b, const char *sa, const char *sb, const char *file, int line)
 {
     if (a != b)
         fail_msg("%s:%d: %s%s: %s == %ju (%jd, 0x%jx), expected %s == %ju "
-                 "(%jd, 0x%jx)", file, line, g_where, g_where[0] ? "" : "-",
-                 sa, a, (intmax_t)a, a, sb, b, (intmax_t)b, b);
+                 "(%jd, 0x%jx)",
+                 file, line, g_where, g_where[0] ? "" : "-", sa, a, (intmax_t)a, a, sb, b,
+                 (intmax_t)b, b);
 }
 
 void true_(int ok, const char *what, const char *file, int line)
@@ -118,8 +118,7 @@ static int mock_release(void *ctx, uint64_t addr, size_t size)
         m->bad_release++;
         rc = EINVAL;
     } else {
-        memmove(&m->live[i], &m->live[i + 1],
-                (m->nlive - i - 1) * sizeof *m->live);
+        memmove(&m->live[i], &m->live[i + 1], (m->nlive - i - 1) * sizeof *m->live);
         m->nlive--;
         m->live_bytes -= size;
         m->released_total += size;
@@ -263,8 +262,8 @@ size_t idle_bytes(fp_pool *p)
 
 /* ---- walking ----------------------------------------------------------- */
 
-static void walk_cb(void *ud, uint64_t addr, size_t size, int small,
-                    const fp_block_info *b, size_t n)
+static void walk_cb(void *ud, uint64_t addr, size_t size, int small, const fp_block_info *b,
+                    size_t n)
 {
     walk_dump *w = ud;
     if (w->nseg == w->capseg) {
@@ -327,8 +326,7 @@ const walk_seg *walk_segment_at(const walk_dump *w, uint64_t addr)
     return NULL;
 }
 
-const fp_block_info *walk_block_at(const walk_dump *w, uint64_t addr,
-                                        const walk_seg **segout)
+const fp_block_info *walk_block_at(const walk_dump *w, uint64_t addr, const walk_seg **segout)
 {
     for (size_t s = 0; s < w->nseg; s++) {
         const walk_seg *g = &w->seg[s];
@@ -354,8 +352,8 @@ int walk_same(const walk_dump *a, const walk_dump *b)
             return 0;
     for (size_t k = 0; k < a->nblk; k++) {
         const fp_block_info *x = &a->blk[k], *y = &b->blk[k];
-        if (x->addr != y->addr || x->size != y->size ||
-            x->requested != y->requested || x->state != y->state)
+        if (x->addr != y->addr || x->size != y->size || x->requested != y->requested ||
+            x->state != y->state)
             return 0;
     }
     return 1;
@@ -363,8 +361,8 @@ int walk_same(const walk_dump *a, const walk_dump *b)
 
 /* Expected layout of one segment. */
 
-void expect_seg(fp_pool *p, uint64_t seg, size_t segsize, int small,
-                       const expect_block *x, size_t n)
+void expect_seg(fp_pool *p, uint64_t seg, size_t segsize, int small, const expect_block *x,
+                size_t n)
 {
     walk_dump w = {0};
     walk_take(p, &w);
@@ -441,8 +439,7 @@ int ref_refuses(const fp_pool_opts *o, size_t r, size_t bsize)
     return bsize - r >= o->max_non_split_rounding;
 }
 
-void stats_equal_except(fp_pool_stats x, fp_pool_stats y, int ooms,
-                               int invalid)
+void stats_equal_except(fp_pool_stats x, fp_pool_stats y, int ooms, int invalid)
 {
     if (ooms) {
         x.num_ooms = y.num_ooms = 0;

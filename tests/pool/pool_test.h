@@ -40,9 +40,8 @@
 extern char g_where[160];
 
 #define EQ(a, b) eq_((uintmax_t)(a), (uintmax_t)(b), #a, #b, __FILE__, __LINE__)
-#define TRUE(c) true_((c) != 0, #c, __FILE__, __LINE__)
-void eq_(uintmax_t a, uintmax_t b, const char *sa, const char *sb,
-         const char *file, int line);
+#define TRUE(c)  true_((c) != 0, #c, __FILE__, __LINE__)
+void eq_(uintmax_t a, uintmax_t b, const char *sa, const char *sb, const char *file, int line);
 void true_(int ok, const char *what, const char *file, int line);
 
 /* Fails the test when fp_pool_check finds a broken invariant. */
@@ -62,14 +61,14 @@ typedef struct mseg {
 
 typedef struct mock {
     pthread_mutex_t mu;
-    uint64_t next;       /* next free address (before alignment)       */
-    size_t capacity;     /* bytes it can hold at once; SIZE_MAX: no end */
-    size_t live_bytes;   /* bytes reserved and not released            */
-    mseg *live;          /* live reservations, by address              */
+    uint64_t next;     /* next free address (before alignment)       */
+    size_t capacity;   /* bytes it can hold at once; SIZE_MAX: no end */
+    size_t live_bytes; /* bytes reserved and not released            */
+    mseg *live;        /* live reservations, by address              */
     size_t nlive, caplive;
-    int fail_next;       /* refuse this many reserves ...               */
-    int fail_err;        /* ... with this errno                          */
-    uint64_t injected;   /* refusals handed out through fail_next        */
+    int fail_next;     /* refuse this many reserves ...               */
+    int fail_err;      /* ... with this errno                          */
+    uint64_t injected; /* refusals handed out through fail_next        */
     uint64_t reserve_calls, reserve_ok, release_calls, sync_calls;
     uint64_t reserved_total, released_total;
     uint64_t bad_reserve, bad_release; /* pool errors seen */
@@ -131,8 +130,7 @@ typedef struct walk_dump {
 void walk_take(fp_pool *p, walk_dump *w);
 void walk_free(walk_dump *w);
 const walk_seg *walk_segment_at(const walk_dump *w, uint64_t addr);
-const fp_block_info *walk_block_at(const walk_dump *w, uint64_t addr,
-                                   const walk_seg **segout);
+const fp_block_info *walk_block_at(const walk_dump *w, uint64_t addr, const walk_seg **segout);
 int walk_same(const walk_dump *a, const walk_dump *b);
 
 /* Expected layout of one segment. */
@@ -141,8 +139,8 @@ typedef struct expect_block {
     int state; /* 0 free, 1 allocated */
 } expect_block;
 
-void expect_seg(fp_pool *p, uint64_t seg, size_t segsize, int small,
-                const expect_block *x, size_t n);
+void expect_seg(fp_pool *p, uint64_t seg, size_t segsize, int small, const expect_block *x,
+                size_t n);
 size_t segment_count(fp_pool *p);
 
 /* ---- the rules, written independently of the pool -------------------- */

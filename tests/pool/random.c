@@ -38,8 +38,10 @@ int main(int argc, char **argv)
         while (i < NPHASES && strcmp(argv[1], phases[i].name) != 0)
             i++;
         if (i == NPHASES) {
-            fprintf(stderr, "test_pool_random: no phase '%s' (plain, max_split, "
-                            "divisions, all); nothing run\n", argv[1]);
+            fprintf(stderr,
+                    "test_pool_random: no phase '%s' (plain, max_split, "
+                    "divisions, all); nothing run\n",
+                    argv[1]);
             return 2;
         }
         g_only = argv[1];

@@ -12,7 +12,7 @@
  */
 #include "pool_test.h"
 
-#define EV 16   /* bytes per event (pool_record.c) */
+#define EV 16 /* bytes per event (pool_record.c) */
 
 typedef struct replayed {
     uint64_t id[4096];
@@ -130,12 +130,12 @@ static void past_cap(void **state)
     pool_fixture f;
     fp_pool_opts o;
     fp_pool_opts_default(&o);
-    o.record_bytes = 200 * EV;   /* 100 events a generation */
+    o.record_bytes = 200 * EV; /* 100 events a generation */
     fixture_open(&f, &o, 64 * GiB);
     live_set l = {0};
     uint64_t rng = 11;
     for (int round = 0; round < 40; round++) {
-        churn(f.p, &l, &rng, 37);   /* checked after every operation */
+        churn(f.p, &l, &rng, 37); /* checked after every operation */
         fp_record_info info;
         read_matches(f.p, &l, &info);
         EQ(info.total, (uint64_t)(round + 1) * 37);

@@ -65,7 +65,8 @@ static void test_retry_oversize_largest_first(void **state)
     fp_pool_opts o = opts_max_split(32 * MiB);
     pool_fixture f;
     fixture_open(&f, &o, 200 * MiB);
-    uint64_t o1 = alloc_ok(f.p, 40 * MiB), o2 = alloc_ok(f.p, 50 * MiB), o3 = alloc_ok(f.p, 60 * MiB);
+    uint64_t o1 = alloc_ok(f.p, 40 * MiB), o2 = alloc_ok(f.p, 50 * MiB),
+             o3 = alloc_ok(f.p, 60 * MiB);
     uint64_t l = alloc_ok(f.p, 20 * MiB), sm = alloc_ok(f.p, 512); /* 172 MiB */
     free_ok(f.p, o1);
     free_ok(f.p, o2);
@@ -97,7 +98,8 @@ static void test_retry_oversize_single(void **state)
     pool_fixture f;
     /* 40 + 70 + 80 + 2 = 192 MiB of 200 */
     fixture_open(&f, &o, 200 * MiB);
-    uint64_t o1 = alloc_ok(f.p, 40 * MiB), o3 = alloc_ok(f.p, 70 * MiB), o4 = alloc_ok(f.p, 80 * MiB);
+    uint64_t o1 = alloc_ok(f.p, 40 * MiB), o3 = alloc_ok(f.p, 70 * MiB),
+             o4 = alloc_ok(f.p, 80 * MiB);
     uint64_t sm = alloc_ok(f.p, 512);
     free_ok(f.p, o1);
     free_ok(f.p, o3);
@@ -253,7 +255,7 @@ static void test_cap(void **state)
         uint64_t b = alloc_ok(f.p, 20 * MiB);
         uint64_t x;
         EQ(alloc_try(f.p, 20 * MiB, &x), ENOMEM); /* 60 > 50 */
-        EQ(f.m.reserve_calls, 2);              /* the backend never saw it */
+        EQ(f.m.reserve_calls, 2);                 /* the backend never saw it */
         fp_oom_info oi;
         fp_pool_last_oom(f.p, &oi);
         check_pool(f.p);
@@ -396,8 +398,7 @@ static void test_gc_threshold(void **state)
     TRUE(s.num_gc_releases >= 1);
     EQ(s.num_release_calls, s.num_gc_releases);
     TRUE(s.reserved_bytes[FP_ALL].current - (int64_t)(22 * MiB) <= (int64_t)(100 * MiB));
-    EQ(s.reserved_bytes[FP_ALL].current,
-       (int64_t)(142 * MiB - 20 * MiB * s.num_gc_releases));
+    EQ(s.reserved_bytes[FP_ALL].current, (int64_t)(142 * MiB - 20 * MiB * s.num_gc_releases));
     EQ(s.num_alloc_retries, 0);
     fixture_close(&f);
 

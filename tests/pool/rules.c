@@ -57,8 +57,7 @@ static void round_table(const fp_pool_opts *o, const sz2 *t, size_t n)
     for (size_t i = 0; i < n; i++) {
         size_t got = fp_round_size(o, t[i].in);
         if (got != t[i].out)
-            fail_msg("fp_round_size(%zu) = %zu, expected %zu", t[i].in, got,
-                     t[i].out);
+            fail_msg("fp_round_size(%zu) = %zu, expected %zu", t[i].in, got, t[i].out);
         EQ(ref_round(o, t[i].in), t[i].out); /* the model agrees */
     }
 }
@@ -69,11 +68,22 @@ static void test_round_plain(void **state)
     fp_pool_opts o;
     fp_pool_opts_default(&o);
     static const sz2 t[] = {
-        {0, 512}, {1, 512}, {511, 512}, {512, 512}, {513, 1024},
-        {1000, 1024}, {1024, 1024}, {1025, 1536}, {4097, 4608},
-        {1 * MiB - 1, 1 * MiB}, {1 * MiB, 1 * MiB}, {1 * MiB + 1, 1 * MiB + 512},
-        {3 * MiB / 2 + 1, 3 * MiB / 2 + 512}, {10 * MiB - 1, 10 * MiB},
-        {10 * MiB + 1, 10 * MiB + 512}, {1 * GiB + 1, 1 * GiB + 512},
+        {0, 512},
+        {1, 512},
+        {511, 512},
+        {512, 512},
+        {513, 1024},
+        {1000, 1024},
+        {1024, 1024},
+        {1025, 1536},
+        {4097, 4608},
+        {1 * MiB - 1, 1 * MiB},
+        {1 * MiB, 1 * MiB},
+        {1 * MiB + 1, 1 * MiB + 512},
+        {3 * MiB / 2 + 1, 3 * MiB / 2 + 512},
+        {10 * MiB - 1, 10 * MiB},
+        {10 * MiB + 1, 10 * MiB + 512},
+        {1 * GiB + 1, 1 * GiB + 512},
         {64 * GiB + 1, 64 * GiB + 512},
     };
     round_table(&o, t, sizeof t / sizeof t[0]);
@@ -93,18 +103,34 @@ static void test_round_divisions(void **state)
     o.roundup_divisions[14] = 1; /* [16G, 32G): off            */
     o.roundup_divisions[15] = 4; /* [32G, ...)                */
     static const sz2 t[] = {
-        {1, 512}, {2047, 2048}, {2048, 2048}, {2049, 2560}, {3000, 3072},
-        {4097, 5120}, {900 * KiB, 1 * MiB}, {1 * MiB, 1 * MiB},
-        {1 * MiB + 1, 1 * MiB + 256 * KiB}, {5 * MiB / 4, 5 * MiB / 4},
-        {3 * MiB / 2, 3 * MiB / 2}, {3 * MiB / 2 + 1, 7 * MiB / 4},
-        {2 * MiB - 1, 2 * MiB}, {2 * MiB, 2 * MiB},
-        {2 * MiB + 1, 2 * MiB + 256 * KiB}, {3 * MiB + 1, 3 * MiB + 256 * KiB},
-        {4 * MiB - 1, 4 * MiB}, {4 * MiB + 1, 4 * MiB + 512},
-        {32 * MiB, 32 * MiB}, {33 * MiB, 48 * MiB}, {40 * MiB, 48 * MiB},
-        {48 * MiB, 48 * MiB}, {48 * MiB + 1, 64 * MiB},
+        {1, 512},
+        {2047, 2048},
+        {2048, 2048},
+        {2049, 2560},
+        {3000, 3072},
+        {4097, 5120},
+        {900 * KiB, 1 * MiB},
+        {1 * MiB, 1 * MiB},
+        {1 * MiB + 1, 1 * MiB + 256 * KiB},
+        {5 * MiB / 4, 5 * MiB / 4},
+        {3 * MiB / 2, 3 * MiB / 2},
+        {3 * MiB / 2 + 1, 7 * MiB / 4},
+        {2 * MiB - 1, 2 * MiB},
+        {2 * MiB, 2 * MiB},
+        {2 * MiB + 1, 2 * MiB + 256 * KiB},
+        {3 * MiB + 1, 3 * MiB + 256 * KiB},
+        {4 * MiB - 1, 4 * MiB},
+        {4 * MiB + 1, 4 * MiB + 512},
+        {32 * MiB, 32 * MiB},
+        {33 * MiB, 48 * MiB},
+        {40 * MiB, 48 * MiB},
+        {48 * MiB, 48 * MiB},
+        {48 * MiB + 1, 64 * MiB},
         {64 * MiB + 1, 64 * MiB + 512},
-        {16 * GiB + 1, 16 * GiB + 512}, {32 * GiB + 1, 40 * GiB},
-        {64 * GiB, 64 * GiB}, {100 * GiB, 112 * GiB},
+        {16 * GiB + 1, 16 * GiB + 512},
+        {32 * GiB + 1, 40 * GiB},
+        {64 * GiB, 64 * GiB},
+        {100 * GiB, 112 * GiB},
     };
     round_table(&o, t, sizeof t / sizeof t[0]);
 
@@ -112,8 +138,8 @@ static void test_round_divisions(void **state)
     fp_pool_opts_default(&o);
     o.roundup_divisions[0] = 16;
     static const sz2 u[] = {
-        {4097, 4608}, {8191, 8192}, {8192, 8192}, {8193, 8704},
-        {16385, 17408}, {1 * MiB + 1, 1 * MiB + 64 * KiB},
+        {4097, 4608}, {8191, 8192},   {8192, 8192},
+        {8193, 8704}, {16385, 17408}, {1 * MiB + 1, 1 * MiB + 64 * KiB},
     };
     round_table(&o, u, sizeof u / sizeof u[0]);
 }
@@ -122,19 +148,26 @@ static void test_segment_size(void **state)
 {
     (void)state;
     static const sz2 t[] = {
-        {512, 2 * MiB}, {1 * MiB, 2 * MiB}, {1 * MiB + 1, 20 * MiB},
-        {1 * MiB + 512, 20 * MiB}, {2 * MiB, 20 * MiB},
-        {10 * MiB - 1, 20 * MiB}, {10 * MiB - 512, 20 * MiB},
-        {10 * MiB, 10 * MiB}, {10 * MiB + 1, 12 * MiB},
-        {10 * MiB + 512, 12 * MiB}, {19 * MiB, 20 * MiB},
-        {20 * MiB, 20 * MiB}, {21 * MiB, 22 * MiB}, {22 * MiB, 22 * MiB},
+        {512, 2 * MiB},
+        {1 * MiB, 2 * MiB},
+        {1 * MiB + 1, 20 * MiB},
+        {1 * MiB + 512, 20 * MiB},
+        {2 * MiB, 20 * MiB},
+        {10 * MiB - 1, 20 * MiB},
+        {10 * MiB - 512, 20 * MiB},
+        {10 * MiB, 10 * MiB},
+        {10 * MiB + 1, 12 * MiB},
+        {10 * MiB + 512, 12 * MiB},
+        {19 * MiB, 20 * MiB},
+        {20 * MiB, 20 * MiB},
+        {21 * MiB, 22 * MiB},
+        {22 * MiB, 22 * MiB},
         {1 * GiB + 512, 1 * GiB + 2 * MiB},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         size_t got = fp_segment_size(t[i].in);
         if (got != t[i].out)
-            fail_msg("fp_segment_size(%zu) = %zu, expected %zu", t[i].in, got,
-                     t[i].out);
+            fail_msg("fp_segment_size(%zu) = %zu, expected %zu", t[i].in, got, t[i].out);
         EQ(ref_segment_size(t[i].in), t[i].out);
     }
     EQ(fp_is_small(512), 1);
@@ -213,8 +246,7 @@ static void test_large_split_boundary(void **state)
     EQ(g, a + 19 * MiB - 512);
     expect_seg(f.p, b, 20 * MiB, 0, split, 2);
     s = stats_of(f.p);
-    EQ(s.allocated_bytes[FP_LARGE].current,
-       2 * (19 * MiB - 512) + 1 * MiB + 512 + 2 * MiB);
+    EQ(s.allocated_bytes[FP_LARGE].current, 2 * (19 * MiB - 512) + 1 * MiB + 512 + 2 * MiB);
     EQ(f.m.reserve_ok, 3);
     fixture_close(&f);
 }
@@ -351,10 +383,8 @@ static void test_max_split_slack(void **state)
     const expect_block used60[] = {{60 * MiB, 1}};
     expect_seg(f.p, b60, 60 * MiB, 0, used60, 1);
     fp_pool_stats s = stats_of(f.p);
-    EQ(s.allocated_bytes[FP_LARGE].current,
-       s0.allocated_bytes[FP_LARGE].current + 60 * MiB);
-    EQ(s.requested_bytes[FP_LARGE].current,
-       s0.requested_bytes[FP_LARGE].current + 40 * MiB + 512);
+    EQ(s.allocated_bytes[FP_LARGE].current, s0.allocated_bytes[FP_LARGE].current + 60 * MiB);
+    EQ(s.requested_bytes[FP_LARGE].current, s0.requested_bytes[FP_LARGE].current + 40 * MiB + 512);
     EQ(s.num_cache_hits, s0.num_cache_hits + 1);
 
     free_ok(f.p, x); /* 40M block: request == max_split takes it, not split */
@@ -543,15 +573,15 @@ static void test_exact_segment_round(void **state)
     fp_pool *p;
     EQ(fp_pool_create(&o, &be, &p), 0);
     uint64_t a, b, c, d;
-    EQ(fp_pool_alloc(p, 1 * MiB + 1, &a), 0);   /* 1 MiB + 512 -> + 4 KiB */
-    EQ(fp_pool_alloc(p, 10 * MiB + 1, &b), 0);  /* PyTorch: 12 MiB        */
-    EQ(fp_pool_alloc(p, 100, &c), 0);           /* small: 2 MiB as ever   */
+    EQ(fp_pool_alloc(p, 1 * MiB + 1, &a), 0);  /* 1 MiB + 512 -> + 4 KiB */
+    EQ(fp_pool_alloc(p, 10 * MiB + 1, &b), 0); /* PyTorch: 12 MiB        */
+    EQ(fp_pool_alloc(p, 100, &c), 0);          /* small: 2 MiB as ever   */
     EQ(e.n, 3);
     EQ(e.sizes[0], 1 * MiB + 4096);
     EQ(e.sizes[1], 10 * MiB + 4096);
     EQ(e.sizes[2], 2 * MiB);
     EQ(fp_pool_free(p, b), 0);
-    EQ(fp_pool_alloc(p, 5 * MiB, &d), 0);       /* best fit in b, split  */
+    EQ(fp_pool_alloc(p, 5 * MiB, &d), 0); /* best fit in b, split  */
     EQ(d, b);
     EQ(e.n, 3);
     fp_pool_stats st;

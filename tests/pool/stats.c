@@ -4,30 +4,26 @@
  */
 #include "pool_test.h"
 
-static void st_(const fp_stat *s, int64_t cur, int64_t peak, int64_t alloc,
-                int64_t freed, const char *name, int line)
+static void st_(const fp_stat *s, int64_t cur, int64_t peak, int64_t alloc, int64_t freed,
+                const char *name, int line)
 {
-    if (s->current != cur || s->peak != peak || s->allocated != alloc ||
-        s->freed != freed)
+    if (s->current != cur || s->peak != peak || s->allocated != alloc || s->freed != freed)
         fail_msg("line %d: %s = {cur %jd, peak %jd, alloc %jd, freed %jd}, "
-                 "expected {%jd, %jd, %jd, %jd}", line, name,
-                 (intmax_t)s->current, (intmax_t)s->peak,
-                 (intmax_t)s->allocated, (intmax_t)s->freed, (intmax_t)cur,
-                 (intmax_t)peak, (intmax_t)alloc, (intmax_t)freed);
+                 "expected {%jd, %jd, %jd, %jd}",
+                 line, name, (intmax_t)s->current, (intmax_t)s->peak, (intmax_t)s->allocated,
+                 (intmax_t)s->freed, (intmax_t)cur, (intmax_t)peak, (intmax_t)alloc,
+                 (intmax_t)freed);
 }
 #define STAT_IS(s, c, p, a, f) st_(&(s), (c), (p), (a), (f), #s, __LINE__)
 
 /* current and peak only, with allocated - freed == current */
-static void stcp_(const fp_stat *s, int64_t cur, int64_t peak, const char *name,
-                  int line)
+static void stcp_(const fp_stat *s, int64_t cur, int64_t peak, const char *name, int line)
 {
-    if (s->current != cur || s->peak != peak ||
-        s->allocated - s->freed != s->current)
+    if (s->current != cur || s->peak != peak || s->allocated - s->freed != s->current)
         fail_msg("line %d: %s = {cur %jd, peak %jd, alloc %jd, freed %jd}, "
-                 "expected cur %jd, peak %jd, alloc - freed == cur", line, name,
-                 (intmax_t)s->current, (intmax_t)s->peak,
-                 (intmax_t)s->allocated, (intmax_t)s->freed, (intmax_t)cur,
-                 (intmax_t)peak);
+                 "expected cur %jd, peak %jd, alloc - freed == cur",
+                 line, name, (intmax_t)s->current, (intmax_t)s->peak, (intmax_t)s->allocated,
+                 (intmax_t)s->freed, (intmax_t)cur, (intmax_t)peak);
 }
 #define STAT_CUR_PEAK(s, c, p) stcp_(&(s), (c), (p), #s, __LINE__)
 
@@ -41,13 +37,13 @@ static void test_stats_sequence(void **state)
     memset(&zero, 0, sizeof zero);
     stats_equal_except(z, zero, 0, 0);
 
-    uint64_t a = alloc_ok(f.p, 1000);            /* small: 1024 of a new 2M   */
-    uint64_t c = alloc_ok(f.p, 12 * MiB + 100);  /* 12M+512 of a new 14M      */
-    uint64_t b = alloc_ok(f.p, 3 * MiB);         /* large: 3M of a new 20M    */
-    uint64_t d = alloc_ok(f.p, 500);             /* 512, cache hit            */
+    uint64_t a = alloc_ok(f.p, 1000);           /* small: 1024 of a new 2M   */
+    uint64_t c = alloc_ok(f.p, 12 * MiB + 100); /* 12M+512 of a new 14M      */
+    uint64_t b = alloc_ok(f.p, 3 * MiB);        /* large: 3M of a new 20M    */
+    uint64_t d = alloc_ok(f.p, 500);            /* 512, cache hit            */
     free_ok(f.p, a);                            /* free 1024, no merge       */
     free_ok(f.p, b);                            /* merges: 20M whole, free   */
-    uint64_t e = alloc_ok(f.p, 19 * MiB);        /* takes the 20M, unsplit    */
+    uint64_t e = alloc_ok(f.p, 19 * MiB);       /* takes the 20M, unsplit    */
     EQ(e, b);
     EQ(d, a + 1024);
 
@@ -60,9 +56,9 @@ static void test_stats_sequence(void **state)
     STAT_IS(s.allocated_bytes[FP_LARGE], 32 * M + 512, 32 * M + 512, 35 * M + 512, 3 * M);
     for (int k = 0; k < FP_NKINDS; k++) {
         STAT_IS(s.active_bytes[k], s.allocated_bytes[k].current, s.allocated_bytes[k].peak,
-           s.allocated_bytes[k].allocated, s.allocated_bytes[k].freed);
+                s.allocated_bytes[k].allocated, s.allocated_bytes[k].freed);
         STAT_IS(s.active[k], s.allocations[k].current, s.allocations[k].peak,
-           s.allocations[k].allocated, s.allocations[k].freed);
+                s.allocations[k].allocated, s.allocations[k].freed);
     }
     STAT_IS(s.reserved_bytes[FP_ALL], 36 * M, 36 * M, 36 * M, 0);
     STAT_IS(s.reserved_bytes[FP_SMALL], 2 * M, 2 * M, 2 * M, 0);

@@ -6,8 +6,8 @@
 #include "pool_test.h"
 
 #define T_THREADS 8
-#define T_OPS 20000
-#define T_LIVE 64
+#define T_OPS     20000
+#define T_LIVE    64
 
 typedef struct tsh {
     fp_pool *p;
@@ -54,8 +54,7 @@ static void t_insert(tsh *sh, uint64_t a, size_t len)
     for (size_t i = 0; i < sh->n; i++)
         if (a < sh->addr[i] + sh->len[i] && sh->addr[i] < a + len && !sh->failed) {
             snprintf(sh->err, sizeof sh->err, "overlap 0x%llx+%zu / 0x%llx+%zu",
-                     (unsigned long long)a, len, (unsigned long long)sh->addr[i],
-                     sh->len[i]);
+                     (unsigned long long)a, len, (unsigned long long)sh->addr[i], sh->len[i]);
             sh->failed = 1;
         }
     sh->addr[sh->n] = a;
@@ -179,8 +178,8 @@ static void test_threads(void **state)
     EQ(s.num_reserve_calls, f.m.reserve_ok);
     EQ(s.num_release_calls, f.m.release_calls);
     TRUE(sh.allocs > T_THREADS * T_OPS / 4);
-    print_message("threads: %ld allocs, %ld frees, %ld OOMs, %ju retries\n",
-                  sh.allocs, sh.frees, sh.ooms, (uintmax_t)s.num_alloc_retries);
+    print_message("threads: %ld allocs, %ld frees, %ld OOMs, %ju retries\n", sh.allocs, sh.frees,
+                  sh.ooms, (uintmax_t)s.num_alloc_retries);
     empty_cache_ok(f.p);
     EQ(f.m.nlive, 0);
     fixture_close(&f);

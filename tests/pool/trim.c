@@ -32,9 +32,9 @@ static void test_trim_classic(void **state)
     pool_fixture f;
     fixture_open(&f, NULL, SIZE_MAX);
     uint64_t a = alloc_ok(f.p, 20 * MiB), b = alloc_ok(f.p, 4 * MiB), c = alloc_ok(f.p, 512);
-    EQ(reserved(f.p), 42 * MiB); /* 20 + 20 + 2 */
-    EQ(trim_ok(f.p, 0), 0);      /* nothing free */
-    free_ok(f.p, b);             /* b's segment is the older free one: */
+    EQ(reserved(f.p), 42 * MiB);     /* 20 + 20 + 2 */
+    EQ(trim_ok(f.p, 0), 0);          /* nothing free */
+    free_ok(f.p, b);                 /* b's segment is the older free one: */
     uint64_t e = alloc_ok(f.p, 512); /* the clock ticks at allocations */
     free_ok(f.p, a);
     EQ(trim_ok(f.p, SIZE_MAX), 0);
@@ -43,7 +43,7 @@ static void test_trim_classic(void **state)
     EQ(owns_addr(f.p, b), 0);
     EQ(owns_addr(f.p, a), 1);
     EQ(reserved(f.p), 22 * MiB);
-    EQ(trim_ok(f.p, 0), 20 * MiB);        /* then a's; c's segment holds c */
+    EQ(trim_ok(f.p, 0), 20 * MiB); /* then a's; c's segment holds c */
     EQ(owns_addr(f.p, a), 0);
     EQ(owns_addr(f.p, c), 1);
     EQ(reserved(f.p), 2 * MiB);
@@ -64,15 +64,15 @@ static void test_trim_classic(void **state)
 
 /* ---- virtual-memory segments: a mock with the VMM ops ---------------------- */
 
-#define PAGE (2 * MiB)
+#define PAGE   (2 * MiB)
 #define NPAGES 512 /* 1 GiB of address space */
-#define VBASE 0x7e0000000000ull
+#define VBASE  0x7e0000000000ull
 
 typedef struct vmock {
     uint64_t next;
     unsigned char mapped[NPAGES];
     size_t nmapped;
-    uint64_t stamp[NPAGES];   /* freed_at of the unmap of each page */
+    uint64_t stamp[NPAGES]; /* freed_at of the unmap of each page */
     uint64_t unmaps, syncs, bad;
 } vmock;
 
@@ -177,9 +177,14 @@ static void test_trim_vmm(void **state)
 {
     (void)state;
     vmock m = {.next = VBASE};
-    fp_backend be = {.ctx = &m, .reserve = v_reserve, .release = v_release,
-                     .synchronize = v_sync, .granularity = v_gran,
-                     .reserve_va = v_reserve_va, .free_va = v_free_va, .map = v_map,
+    fp_backend be = {.ctx = &m,
+                     .reserve = v_reserve,
+                     .release = v_release,
+                     .synchronize = v_sync,
+                     .granularity = v_gran,
+                     .reserve_va = v_reserve_va,
+                     .free_va = v_free_va,
+                     .map = v_map,
                      .unmap = v_unmap};
     fp_pool_opts o;
     fp_pool_opts_default(&o);

@@ -31,11 +31,11 @@
 #include <unistd.h>
 
 #define RUN_TIMEOUT_S 60
-#define NO_CACHE "PYTORCH_NO_CUDA_MEMORY_CACHING"
-#define WARN "fragpool: PyTorch's own caching allocator is on"
-#define SHIM_SET "fragpool: PyTorch is loaded (libc10_cuda.so): set " NO_CACHE "=1"
-#define RUN_SET " is a Python program: setting " NO_CACHE "=1"
-#define UNSET_LINE "fragpool: FRAGPOOL_CONF is unset; taking "
+#define NO_CACHE      "PYTORCH_NO_CUDA_MEMORY_CACHING"
+#define WARN          "fragpool: PyTorch's own caching allocator is on"
+#define SHIM_SET      "fragpool: PyTorch is loaded (libc10_cuda.so): set " NO_CACHE "=1"
+#define RUN_SET       " is a Python program: setting " NO_CACHE "=1"
+#define UNSET_LINE    "fragpool: FRAGPOOL_CONF is unset; taking "
 
 typedef struct result {
     int status;
@@ -44,9 +44,15 @@ typedef struct result {
 
 /* Variables of this process that would change what a case sees; the
  * last slot is for a case that sets one more (PATH). */
-static const char *drop[] = {
-    "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=", "PYTORCH_CUDA_ALLOC_CONF=", NO_CACHE "=",
-    "FRAGPOOL_PYTORCH_CACHE=", "LD_PRELOAD=", "LD_LIBRARY_PATH=", NULL, NULL};
+static const char *drop[] = {"FRAGPOOL_CONF=",
+                             "PYTORCH_ALLOC_CONF=",
+                             "PYTORCH_CUDA_ALLOC_CONF=",
+                             NO_CACHE "=",
+                             "FRAGPOOL_PYTORCH_CACHE=",
+                             "LD_PRELOAD=",
+                             "LD_LIBRARY_PATH=",
+                             NULL,
+                             NULL};
 #define DROP_EXTRA 7
 
 /* Runs argv[0] with argv, this environment less drop, plus add (which
@@ -122,7 +128,7 @@ static void python_gets_no_cache(void **state)
     has(r.out, NO_CACHE "=1\n");
     assert_int_equal(fp_t_count_of(r.err, RUN_SET), 1);
     lacks(r.err, WARN);
-    lacks(r.err, SHIM_SET);   /* already set: the shim has nothing to do */
+    lacks(r.err, SHIM_SET); /* already set: the shim has nothing to do */
     has(r.err, "Config source         | defaults");
     lacks(r.err, "| Notes");
 }
@@ -224,8 +230,8 @@ static void pytorch_alloc_conf(void **state)
     ran_ok(&r);
     assert_int_equal(fp_t_count_of(r.err, UNSET_LINE), 1);
     has(r.err, UNSET_LINE "max_split_size_mb:512,garbage_collection_threshold:0.6,"
-               "expandable_segments:1 from "
-               "PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to PyTorch)\n");
+                          "expandable_segments:1 from "
+                          "PYTORCH_ALLOC_CONF (keys only PyTorch knows are left to PyTorch)\n");
     has(r.err, "| Configuration         | max_split_size_mb:512 ");
     has(r.err, "| Config errors         | none ");
     has(r.err, "| Config source         | PYTORCH_ALLOC_CONF ");
@@ -242,7 +248,8 @@ static void pytorch_cuda_alloc_conf(void **state)
     has(r.err, UNSET_LINE "max_split_size_mb:256 from PYTORCH_CUDA_ALLOC_CONF");
     /* A key nobody knows is still a problem, under the variable's name. */
     assert_int_equal(fp_t_count_of(r.err, "fragpool: PYTORCH_CUDA_ALLOC_CONF: unknown key "
-                                          "'bogus'"), 1);
+                                          "'bogus'"),
+                     1);
     lacks(r.err, "'backend");
     has(r.err, "| Config source         | PYTORCH_CUDA_ALLOC_CONF ");
 }

@@ -195,7 +195,7 @@ static void signal_exit(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
     struct timespec ts;
-    CUdeviceptr first;   /* the pools exist before the timer runs */
+    CUdeviceptr first; /* the pools exist before the timer runs */
     need(cuMemAlloc_v2(&first, 4096), "cuMemAlloc first");
     need(cuMemFree_v2(first), "cuMemFree first");
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -252,8 +252,8 @@ static size_t workload_size(uint32_t *s)
     if (k < 6)
         return 1 + lcg(s) % (1u << 20);
     if (k < 9)
-        return (size_t)(1 + lcg(s) % 4) << 21;  /* 2, 4, 6, 8 MiB */
-    return (size_t)(5 + lcg(s) % 8) << 21;      /* 10 .. 24 MiB */
+        return (size_t)(1 + lcg(s) % 4) << 21; /* 2, 4, 6, 8 MiB */
+    return (size_t)(5 + lcg(s) % 8) << 21;     /* 10 .. 24 MiB */
 }
 
 static size_t round512(size_t n)
@@ -294,8 +294,7 @@ static void workload(int with_fork)
                  "cuMemsetD8Async");
         } else {
             need(cuMemAlloc_v2(&p[k], sz[k]), "cuMemAlloc");
-            need(cuMemsetD8_v2(p[k], (unsigned char)k, sz[k] < 4096 ? sz[k] : 4096),
-                 "cuMemsetD8");
+            need(cuMemsetD8_v2(p[k], (unsigned char)k, sz[k] < 4096 ? sz[k] : 4096), "cuMemsetD8");
         }
         allocs++;
         live += round512(sz[k]);

@@ -56,15 +56,15 @@
 #define RUN_TIMEOUT_S 600
 
 #define RESNET FP_TEST_DATA "/resnet50_varres.csv.gz"
-#define GPT FP_TEST_DATA "/gpt_varlen.csv.gz"
+#define GPT    FP_TEST_DATA "/gpt_varlen.csv.gz"
 
 #define FIX_CONF "fragpool: fix: FRAGPOOL_CONF="
 
 /* ---- running trace_client ------------------------------------------------ */
 
 typedef struct run {
-    int status;  /* exit status */
-    char *out;   /* stdout and stderr, held until the teardown */
+    int status; /* exit status */
+    char *out;  /* stdout and stderr, held until the teardown */
     char *err;
     double secs;
 } run;
@@ -87,8 +87,8 @@ static const char *base_name(const char *path)
  * it runs too long or does not exit (a signal). */
 static run run_client(const char *trace, unsigned mib, const char *conf)
 {
-    static const char *const drop[] = {"FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=",
-                                       "PYTORCH_CUDA_ALLOC_CONF=", NULL};
+    static const char *const drop[] = {
+        "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=", "PYTORCH_CUDA_ALLOC_CONF=", NULL};
     char *confvar = fp_t_hold(malloc(strlen(conf) + 16));
     sprintf(confvar, "FRAGPOOL_CONF=%s", conf);
     const char *const add[] = {confvar, NULL};
@@ -111,13 +111,14 @@ static run run_client(const char *trace, unsigned mib, const char *conf)
                  base_name(trace), mib, conf, RUN_TIMEOUT_S, r.err);
     if (!WIFEXITED(st))
         fail_msg("trace_client %s %u (FRAGPOOL_CONF=%s): wait status 0x%x; stdout:\n%s\n"
-                 "stderr:\n%s", base_name(trace), mib, conf, st, r.out, r.err);
+                 "stderr:\n%s",
+                 base_name(trace), mib, conf, st, r.out, r.err);
     r.status = WEXITSTATUS(st);
     if (strstr(r.err, "runtime error: ") || strstr(r.err, "Sanitizer"))
-        fail_msg("trace_client %s %u (FRAGPOOL_CONF=%s): a sanitizer report:\n%s",
-                 base_name(trace), mib, conf, r.err);
-    printf("trace_client %s %u MiB, FRAGPOOL_CONF=%s: exit %d in %.2f s\n", base_name(trace),
-           mib, conf, r.status, r.secs);
+        fail_msg("trace_client %s %u (FRAGPOOL_CONF=%s): a sanitizer report:\n%s", base_name(trace),
+                 mib, conf, r.err);
+    printf("trace_client %s %u MiB, FRAGPOOL_CONF=%s: exit %d in %.2f s\n", base_name(trace), mib,
+           conf, r.status, r.secs);
     return r;
 }
 
@@ -212,7 +213,8 @@ static void loop(const char *trace, unsigned mib)
     if (second.status != 0 || !strstr(second.out, "TRACE_CLIENT DONE events ") ||
         strstr(second.err, "fragpool: CUDA out of memory"))
         fail_msg("the fix, FRAGPOOL_CONF=%s verbatim, on the same %u MiB device: exit %d; "
-                 "stdout:\n%s\nstderr:\n%s", conf, mib, second.status, second.out, second.err);
+                 "stdout:\n%s\nstderr:\n%s",
+                 conf, mib, second.status, second.out, second.err);
     printf("  %s", second.out);
     printf("  the loop on %s at %u MiB: %.2f s + %.2f s\n", base_name(trace), mib, first.secs,
            second.secs);
@@ -235,8 +237,8 @@ static void default_runs(const char *trace, unsigned mib)
     run r = run_client(trace, mib, "summary:off");
     if (r.status != 0 || !strstr(r.out, "TRACE_CLIENT DONE events ") ||
         strstr(r.err, "fragpool: CUDA out of memory"))
-        fail_msg("the defaults on %u MiB: exit %d; stdout:\n%s\nstderr:\n%s", mib, r.status,
-                 r.out, r.err);
+        fail_msg("the defaults on %u MiB: exit %d; stdout:\n%s\nstderr:\n%s", mib, r.status, r.out,
+                 r.err);
 }
 
 static void default_fits(void **state)
@@ -272,7 +274,7 @@ static void record_off(void **state)
     assert_int_equal(r.status, 3);
     char *fix = need_line(&r, "fragpool: fix: ");
     printf("  %s\n", fix);
-    assert_null(line_starting(r.err, "fragpool: advice: "));   /* nothing was replayed */
+    assert_null(line_starting(r.err, "fragpool: advice: ")); /* nothing was replayed */
     assert_non_null(strstr(fix, "fragpool: fix: none proven \xe2\x80\x94 the record of requests "
                                 "is off (record_mb:off)"));
     assert_null(strstr(r.err, "fix: FRAGPOOL_CONF="));
@@ -304,8 +306,8 @@ static char *replay_note(const char *json)
 
 static void exit_note(const char *trace)
 {
-    run r = run_client(trace, 65536,
-                       "summary:stderr,summary_format:json,expandable_segments:False");
+    run r =
+        run_client(trace, 65536, "summary:stderr,summary_format:json,expandable_segments:False");
     if (r.status != 0 || !strstr(r.out, "TRACE_CLIENT DONE events "))
         fail_msg("trace_client %s on 65536 MiB: exit %d; stdout:\n%s\nstderr:\n%s",
                  base_name(trace), r.status, r.out, r.err);

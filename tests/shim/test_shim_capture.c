@@ -353,14 +353,10 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(failed_ends),
-        cmocka_unit_test(abandoned_stream),
-        cmocka_unit_test(abandoned_context),
-        cmocka_unit_test(abandoned_reset),
-        cmocka_unit_test(relaxed_reuse),
-        cmocka_unit_test(relaxed_oom_message),
-        cmocka_unit_test(global_refuses),
-        cmocka_unit_test(thread_local_refuses),
+        cmocka_unit_test(failed_ends),       cmocka_unit_test(abandoned_stream),
+        cmocka_unit_test(abandoned_context), cmocka_unit_test(abandoned_reset),
+        cmocka_unit_test(relaxed_reuse),     cmocka_unit_test(relaxed_oom_message),
+        cmocka_unit_test(global_refuses),    cmocka_unit_test(thread_local_refuses),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

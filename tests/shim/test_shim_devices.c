@@ -161,10 +161,8 @@ static void device_reset_retires(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(pools_per_device),
-        cmocka_unit_test(free_from_another_thread),
-        cmocka_unit_test(meminfo_per_device),
-        cmocka_unit_test(own_context_own_pool),
+        cmocka_unit_test(pools_per_device),     cmocka_unit_test(free_from_another_thread),
+        cmocka_unit_test(meminfo_per_device),   cmocka_unit_test(own_context_own_pool),
         cmocka_unit_test(device_reset_retires),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -47,8 +47,8 @@ static void entry_is_wrapped(void **state)
 static void memory_functions_are_wrapped(void **state)
 {
     (void)state;
-    const char *names[] = {"cuMemAlloc", "cuMemFree", "cuMemAllocPitch", "cuMemGetInfo",
-                           "cuMemAllocAsync", "cuMemFreeAsync"};
+    const char *names[] = {"cuMemAlloc",   "cuMemFree",       "cuMemAllocPitch",
+                           "cuMemGetInfo", "cuMemAllocAsync", "cuMemFreeAsync"};
     int versions[] = {3020, 3020, 3020, 3020, 11020, 11020};
     for (size_t i = 0; i < 6; i++) {
         assert_true(in_fragpool(get(names[i], versions[i], 0)));
@@ -136,10 +136,8 @@ static void meminfo_accepts_null(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(entry_is_wrapped),
-        cmocka_unit_test(memory_functions_are_wrapped),
-        cmocka_unit_test(others_pass_through),
-        cmocka_unit_test(allocations_use_the_pool),
+        cmocka_unit_test(entry_is_wrapped),     cmocka_unit_test(memory_functions_are_wrapped),
+        cmocka_unit_test(others_pass_through),  cmocka_unit_test(allocations_use_the_pool),
         cmocka_unit_test(meminfo_accepts_null),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -37,13 +37,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define LIVE_SIZE 5767168u               /* exit_paths' live block, 5.50 MiB  */
+#define LIVE_SIZE      5767168u /* exit_paths' live block, 5.50 MiB  */
 #define PEAK_ALLOCATED (1024u + (3u << 20) + LIVE_SIZE)
 /* Virtual-memory segments (the default): a 2 MiB page of the small range,
  * and the 3 MiB + 5.50 MiB of the large one on five 2 MiB pages. */
 #define PEAK_RESERVED ((2u << 20) + (10u << 20))
 /* The largest free run in mapped pages: the freed 3 MiB block. */
-#define LARGEST_FREE (3u << 20)
+#define LARGEST_FREE  (3u << 20)
 #define RUN_TIMEOUT_S 30
 
 /* ---- running exit_paths -------------------------------------------------- */
@@ -54,7 +54,7 @@
 typedef struct run {
     pid_t pid;
     int status;
-    char *out, *err;   /* NUL-terminated stdout and stderr */
+    char *out, *err; /* NUL-terminated stdout and stderr */
 } run;
 
 /* Runs exit_paths MODE with this process's environment, FRAGPOOL_CONF=conf
@@ -62,9 +62,9 @@ typedef struct run {
  * NULL).  Waits at most RUN_TIMEOUT_S seconds. */
 static void run_client(run *r, const char *mode, const char *conf, const char *const *extra)
 {
-    static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
-                                       "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
-                                       NULL}; /* and TSAN_OPTIONS=, always */
+    static const char *const drop[] = {
+        "FRAGPOOL_CONF=", "RANK=",         "LOCAL_RANK=", "OMPI_COMM_WORLD_RANK=",
+        "PMI_RANK=",      "SLURM_PROCID=", NULL}; /* and TSAN_OPTIONS=, always */
     const char *add[16];
     size_t k = 0;
     char confvar[1024];
@@ -277,8 +277,8 @@ static void check_json(const char *text, fp_jdoc *d, int pid)
     assert_int_equal(jint(d, "devices.0.alloc_retries"), 0);
     assert_int_equal(jint(d, "devices.0.largest_free_block"), LARGEST_FREE);
     assert_int_equal(jint(d, "devices.0.page_size"), 2u << 20);
-    assert_int_not_equal(fp_jdoc_str(d, fp_jdoc_path(d, "devices.0.segments_mode"), buf, sizeof buf),
-                         (size_t)-1);
+    assert_int_not_equal(
+        fp_jdoc_str(d, fp_jdoc_path(d, "devices.0.segments_mode"), buf, sizeof buf), (size_t)-1);
     assert_string_equal(buf, "virtual memory");
     int f = fp_jdoc_path(d, "devices.0.fragmentation");
     assert_true(f >= 0);
@@ -331,11 +331,11 @@ static void expect_segments(const char *json, const char *mode, const char *why)
     char buf[128];
     if (fp_jdoc_parse(&d, json, strlen(json), toks, NTOK, &errpos))
         fail_msg("JSON summary does not parse at byte %zu: %s", errpos, json);
-    assert_int_not_equal(fp_jdoc_str(&d, fp_jdoc_path(&d, "devices.0.segments_mode"), buf,
-                                     sizeof buf), (size_t)-1);
+    assert_int_not_equal(
+        fp_jdoc_str(&d, fp_jdoc_path(&d, "devices.0.segments_mode"), buf, sizeof buf), (size_t)-1);
     assert_string_equal(buf, mode);
-    assert_int_not_equal(fp_jdoc_str(&d, fp_jdoc_path(&d, "devices.0.segments_why"), buf,
-                                     sizeof buf), (size_t)-1);
+    assert_int_not_equal(
+        fp_jdoc_str(&d, fp_jdoc_path(&d, "devices.0.segments_why"), buf, sizeof buf), (size_t)-1);
     assert_string_equal(buf, why);
 }
 
@@ -364,7 +364,8 @@ static void segments_said(void **state)
     expect_exit(&r, 0);
     assert_int_equal(fp_t_count_of(r.err, "fragpool: expandable_segments:True: the driver has no "
                                           "virtual memory management here; serving from classic "
-                                          "segments\n"), 1);
+                                          "segments\n"),
+                     1);
     expect_segments(strchr(r.err, '{'), "classic", no_vmm_why);
 }
 
@@ -373,15 +374,14 @@ static void rank_and_host_in_path(void **state)
     (void)state;
     char conf[256], path[512], host[256] = "";
     gethostname(host, sizeof host - 1);
-    snprintf(conf, sizeof conf,
-             "summary_format:json,summary:/tmp/fp-exit-%d-%%p-r%%r-%%h.json", (int)getpid());
+    snprintf(conf, sizeof conf, "summary_format:json,summary:/tmp/fp-exit-%d-%%p-r%%r-%%h.json",
+             (int)getpid());
     static const char *const extra[] = {"RANK=3", NULL};
     run r;
     run_client(&r, "return", conf, extra);
     expect_exit(&r, 0);
     assert_string_equal(r.err, "");
-    snprintf(path, sizeof path, "/tmp/fp-exit-%d-%d-r3-%s.json", (int)getpid(), (int)r.pid,
-             host);
+    snprintf(path, sizeof path, "/tmp/fp-exit-%d-%d-r3-%s.json", (int)getpid(), (int)r.pid, host);
     char *text = fp_t_slurp_path(path);
     if (!text)
         fail_msg("no summary at %s", path);
@@ -409,8 +409,9 @@ static void strict_exits_before_main(void **state)
         assert_string_equal(r.out, ""); /* main never ran */
         assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
         assert_int_equal(
-            lines_starting(r.err,
-                           "fragpool: strict:1 and 1 problem in FRAGPOOL_CONF: exiting with status 2\n"),
+            lines_starting(
+                r.err,
+                "fragpool: strict:1 and 1 problem in FRAGPOOL_CONF: exiting with status 2\n"),
             1);
         assert_int_equal(fp_t_count_of(r.err, "\n"), 2); /* nothing else */
     }
@@ -440,7 +441,8 @@ static void bad_key_reported_once(void **state)
     expect_exit(&r, 0);
     assert_int_equal(lines_starting(r.err, UNKNOWN_FOO), 1);
     assert_int_equal(lines_starting(r.err, "fragpool: "), 1);
-    assert_non_null(strstr(r.err, "| Config errors         | fragpool: FRAGPOOL_CONF: unknown key"));
+    assert_non_null(
+        strstr(r.err, "| Config errors         | fragpool: FRAGPOOL_CONF: unknown key"));
     assert_int_equal(fp_t_count_of(r.err, "fragpool memory summary"), 1);
 }
 

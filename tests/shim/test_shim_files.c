@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 
 #define DEADLINE_S 30
-#define STEM "fp-files"
+#define STEM       "fp-files"
 
 typedef struct run {
     pid_t pid;
@@ -71,9 +71,9 @@ static bool xfsz_default;
  * which the limit would cap too (a GPU's pages are not files). */
 static void run_client(run *r, const char *mode, const char *conf, long fsize)
 {
-    static const char *const drop[] = {"FRAGPOOL_CONF=", "RANK=", "LOCAL_RANK=",
-                                       "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID=",
-                                       NULL};
+    static const char *const drop[] = {
+        "FRAGPOOL_CONF=", "RANK=",         "LOCAL_RANK=", "OMPI_COMM_WORLD_RANK=",
+        "PMI_RANK=",      "SLURM_PROCID=", NULL};
     char *confvar = fp_t_hold(malloc(strlen(conf) + 64));
     sprintf(confvar, "FRAGPOOL_CONF=%s%s", conf, fsize > 0 ? ",expandable_segments:False" : "");
     const char *add[] = {confvar, NULL};
@@ -156,14 +156,14 @@ static void fifo_never_blocks(void **state)
     run_client(&r, "return", conf, 0);
     one_line(r.err, "trace: cannot write");
     one_line(r.err, "recording nothing");
-    int rd = open(fifo, O_RDONLY | O_NONBLOCK);   /* now with a reader */
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK); /* now with a reader */
     assert_true(rd >= 0);
     snprintf(conf, sizeof conf, "summary:%s", fifo);
     run_client(&r, "return", conf, 0);
     one_line(r.err, "a FIFO, not a regular file; writing the summary on stderr instead");
     summary_on_stderr(&r);
     char c;
-    assert_true(read(rd, &c, 1) <= 0);   /* nothing was written into it */
+    assert_true(read(rd, &c, 1) <= 0); /* nothing was written into it */
     close(rd);
 }
 
@@ -197,7 +197,7 @@ static void other_users_file_untouched(void **state)
 {
     (void)state;
     if (geteuid() != 0)
-        skip();   /* only root can make a file of another user */
+        skip(); /* only root can make a file of another user */
     const char *path = tmp_name("other");
     write_text(path, "theirs\n");
     assert_int_equal(chown(path, 65534, 65534), 0);
@@ -306,7 +306,7 @@ static void outputs_on_one_path(void **state)
     snprintf(other, sizeof other, "%s.snapshot", path);
     char *snap = fp_t_slurp_path(other);
     assert_non_null(snap);
-    assert_int_equal((unsigned char)snap[0], 0x80);   /* a pickle */
+    assert_int_equal((unsigned char)snap[0], 0x80); /* a pickle */
     snprintf(other, sizeof other, "%s.summary", path);
     char *sum = fp_t_slurp_path(other);
     assert_non_null(sum);
@@ -400,7 +400,7 @@ static void long_name_whole(void **state)
         fail_msg("no summary at the whole name; stderr:\n%s", fp_t_slurp_fd(err));
     assert_non_null(strstr(text, SUMMARY_HEAD));
     close(err);
-    for (int i = 0; i <= 40; i++) {   /* clean up, deepest first */
+    for (int i = 0; i <= 40; i++) { /* clean up, deepest first */
         unlink(dir);
         *strrchr(dir, '/') = '\0';
         rmdir(dir);
@@ -449,7 +449,7 @@ static void bracket_paths_keep_every_key(void **state)
     assert_int_equal(fp_jdoc_parse(&d, text, strlen(text), tok, 4096, &pos), 0);
     int c = fp_jdoc_path(&d, "config");
     assert_true(c >= 0);
-    assert_int_equal(d.tok[c].n, 29);   /* every key of the table, none swallowed */
+    assert_int_equal(d.tok[c].n, 29); /* every key of the table, none swallowed */
     char val[512];
     fp_jdoc_str(&d, fp_jdoc_get(&d, c, "summary_format"), val, sizeof val);
     assert_string_equal(val, "json");

@@ -39,7 +39,7 @@ static int client(void)
             return 4;
     fflush(stdout);
     pid_t pid = fork();
-    if (pid == 0) {   /* exits with how many allocations it was given */
+    if (pid == 0) { /* exits with how many allocations it was given */
         int got = 0;
         for (int i = 0; i < 5; i++) {
             CUresult r = cuMemAlloc_v2(&q[i], BLOCK);
@@ -50,7 +50,7 @@ static int client(void)
         for (int i = 0; i < 3 && got == 5; i++)
             if (cuMemFree_v2(q[i]))
                 _exit(101);
-        exit(got);   /* the exit handler writes the child's summary, if any */
+        exit(got); /* the exit handler writes the child's summary, if any */
     }
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))

@@ -31,7 +31,7 @@
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1 << 20)
 
-static int pool_on = 1;          /* host_pool:1 (the default) */
+static int pool_on = 1; /* host_pool:1 (the default) */
 static size_t max_cached = SIZE_MAX;
 
 static int setup(void **state)
@@ -122,7 +122,8 @@ static void pin_copy_unpin_loops(void **state)
         CU(cuMemHostGetDevicePointer_v2(&dp, src + 1, 0));
         assert_true(dp == (CUdeviceptr)(uintptr_t)src + 1);
         unsigned mt = 0;
-        CU(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)src));
+        CU(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 (CUdeviceptr)(uintptr_t)src));
         assert_int_equal(mt, CU_MEMORYTYPE_HOST);
         fill(src, n, it);
         memset(dst, 0, n);
@@ -180,7 +181,7 @@ static int race_trial(CUstream slow, CUdeviceptr d, size_t n, unsigned seed)
     CU(cuStreamSynchronize(slow));
     pthread_join(t, NULL);
     CU(cuMemcpyDtoH_v2(back, d, n));
-    check(back, n, seed); /* the copy read A's bytes, not B's */
+    check(back, n, seed);              /* the copy read A's bytes, not B's */
     int same = b < a + n && a < b + n; /* B lies on A's memory */
     CU(cuMemFreeHost(b));
     CU(cuMemFreeHost(back));
@@ -259,16 +260,24 @@ static void lookup_paths(void **state)
     (void)state;
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     assert_non_null(h);
-    static const char *const names[] = {"cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemFreeHost",
-                                        "cuMemHostGetFlags", "cuMemHostGetDevicePointer_v2",
+    static const char *const names[] = {"cuMemHostAlloc",
+                                        "cuMemAllocHost_v2",
+                                        "cuMemFreeHost",
+                                        "cuMemHostGetFlags",
+                                        "cuMemHostGetDevicePointer_v2",
                                         "cuPointerGetAttribute"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!in_fragpool(dlsym(h, names[i])))
             fail_msg("dlsym(libcuda, %s) is not fragpool's", names[i]);
-    static const struct { const char *name; int ver; } procs[] = {
-        {"cuMemHostAlloc", 2020}, {"cuMemAllocHost", 3020}, {"cuMemFreeHost", 2000},
-        {"cuMemHostGetFlags", 2030}, {"cuMemHostGetDevicePointer", 3020},
-        {"cuPointerGetAttribute", 4000}};
+    static const struct {
+        const char *name;
+        int ver;
+    } procs[] = {{"cuMemHostAlloc", 2020},
+                 {"cuMemAllocHost", 3020},
+                 {"cuMemFreeHost", 2000},
+                 {"cuMemHostGetFlags", 2030},
+                 {"cuMemHostGetDevicePointer", 3020},
+                 {"cuPointerGetAttribute", 4000}};
     void *fns[6];
     for (size_t i = 0; i < 6; i++) {
         CUdriverProcAddressQueryResult st;
@@ -300,7 +309,7 @@ static void mixed_sizes(void **state)
     for (int i = 0; i < N; i++) {
         r = r * 1103515245u + 12345u;
         size_t n = (size_t)4096 << (r >> 16) % 11; /* 4 KiB .. 4 MiB */
-        n += (r >> 8) % n;                          /* not a power of two */
+        n += (r >> 8) % n;                         /* not a power of two */
         CU(cuMemHostAlloc(&p[i], n, 0));
         memset(p[i], i, n);
         total += n;

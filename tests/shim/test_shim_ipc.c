@@ -47,7 +47,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MIB ((size_t)1 << 20)
+#define MIB  ((size_t)1 << 20)
 #define NBLK 10
 #define MARK 0xC0DE0000u
 
@@ -56,10 +56,10 @@ static int mode_fragpool, mode_vmm, own_mb;
 
 /* One handle for the importer. */
 typedef struct rec {
-    int k;                 /* index, for the importer's lines             */
-    int fragpool;          /* a fragpool handle (else the driver's)       */
-    uint64_t size;         /* bytes to check from ptr + add               */
-    uint64_t add;          /* the importer adds this to what it opens     */
+    int k;         /* index, for the importer's lines             */
+    int fragpool;  /* a fragpool handle (else the driver's)       */
+    uint64_t size; /* bytes to check from ptr + add               */
+    uint64_t add;  /* the importer adds this to what it opens     */
     uint32_t seed;
     CUipcMemHandle h;
 } rec;
@@ -126,8 +126,7 @@ static void import_twice(const rec *r)
         return;
     }
     int ok = a == b && cuIpcCloseMemHandle(a) == CUDA_SUCCESS &&
-             cuIpcCloseMemHandle(b) == CUDA_SUCCESS &&
-             cuIpcCloseMemHandle(b) != CUDA_SUCCESS;
+             cuIpcCloseMemHandle(b) == CUDA_SUCCESS && cuIpcCloseMemHandle(b) != CUDA_SUCCESS;
     printf("TWICE %s\n", ok ? "OK" : "BAD");
 }
 
@@ -194,8 +193,7 @@ static uint64_t seg_offset(CUdeviceptr p)
 
 /* Runs the importer on the n records, with or without fragpool; its
  * output and its summary (JSON, under fragpool) in memory held. */
-static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice,
-                          char **summary)
+static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice, char **summary)
 {
     char path[128], out_path[128], sum_path[128], conf[512], twice_s[16];
     snprintf(path, sizeof path, "/tmp/fp-ipc-%d-recs", (int)getpid());
@@ -210,9 +208,11 @@ static char *run_importer(const rec *v, size_t n, int with_fragpool, int twice,
     char own[32] = "";
     if (own_mb)
         snprintf(own, sizeof own, ",own_segment_mb:%d", own_mb);
-    snprintf(conf, sizeof conf, "FRAGPOOL_CONF=debug_check:1,ipc_export:%s%s%s,"
-             "summary_format:json,summary:%s", mode_fragpool ? "fragpool" : "refuse",
-             mode_vmm ? "" : ",expandable_segments:False", own, sum_path);
+    snprintf(conf, sizeof conf,
+             "FRAGPOOL_CONF=debug_check:1,ipc_export:%s%s%s,"
+             "summary_format:json,summary:%s",
+             mode_fragpool ? "fragpool" : "refuse", mode_vmm ? "" : ",expandable_segments:False",
+             own, sum_path);
     const char *drop_fp[] = {"LD_PRELOAD=", "FRAGPOOL_CONF=", NULL};
     const char *drop_conf[] = {"FRAGPOOL_CONF=", NULL};
     const char *add[] = {conf, NULL};
@@ -302,8 +302,8 @@ typedef struct layout {
  * small-pool blocks of 96 KiB and 512 B, and one of 12 MiB. */
 static void allocate(layout *l)
 {
-    static const size_t sizes[NBLK] = {3 * MIB, 3 * MIB, 3 * MIB, 3 * MIB, 96 << 10,
-                                       96 << 10, 96 << 10, 512, 12 * MIB, 3 * MIB};
+    static const size_t sizes[NBLK] = {3 * MIB,  3 * MIB,  3 * MIB, 3 * MIB,  96 << 10,
+                                       96 << 10, 96 << 10, 512,     12 * MIB, 3 * MIB};
     for (int k = 0; k < NBLK; k++) {
         l->n[k] = sizes[k];
         CU(cuMemAlloc_v2(&l->p[k], sizes[k]));
@@ -322,14 +322,14 @@ static int count_offsets(const layout *l, int nonzero)
 
 static void check_importer(const char *out, const rec *v, size_t n, int with_fragpool)
 {
-    assert_null(strstr(out, "BAD"));  /* never a wrong word */
+    assert_null(strstr(out, "BAD")); /* never a wrong word */
     for (size_t i = 0; i < n; i++) {
         int readable = with_fragpool || !v[i].fragpool;
         if (!has_line(out, readable ? "OK %d" : "ERR %d 1", v[i].k))
             fail_msg("importer (%s fragpool), handle %d (%s): want %s; got:\n%s",
                      with_fragpool ? "under" : "without", v[i].k,
-                     v[i].fragpool ? "fragpool handle" : "driver handle",
-                     readable ? "OK" : "ERR 1", out);
+                     v[i].fragpool ? "fragpool handle" : "driver handle", readable ? "OK" : "ERR 1",
+                     out);
     }
 }
 
@@ -372,7 +372,7 @@ static void offsets(void **state)
                                                   : "OWN 0 801\n") != NULL);
             assert_non_null(sum);
             char want[64];
-            size_t twice = nv ? 2 : 0;  /* import_twice's two opens and closes */
+            size_t twice = nv ? 2 : 0; /* import_twice's two opens and closes */
             snprintf(want, sizeof want, "\"opens\":%zu,", nv + twice);
             if (!strstr(sum, want))
                 fail_msg("importer summary lacks %s: %s", want, sum);
@@ -399,7 +399,7 @@ static void interior_and_range_start(void **state)
 {
     (void)state;
     CUdeviceptr a, b, base = 0;
-    size_t bn = 96 << 10, size = 0;   /* the small pool: pooled in every mode */
+    size_t bn = 96 << 10, size = 0; /* the small pool: pooled in every mode */
     CU(cuMemAlloc_v2(&a, bn));
     CU(cuMemAlloc_v2(&b, bn));
     fill(b, bn, 77);
@@ -409,8 +409,8 @@ static void interior_and_range_start(void **state)
     if (!export_expected(seg_offset(b), bn)) {
         assert_int_equal(cuIpcGetMemHandle(&v[0].h, b + 12345), CUDA_ERROR_NOT_SUPPORTED);
     } else {
-        CU(cuIpcGetMemHandle(&v[0].h, base));            /* from the range */
-        CU(cuIpcGetMemHandle(&v[1].h, b + 12345));       /* inside b: b itself */
+        CU(cuIpcGetMemHandle(&v[0].h, base));      /* from the range */
+        CU(cuIpcGetMemHandle(&v[1].h, b + 12345)); /* inside b: b itself */
         for (int i = 0; i < 2; i++)
             v[i].fragpool = memcmp(v[i].h.reserved, "fragpool", 8) == 0;
         assert_int_equal(v[0].fragpool, fragpool_expected(seg_offset(b), bn));
@@ -435,7 +435,7 @@ static void freed_block(void **state)
         skip();
     CUdeviceptr keep[8], b = 0, b2;
     int nkeep = 0;
-    while (nkeep < 8 && !b) {   /* the first 3 MiB block with a fragpool handle */
+    while (nkeep < 8 && !b) { /* the first 3 MiB block with a fragpool handle */
         CU(cuMemAlloc_v2(&keep[nkeep], 3 * MIB));
         if (fragpool_expected(seg_offset(keep[nkeep]), 3 * MIB))
             b = keep[nkeep];
@@ -448,14 +448,14 @@ static void freed_block(void **state)
     CU(cuIpcGetMemHandle(&v[0].h, b));
     assert_int_equal(memcmp(v[0].h.reserved, "fragpool", 8), 0);
     CU(cuMemFree_v2(b));
-    CU(cuCtxSynchronize());   /* deferred reuse: b is reusable now */
+    CU(cuCtxSynchronize()); /* deferred reuse: b is reusable now */
     CU(cuMemAlloc_v2(&b2, 3 * MIB));
     fill(b2, 3 * MIB, 6);
     char *sum;
     const char *out = run_importer(v, 1, 1, 0, &sum);
     if (!has_line(out, "ERR %d 1", 0))
         fail_msg("a freed block opened: %s", out);
-    if (b2 == b) {            /* the same address, a new export */
+    if (b2 == b) { /* the same address, a new export */
         v[0].seed = 6;
         CU(cuIpcGetMemHandle(&v[0].h, b2));
         out = run_importer(v, 1, 1, 0, &sum);
@@ -513,11 +513,12 @@ static void many_exports(void **state)
     if (!mode_fragpool)
         skip();
     CUdeviceptr *a = fp_t_hold(calloc(NEXP, sizeof *a)), *plug = fp_t_hold(calloc(NEXP, sizeof *a));
-    CUdeviceptr *b = fp_t_hold(calloc(NEXP, sizeof *b)), *seen = fp_t_hold(calloc(2 * NEXP, sizeof *b));
+    CUdeviceptr *b = fp_t_hold(calloc(NEXP, sizeof *b)),
+                *seen = fp_t_hold(calloc(2 * NEXP, sizeof *b));
     unsigned failed = small_blocks(a, seen);
     for (int i = 0; i < NEXP; i++)
         CU(cuMemFree_v2(a[i]));
-    CU(cuCtxSynchronize());   /* deferred reuse: their places are reusable now */
+    CU(cuCtxSynchronize()); /* deferred reuse: their places are reusable now */
     small_blocks(plug, NULL);
     failed += small_blocks(b, seen + NEXP);
     for (int i = 0; i < NEXP; i++) {
@@ -565,7 +566,7 @@ static void forged_handles(void **state)
     close(tmp);
     unlink(fifo);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    alarm(20);  /* a receiver that blocks fails the test */
+    alarm(20);                                  /* a receiver that blocks fails the test */
     refused(open(fifo, O_RDONLY | O_NONBLOCK)); /* no writer: a reader's open blocks */
     unlink(fifo);
     char file[] = "/tmp/fp-ipc-file-XXXXXX";
@@ -574,10 +575,10 @@ static void forged_handles(void **state)
     assert_int_equal(ftruncate(f, 1 << 20), 0);
     refused(f);
     refused(open("/dev/zero", O_RDONLY));
-    int m = memfd_create("fragpool-ipc", MFD_CLOEXEC);  /* the name alone is not enough */
+    int m = memfd_create("fragpool-ipc", MFD_CLOEXEC); /* the name alone is not enough */
     assert_int_equal(ftruncate(m, 1 << 20), 0);
     refused(m);
-    refused(999);  /* no such descriptor */
+    refused(999); /* no such descriptor */
     /* a virtual-memory handle naming a process with no fragpool channel */
     CUipcMemHandle h = forged(3);
     uint32_t pid = (uint32_t)getppid(), version = 2;

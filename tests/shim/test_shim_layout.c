@@ -142,7 +142,7 @@ static void peak_matches_the_model(void **state)
     CU(cuStreamCreate(&o.busy, CU_STREAM_NON_BLOCKING));
     fp_pool_opts opts;
     fp_pool_opts_default(&opts);
-    opts.device_total = (size_t)16 << 30;   /* the simulated device's */
+    opts.device_total = (size_t)16 << 30; /* the simulated device's */
     fp_backend be = {.reserve = m_reserve, .release = m_release};
     if (!fp_test_classic()) {
         be.granularity = m_granularity;

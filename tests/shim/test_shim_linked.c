@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int fp_probe_next(void);   /* tests/shim/probe_a.c */
+int fp_probe_next(void);     /* tests/shim/probe_a.c */
 int fp_probe_b_loaded(void); /* tests/shim/probe_b.c */
 
 static CUcontext ctx;
@@ -79,7 +79,8 @@ static void pool_serves_many(void **state)
         grew[round] = device_bytes() - before;
     }
     printf("10000 live allocations (%zu bytes) took %llu bytes of the device, "
-           "the next 10000 took %llu more\n", live, grew[0], grew[1]);
+           "the next 10000 took %llu more\n",
+           live, grew[0], grew[1]);
     /* 2 MiB small-pool segments (or pages), plus a few for rounding waste. */
     assert_true(grew[0] >= live && grew[0] <= live + (8u << 20));
     assert_int_equal(grew[1], 0);
@@ -144,8 +145,7 @@ static void *worker(void *arg)
         } else {
             sizes[k] = 4 * (1 + rand_r(&seed) % 300000);
             vals[k] = rand_r(&seed);
-            if (cuMemAlloc_v2(&live[k], sizes[k]) ||
-                cuMemsetD32_v2(live[k], vals[k], sizes[k] / 4))
+            if (cuMemAlloc_v2(&live[k], sizes[k]) || cuMemsetD32_v2(live[k], vals[k], sizes[k] / 4))
                 return (void *)4;
         }
     }

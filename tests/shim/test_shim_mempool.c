@@ -79,7 +79,7 @@ static void hooked(void **state)
 {
     (void)state;
     const char *names[] = {"cuMemPoolGetAttribute", "cuMemPoolSetAttribute", "cuMemPoolTrimTo",
-                           "cuDeviceSetMemPool", "cuStreamSynchronize", "cuEventSynchronize"};
+                           "cuDeviceSetMemPool",    "cuStreamSynchronize",   "cuEventSynchronize"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         void *fn = NULL;
         CU(cuGetProcAddress(names[i], &fn, 12000, 0));
@@ -449,8 +449,8 @@ static void child_body(CUdeviceptr inherited, uint64_t parent_used)
     uint64_t v = 0, r = 0;
     CUresult c = cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v);
     if (c == CUDA_SUCCESS &&
-        (v < parent_used ||
-         cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) || r < v))
+        (v < parent_used || cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) ||
+         r < v))
         _exit(2);
     if (c != CUDA_SUCCESS && c != CUDA_ERROR_NOT_INITIALIZED)
         _exit(3);
@@ -517,11 +517,16 @@ static void fork_child(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hooked),          cmocka_unit_test(used_exact),
-        cmocka_unit_test(drops_at_free_call), cmocka_unit_test(mixed_frees),
-        cmocka_unit_test(highs),           cmocka_unit_test(driver_errors),
-        cmocka_unit_test(threshold_trims), cmocka_unit_test(trim_to_zero),
-        cmocka_unit_test(current_pool),    cmocka_unit_test(context_gone),
+        cmocka_unit_test(hooked),
+        cmocka_unit_test(used_exact),
+        cmocka_unit_test(drops_at_free_call),
+        cmocka_unit_test(mixed_frees),
+        cmocka_unit_test(highs),
+        cmocka_unit_test(driver_errors),
+        cmocka_unit_test(threshold_trims),
+        cmocka_unit_test(trim_to_zero),
+        cmocka_unit_test(current_pool),
+        cmocka_unit_test(context_gone),
         cmocka_unit_test(threads),
         cmocka_unit_test(fork_child),
     };

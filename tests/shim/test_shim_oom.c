@@ -126,8 +126,8 @@ static char *alloc_expect_oom(size_t size)
     CUresult r = cuMemAlloc_v2(&p, size);
     char *msg = capture_end(&c);
     if (r != CUDA_ERROR_OUT_OF_MEMORY)
-        fail_msg("cuMemAlloc_v2(%zu) returned %d, want CUDA_ERROR_OUT_OF_MEMORY; stderr:\n%s",
-                 size, (int)r, msg);
+        fail_msg("cuMemAlloc_v2(%zu) returned %d, want CUDA_ERROR_OUT_OF_MEMORY; stderr:\n%s", size,
+                 (int)r, msg);
     printf("%s", msg);
     const char *l1 = msg, *l2 = strchr(l1, '\n'), *l3;
     assert_non_null(l2);
@@ -196,7 +196,7 @@ static void exhaustion(void **state)
 }
 
 enum { NFRAG = 20 };
-#define FRAG_BLOCK (8 * MiB)
+#define FRAG_BLOCK   (8 * MiB)
 #define FRAG_REQUEST (25 * MiB + 512)
 
 /* NFRAG blocks of FRAG_BLOCK, block i filled with i + 1. */
@@ -245,7 +245,7 @@ static void fragmentation_then_recovery(void **state)
              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
     free(msg);
 
-    check_survivors(p);   /* the blocks still live kept their contents */
+    check_survivors(p); /* the blocks still live kept their contents */
 
     /* Recovery: with the rest freed, the same request succeeds. */
     for (int i = 1; i < NFRAG; i += 2)
@@ -289,7 +289,7 @@ static void fragmentation_served(void **state)
     CUcontext ctx = fresh_context(200 * MiB);
     CUdeviceptr p[NFRAG];
     alloc_marked(p);
-    assert_int_equal(in_use(), 160 * MiB);   /* pages, not 20 MiB segments */
+    assert_int_equal(in_use(), 160 * MiB); /* pages, not 20 MiB segments */
     for (int i = 0; i < NFRAG; i += 2)
         CU(cuMemFree_v2(p[i]));
     CUdeviceptr q = alloc_quiet(FRAG_REQUEST);
@@ -323,7 +323,8 @@ static void cap_refuses(void **state)
     has(msg, "\nfragpool: fix: FRAGPOOL_CONF=debug_check:1,summary:off,expandable_segments:0,"
              "max_reserved_mb:80 "
              "\xe2\x80\x94 the cap binds: a replay of this run up to this failure under the "
-             "settings in force fits in 80 MiB, over the cap's 64 MiB, and no setting fits under the cap; the "
+             "settings in force fits in 80 MiB, over the cap's 64 MiB, and no setting fits under "
+             "the cap; the "
              "device had 16,384 MiB\n");
     free(msg);
 

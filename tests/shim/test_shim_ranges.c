@@ -17,7 +17,7 @@
 #include "fpsim.h"
 #include <stdlib.h>
 
-#define MIB ((size_t)1 << 20)
+#define MIB    ((size_t)1 << 20)
 #define NSMALL 64
 
 typedef struct paths {
@@ -37,8 +37,8 @@ static int setup(void **state)
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
         cuCtxSetCurrent(ctx))
         return -1;
-    way[0] = (paths){cuMemGetAddressRange_v2, cuPointerGetAttribute, cuPointerGetAttributes,
-                     "linked"};
+    way[0] =
+        (paths){cuMemGetAddressRange_v2, cuPointerGetAttribute, cuPointerGetAttributes, "linked"};
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h)
         return -1;
@@ -46,9 +46,12 @@ static int setup(void **state)
                      (fp_PFN_cuPointerGetAttribute)dlsym(h, "cuPointerGetAttribute"),
                      (fp_PFN_cuPointerGetAttributes)dlsym(h, "cuPointerGetAttributes"), "dlsym"};
     void *f[3] = {0};
-    static const struct { const char *name; int ver; } procs[] = {
-        {"cuMemGetAddressRange", 3020}, {"cuPointerGetAttribute", 4000},
-        {"cuPointerGetAttributes", 7000}};
+    static const struct {
+        const char *name;
+        int ver;
+    } procs[] = {{"cuMemGetAddressRange", 3020},
+                 {"cuPointerGetAttribute", 4000},
+                 {"cuPointerGetAttributes", 7000}};
     for (int i = 0; i < 3; i++) {
         CUdriverProcAddressQueryResult st;
         if (cuGetProcAddress_v2(procs[i].name, &f[i], 12000, 0, &st) != CUDA_SUCCESS)
@@ -75,10 +78,10 @@ static void expect_block(CUdeviceptr p, CUdeviceptr base, size_t size)
         CU(way[w].attrs(3, at, data, p));
         if (b != base || n != size || rs != base || rn != size || pb != base || pn != size || !c)
             fail_msg("%s: 0x%llx: range +%lld %zu, attr +%lld %zu, plural +%lld %zu ctx %p; want "
-                     "+%lld %zu", way[w].name, (unsigned long long)p, (long long)(b - p), n,
-                     (long long)(rs - p), rn, (long long)(pb - p), pn, (void *)c,
-                     (long long)(base - p), size);
-        CU(way[w].range(NULL, NULL, p));   /* as the driver: both outputs optional */
+                     "+%lld %zu",
+                     way[w].name, (unsigned long long)p, (long long)(b - p), n, (long long)(rs - p),
+                     rn, (long long)(pb - p), pn, (void *)c, (long long)(base - p), size);
+        CU(way[w].range(NULL, NULL, p)); /* as the driver: both outputs optional */
     }
 }
 
@@ -137,27 +140,27 @@ static void blocks_inside_segments(void **state)
         unsigned long long db = 0;
         size_t dn = 0;
         assert_int_equal(fpsim_range(p, &db, &dn), 0);
-        shared += db != p || dn != n;   /* the driver's allocation is bigger */
+        shared += db != p || dn != n; /* the driver's allocation is bigger */
         expect_block(p, p, n);
         expect_block(p + n / 2, p, n);
         expect_block(p + n - 1, p, n);
         ids[i] = buffer_id(p + n / 2);
         unsigned ipc = 9;
         CU(cuPointerGetAttribute(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p));
-        assert_int_equal(ipc, 1);    /* ipc_export:fragpool exports every block */
+        assert_int_equal(ipc, 1); /* ipc_export:fragpool exports every block */
     }
-    assert_true(shared >= NSMALL);   /* the checks above saw blocks inside segments */
+    assert_true(shared >= NSMALL); /* the checks above saw blocks inside segments */
     qsort(ids, NSMALL + 5, sizeof *ids, cmp_ull);
     for (int i = 1; i < NSMALL + 5; i++)
         assert_true(ids[i] != ids[i - 1]);
-    for (int i = 0; i < NSMALL; i += 2)  /* one past the end: s[i + 1], or nothing */
+    for (int i = 0; i < NSMALL; i += 2) /* one past the end: s[i + 1], or nothing */
         if (s[i] + 1000 != s[i + 1])
             expect_nobodys(s[i] + 1000);
     for (int i = 0; i < NSMALL; i++)
         CU(cuMemFree_v2(s[i]));
     for (int i = 0; i < 5; i++)
         CU(cuMemFree_v2(l[i]));
-    expect_nobodys(s[0]);            /* freed, still inside a cached segment */
+    expect_nobodys(s[0]); /* freed, still inside a cached segment */
     expect_nobodys(l[4] + 12345);
 }
 
@@ -170,7 +173,7 @@ static void buffer_id_per_allocation(void **state)
     CU(cuMemAlloc_v2(&a, 4096));
     unsigned long long first = buffer_id(a);
     CU(cuMemFree_v2(a));
-    CU(cuCtxSynchronize());  /* deferred reuse: a's memory is reusable now */
+    CU(cuCtxSynchronize()); /* deferred reuse: a's memory is reusable now */
     CU(cuMemAlloc_v2(&b, 4096));
     if (b == a)
         assert_true(buffer_id(b) != first);
@@ -235,10 +238,8 @@ static void not_pool_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(blocks_inside_segments),
-        cmocka_unit_test(buffer_id_per_allocation),
-        cmocka_unit_test(async_blocks),
-        cmocka_unit_test(host_blocks),
+        cmocka_unit_test(blocks_inside_segments), cmocka_unit_test(buffer_id_per_allocation),
+        cmocka_unit_test(async_blocks),           cmocka_unit_test(host_blocks),
         cmocka_unit_test(not_pool_memory),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -48,7 +48,7 @@ static void reset_many_times(void **state)
 
 /* ---- churn ---------------------------------------------------------------- */
 
-#define CHURN_THREADS 4
+#define CHURN_THREADS  4
 #define CHURN_CONTEXTS 500
 
 /* Writes v over [p, p + n) and reads back its first and last bytes;
@@ -122,7 +122,7 @@ static void destroy_by(ctx_fn destroy)
     CU(cuDeviceGet(&dev, 0));
     CU(cuCtxCreate_v2(&ctx, 0, dev));
     CU(cuMemAlloc_v2(&p, 1 << 20));
-    CU(cuMemFree_v2(p));   /* cached: the pool holds its segment */
+    CU(cuMemFree_v2(p)); /* cached: the pool holds its segment */
     CU(destroy(ctx));
     CU(cuCtxCreate_v2(&ctx, 0, dev));
     allocation_is_driver_memory();

@@ -24,9 +24,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RUNS 50
+#define RUNS       50
 #define DEADLINE_S 10
-#define SKIP_LINE "fragpool: exit while a thread was inside the allocator"
+#define SKIP_LINE  "fragpool: exit while a thread was inside the allocator"
 
 typedef struct tally {
     int hung, bad_status, odd_stderr, summaries, skipped, silent;
@@ -87,8 +87,7 @@ static void repeat(const char *conf)
         one_run(conf, &t);
     print_message("FRAGPOOL_CONF=%s: %d runs: %d hung, %d bad status, %d odd stderr; "
                   "%d summaries, %d skipped, %d before the first pool call\n",
-                  conf, RUNS, t.hung, t.bad_status, t.odd_stderr, t.summaries, t.skipped,
-                  t.silent);
+                  conf, RUNS, t.hung, t.bad_status, t.odd_stderr, t.summaries, t.skipped, t.silent);
     assert_int_equal(t.hung, 0);
     assert_int_equal(t.bad_status, 0);
     assert_int_equal(t.odd_stderr, 0);
@@ -116,7 +115,8 @@ static void sigexit_trace_snapshot(void **state)
     char conf[256];
     snprintf(conf, sizeof conf,
              "summary:stderr,trace:/tmp/fp-sigexit-%d-t%%p.csv,"
-             "snapshot:/tmp/fp-sigexit-%d-s%%p.pickle", (int)getpid(), (int)getpid());
+             "snapshot:/tmp/fp-sigexit-%d-s%%p.pickle",
+             (int)getpid(), (int)getpid());
     repeat(conf);
     fp_t_remove_own_tmp("fp-sigexit");
 }

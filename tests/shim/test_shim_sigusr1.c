@@ -34,12 +34,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NTHREADS 8
-#define NSIGNALS 50
-#define CHILD_ALARM_S 30
+#define NTHREADS          8
+#define NSIGNALS          50
+#define CHILD_ALARM_S     30
 #define PARENT_DEADLINE_S 40
-#define PARENT_ALARM_S 55
-#define RULE "|===========================================================================|"
+#define PARENT_ALARM_S    55
+#define RULE              "|===========================================================================|"
 
 /* 1 when text is one whole text summary of one device: header once, the
  * run block, and the closing rule as its last line. */
@@ -80,8 +80,7 @@ static void *worker(void *arg)
         } else {
             size[k] = 4 * (1 + rand_r(&seed) % (rand_r(&seed) % 4 ? 2000 : 800000));
             val[k] = (unsigned)rand_r(&seed);
-            if (cuMemAlloc_v2(&live[k], size[k]) ||
-                cuMemsetD32_v2(live[k], val[k], size[k] / 4))
+            if (cuMemAlloc_v2(&live[k], size[k]) || cuMemsetD32_v2(live[k], val[k], size[k] / 4))
                 return (void *)5;
         }
     }
@@ -196,7 +195,7 @@ static int child_daemon_main(void)
     const char *log_path = getenv("FP_T_LOG");
     for (int fd = 3; fd < 1024; fd++)
         close(fd);
-    int pp[2];   /* first: it gets the lowest numbers, where a pipe made before main was */
+    int pp[2]; /* first: it gets the lowest numbers, where a pipe made before main was */
     if (pipe2(pp, O_NONBLOCK) != 0)
         return 1;
     int log = log_path ? open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
@@ -254,8 +253,8 @@ static pid_t run_child(const char *mode, const char *conf, char **errtext)
     assert_non_null(text);
     close(errfd);
     if (WIFSIGNALED(st))
-        fail_msg("the child died of signal %d (SIGALRM is %d: deadlock); stderr:\n%s",
-                 WTERMSIG(st), SIGALRM, text);
+        fail_msg("the child died of signal %d (SIGALRM is %d: deadlock); stderr:\n%s", WTERMSIG(st),
+                 SIGALRM, text);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail_msg("the child exited with status %d; stderr:\n%s", WEXITSTATUS(st), text);
     *errtext = text;
@@ -312,7 +311,8 @@ static void dumps_on_stderr(void **state)
     run_child("stderr", "dump_on_sigusr1:1,summary:off", &err);
     assert_int_equal(fp_t_count_of(err, "fragpool memory summary, device ID 0"), 3);
     assert_int_equal(fp_t_count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
-    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim "), 0); /* no exit summary */
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim "),
+                     0); /* no exit summary */
     free(err);
     run_child("stderr", "dump_on_sigusr1:1,summary:stderr", &err);
     assert_int_equal(fp_t_count_of(err, "fragpool memory summary, device ID 0"), 4);
@@ -337,7 +337,7 @@ static void dumps_leave_program_fds(void **state)
     snprintf(log, sizeof log, "FP_T_LOG=/tmp/fp-sigusr1-%d-log", me);
     setenv("FP_T_LOG", log + 9, 1);
     snprintf(conf, sizeof conf, "dump_on_sigusr1:1,summary:/tmp/fp-sigusr1-%d-d%%p.txt", me);
-    pid_t pid = run_child("daemon", conf, &err);   /* fails the case unless it exits 0 */
+    pid_t pid = run_child("daemon", conf, &err); /* fails the case unless it exits 0 */
     assert_string_equal(err, "");
     free(err);
     for (int i = 1; i <= 6; i++) {

@@ -132,7 +132,8 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     int me = (int)getpid();
     snprintf(conf, sizeof conf,
              "trace:/tmp/fp-trace-%d-%%p.csv,summary:/tmp/fp-trace-%d-%%p.json,"
-             "summary_format:json%s%s", me, me, extra_conf[0] ? "," : "", extra_conf);
+             "summary_format:json%s%s",
+             me, me, extra_conf[0] ? "," : "", extra_conf);
     char *out;
     pid_t pid = run_client(mode, conf, &out);
     snprintf(trace_path, sizeof trace_path, "/tmp/fp-trace-%d-%d.csv", me, (int)pid);
@@ -141,8 +142,8 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     size_t peak_rounded = 0;
     const char *line = strstr(out, "allocs=");
     assert_non_null(line);
-    assert_int_equal(sscanf(line, "allocs=%lu frees=%lu peak-rounded=%zu", &allocs, &frees,
-                            &peak_rounded), 3);
+    assert_int_equal(
+        sscanf(line, "allocs=%lu frees=%lu peak-rounded=%zu", &allocs, &frees, &peak_rounded), 3);
     assert_true(allocs > 1000 && frees > 1000);
 
     /* The shim's JSON summary of the run. */
@@ -166,7 +167,8 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     scan_raw(raw, &rc);
     if (rc.headers != 1 || !rc.seq_in_order || rc.a != allocs || rc.f != frees)
         fail_msg("%s: %zu header lines (want 1), seq %s, %zu a rows for %lu allocations, "
-                 "%zu f rows for %lu frees", trace_path, rc.headers,
+                 "%zu f rows for %lu frees",
+                 trace_path, rc.headers,
                  rc.seq_in_order ? "in order" : "NOT 0, 1, 2, ... (rows repeated?)", rc.a, allocs,
                  rc.f, frees);
     assert_int_equal(rc.s, jint(&d, "devices.0.reserve_calls"));
@@ -221,8 +223,8 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     assert_int_equal(res.ooms, 0);
     assert_int_equal(res.bad_frees, 0);
     printf("%s %s: %zu events, peak allocated: replay %lld, shim %lld, client %zu\n", mode,
-           extra_conf, t.n, (long long)res.stats.allocated_bytes[FP_ALL].peak,
-           (long long)shim_peak, peak_rounded);
+           extra_conf, t.n, (long long)res.stats.allocated_bytes[FP_ALL].peak, (long long)shim_peak,
+           peak_rounded);
     assert_int_equal(res.stats.allocated_bytes[FP_ALL].peak, shim_peak);
     assert_int_equal(shim_peak, peak_rounded);
 

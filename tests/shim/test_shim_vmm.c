@@ -137,7 +137,7 @@ static void trace_holds_near_peak_allocated(void **state)
     unsigned long long held = device_peak();
     printf("trace: %zu allocations, peak allocated %.1f MiB, device peak %.1f MiB (%.4fx)\n",
            allocs, peak / (double)MIB, held / (double)MIB, (double)held / (double)peak);
-    assert_true(peak > 1000 * MIB);           /* the trace really ran */
+    assert_true(peak > 1000 * MIB); /* the trace really ran */
     assert_true((double)held <= 1.05 * (double)peak);
     for (size_t i = 0; i < t.cap; i++)
         if (t.v[i].used == 1)
@@ -188,7 +188,7 @@ static void content_survives_rounds(void **state)
                 CU(cuMemFree_v2(p[k]));
                 p[k] = 0;
             }
-            if (!p[k]) {   /* small (< 1 MiB) and large sizes, 4 B multiples */
+            if (!p[k]) { /* small (< 1 MiB) and large sizes, 4 B multiples */
                 n[k] = rnd() % 3 ? (rnd() % (1 << 18) + 1) * 4 : (rnd() % (6 << 18) + 1) * 4;
                 v[k] = (unsigned)rnd();
                 CU(cuMemAlloc_v2(&p[k], n[k]));
@@ -223,7 +223,7 @@ static void capture_passes_over_fresh_frees(void **state)
     CU(cuStreamEndCapture(s, &g));
     assert_true(b + 4 * MIB <= a || b >= a + 4 * MIB);
     fill(b, 4 * MIB, 0xb);
-    CU(cuMemAlloc_v2(&c, 4 * MIB));  /* no capture: a's block, made safe */
+    CU(cuMemAlloc_v2(&c, 4 * MIB)); /* no capture: a's block, made safe */
     assert_int_equal(c, a);
     fill(c, 4 * MIB, 0xc);
     check_fill(b, 4 * MIB, 0xb);
@@ -344,7 +344,7 @@ static void reclaim_under_cap(void **state)
     CU(cuMemAlloc_v2(&l, 10 * MIB));
     fill(a, 30 * MIB, 0xaaaa);
     fill(l, 10 * MIB, 0x1111);
-    CU(cuMemFree_v2(a));           /* its 30 MiB stay mapped, idle */
+    CU(cuMemFree_v2(a));             /* its 30 MiB stay mapped, idle */
     CU(cuMemAlloc_v2(&b, 40 * MIB)); /* fits only past l: needs a's pages */
     fill(b, 40 * MIB, 0xbbbb);
     check_fill(l, 10 * MIB, 0x1111);
@@ -386,7 +386,7 @@ static void reclaim_during_capture_keeps_pages(void **state)
     assert_true(k.bytes_in_use <= 80 * MIB); /* at most a's 30 MiB kept over the cap */
     fill(b, 40 * MIB, 0x3333);
     check_fill(l, 10 * MIB, 0x2222);
-    CU(cuMemAlloc_v2(&c, 12 * MIB));  /* a's hole: kept pages reused */
+    CU(cuMemAlloc_v2(&c, 12 * MIB)); /* a's hole: kept pages reused */
     fill(c, 12 * MIB, 0x4444);
     check_fill(b, 40 * MIB, 0x3333);
     check_fill(l, 10 * MIB, 0x2222);

@@ -35,7 +35,7 @@ typedef struct slot {
     uint64_t id;
     CUdeviceptr p;
     size_t size;
-    int used;   /* 0 empty, 1 live, 2 freed (a tombstone) */
+    int used; /* 0 empty, 1 live, 2 freed (a tombstone) */
 } slot;
 
 static slot *tab;
@@ -130,8 +130,7 @@ int main(int argc, char **argv)
         if (e->op == 'a') {
             slot *s = find(e->id, 1);
             if (s->used)
-                die("%s: event %zu allocates live id %llu", argv[1], i,
-                    (unsigned long long)e->id);
+                die("%s: event %zu allocates live id %llu", argv[1], i, (unsigned long long)e->id);
             CUdeviceptr p = 0;
             CUresult r = cuMemAlloc_v2(&p, e->size);
             if (r == CUDA_ERROR_OUT_OF_MEMORY) {
@@ -159,5 +158,5 @@ int main(int argc, char **argv)
     printf("TRACE_CLIENT DONE events %zu\n", tr.n);
     free(tab);
     fp_trace_free(&tr);
-    return 0;   /* the context stays: the shim's exit summary reports its pool */
+    return 0; /* the context stays: the shim's exit summary reports its pool */
 }

@@ -34,7 +34,7 @@
 #include "fp_cuda.h"
 #include "fpsim.h"
 
-#define MiB ((size_t)1 << 20)
+#define MiB      ((size_t)1 << 20)
 #define OK(call) assert_int_equal((call), CUDA_SUCCESS)
 
 extern CUcontext g_ctx0; /* primary context of device 0, current */
@@ -43,28 +43,28 @@ void sleep_ms(int ms);
 
 /* ---- host functions used as kernels ---------------------------------------- */
 
-typedef struct gate {            /* a host function that blocks until opened */
-  atomic_int open;
-  atomic_int ran;
+typedef struct gate { /* a host function that blocks until opened */
+    atomic_int open;
+    atomic_int ran;
 } gate;
 void gate_fn(void *arg);
 
-typedef struct slow_write {      /* sleeps, then writes a value */
-  int ms;
-  int *where;
-  int value;
-  atomic_int done;
+typedef struct slow_write { /* sleeps, then writes a value */
+    int ms;
+    int *where;
+    int value;
+    atomic_int done;
 } slow_write;
 void slow_write_fn(void *arg);
 
-typedef struct observe {         /* records whether a flag was set */
-  atomic_int *flag;
-  atomic_int seen;
-  atomic_int ran;
+typedef struct observe { /* records whether a flag was set */
+    atomic_int *flag;
+    atomic_int seen;
+    atomic_int ran;
 } observe;
 void observe_fn(void *arg);
 
-void set_flag_fn(void *arg);     /* sleeps 50 ms, then sets *(atomic_int *)arg */
+void set_flag_fn(void *arg); /* sleeps 50 ms, then sets *(atomic_int *)arg */
 
 /* The simulated device's counters (fpsim_stats), asserted to be had. */
 fpsim_counts stats(int dev);
