@@ -16,6 +16,7 @@
 #define FP_LOCK_H
 
 #include <pthread.h>
+#include <stdbool.h>
 
 static inline void fp_mutex_init_brief(pthread_mutex_t *m)
 {
@@ -30,6 +31,16 @@ static inline void fp_mutex_init_brief(pthread_mutex_t *m)
     }
 #endif
     pthread_mutex_init(m, NULL);
+}
+
+/* After fork, a mutex the prepare handler took: given back in the parent,
+ * made new in the child (whose threads, all but one, are gone). */
+static inline void fp_mutex_fork_after(pthread_mutex_t *m, bool child)
+{
+    if (child)
+        pthread_mutex_init(m, NULL);
+    else
+        pthread_mutex_unlock(m);
 }
 
 #endif

@@ -69,7 +69,7 @@ typedef struct fp_replay_report {
     fp_kv entries[FP_CONF_MAX_OPTIONS];
     char conf[4096]; /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;
-void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
+void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
                           fp_replay_report *out);
 
 /* "8GiB", "512M", "1.5g", "4096" -> bytes, for every command's --budget:

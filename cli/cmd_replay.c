@@ -40,7 +40,7 @@ static int parse_args(int argc, char **argv, replay_args *a)
     return budget && fp_parse_budget("replay", budget, &a->budget) ? 2 : 0;
 }
 
-void fp_replay_run_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
+void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
                           fp_replay_report *out)
 {
     out->dev = (fp_dev_report){.device = 0,
@@ -73,10 +73,10 @@ static int print_summary(const replay_args *a, const fp_conf *c, fp_pool *p,
                          const fp_replay_result *r)
 {
     static fp_replay_report rep;
-    fp_replay_run_report(p, r, c, a->budget, &rep);
+    fp_cli_replay_report(p, r, c, a->budget, &rep);
     fflush(stdout);
     fp_sink s = fp_sink_fd(1);
-    return a->json ? fp_summary_json(&rep.run, &s) : fp_summary_text(&rep.run, &s);
+    return a->json ? fp_report_json(&rep.run, &s) : fp_report_text(&rep.run, &s);
 }
 
 /* docs/replay.md: both are skipped and counted, neither stops the replay. */
@@ -136,7 +136,7 @@ static void advise(const fp_trace *t, const fp_conf *c, size_t budget)
     if (fp_advise(t, &req, &v))
         fp_puts(&s, "fragpool: fix: none proven \xe2\x80\x94 out of host memory for the replays\n");
     else
-        fp_advice_put(&s, &v, "fragpool: fix: ", "this trace");
+        fp_advise_put(&s, &v, "fragpool: fix: ", "this trace");
     fp_sink_flush(&s);
 }
 
@@ -272,7 +272,7 @@ static int write_out(const snap_args *a, const fp_conf *c, fp_pool *p, const ent
                  .conf = conf};
     static fp_sink sink;
     sink = fp_sink_fd(fd);
-    err = fp_snapshot_write(&s, &sink);
+    err = fp_pickle_snapshot(&s, &sink);
     if (close(fd) != 0 && !err)
         err = errno;
     if (err) {

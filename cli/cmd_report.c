@@ -130,12 +130,12 @@ static const char *base_name(const char *path)
 
 static int render_json(const void *run, fp_sink *s)
 {
-    return fp_summary_json(run, s);
+    return fp_report_json(run, s);
 }
 
 static int render_text(const void *run, fp_sink *s)
 {
-    return fp_summary_text(run, s);
+    return fp_report_text(run, s);
 }
 
 typedef struct summaries {
@@ -148,7 +148,7 @@ static int make_summaries(fp_pool *p, const fp_replay_result *r, const fp_conf *
                           summaries *out)
 {
     static fp_replay_report rep;
-    fp_replay_run_report(p, r, c, budget, &rep);
+    fp_cli_replay_report(p, r, c, budget, &rep);
     const fp_run_report run = rep.run;
     memset(out, 0, sizeof *out);
     int err = fp_render_alloc(render_json, &run, 1 << 14, &out->json, &out->json_len);
@@ -361,8 +361,8 @@ static void make_finding(const fp_trace *t, const fp_conf *c, size_t budget,
         fp_puts(&s, "verdict: none proven \xe2\x80\x94 out of host memory for the replays\n");
         return;
     }
-    fp_advice_put(&s, &v, "verdict: ", "this trace");
-    fp_advice_put_paste(&s, &v);
+    fp_advise_put(&s, &v, "verdict: ", "this trace");
+    fp_advise_put_paste(&s, &v);
 }
 
 static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, trace_report *rp,

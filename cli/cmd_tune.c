@@ -106,8 +106,8 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
     fflush(stdout);
     fp_sink s = fp_sink_fd(1);
     fp_putc(&s, '\n');
-    fp_advice_put(&s, v, "verdict: ", "this trace");
-    fp_advice_put_paste(&s, v);
+    fp_advise_put(&s, v, "verdict: ", "this trace");
+    fp_advise_put_paste(&s, v);
     fp_sink_flush(&s);
 }
 

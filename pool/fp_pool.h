@@ -351,8 +351,8 @@ int fp_pool_check(fp_pool *p, char *msg, size_t msglen);
 
 /* The size rules, exposed for tests and the replay tool. */
 size_t fp_round_size(const fp_pool_opts *o, size_t size);
-size_t fp_segment_size(size_t rounded);
-int fp_is_small(size_t rounded);
+size_t fp_pool_segment_size(size_t rounded);
+int fp_pool_is_small(size_t rounded);
 /* The max_split rules, the one copy of them.  A size is oversize when it
  * is max_split_size or more.  fp_may_take: 1 when best fit may hand a
  * cached free block of block_size bytes (>= rounded) to a request of
@@ -360,7 +360,7 @@ int fp_is_small(size_t rounded);
  * block, and an oversize request takes one only while the slack stays
  * below max_non_split_rounding.  fp_may_split: 1 when a large-pool block
  * taken for rounded bytes may have its rest (bytes) split off. */
-int fp_is_oversize(const fp_pool_opts *o, size_t size);
+int fp_pool_is_oversize(const fp_pool_opts *o, size_t size);
 int fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size);
 int fp_may_split_large(const fp_pool_opts *o, size_t rounded, size_t rest);
 

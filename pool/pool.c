@@ -80,12 +80,12 @@ size_t fp_round_size(const fp_pool_opts *o, size_t size)
     return (size + FP_MIN_BLOCK - 1) & ~(FP_MIN_BLOCK - 1);
 }
 
-int fp_is_small(size_t rounded)
+int fp_pool_is_small(size_t rounded)
 {
     return rounded <= FP_SMALL_SIZE;
 }
 
-int fp_is_oversize(const fp_pool_opts *o, size_t size)
+int fp_pool_is_oversize(const fp_pool_opts *o, size_t size)
 {
     return size >= o->max_split_size;
 }
@@ -93,17 +93,17 @@ int fp_is_oversize(const fp_pool_opts *o, size_t size)
 int fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size)
 {
     assert(block_size >= rounded && "best fit found a block too small");
-    if (!fp_is_oversize(o, rounded))
-        return !fp_is_oversize(o, block_size);
+    if (!fp_pool_is_oversize(o, rounded))
+        return !fp_pool_is_oversize(o, block_size);
     return block_size - rounded < o->max_non_split_rounding;
 }
 
 int fp_may_split_large(const fp_pool_opts *o, size_t rounded, size_t rest)
 {
-    return !fp_is_oversize(o, rounded) && rest > FP_SMALL_SIZE;
+    return !fp_pool_is_oversize(o, rounded) && rest > FP_SMALL_SIZE;
 }
 
-size_t fp_segment_size(size_t rounded)
+size_t fp_pool_segment_size(size_t rounded)
 {
     if (rounded <= FP_SMALL_SIZE)
         return FP_SMALL_SEGMENT;
@@ -143,7 +143,7 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
                           .size = size,
                           .first = b,
                           .small = small,
-                          .oversize = fp_is_oversize(&p->opts, size)};
+                          .oversize = fp_pool_is_oversize(&p->opts, size)};
         *b = (fp_block){.addr = addr,
                         .size = size,
                         .state = FP_BLOCK_FREE,
@@ -210,7 +210,7 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
     size_t mss = p->opts.max_split_size;
     if (mss == SIZE_MAX)
         return false;
-    size_t key = fp_is_oversize(&p->opts, rounded) ? rounded : mss;
+    size_t key = fp_pool_is_oversize(&p->opts, rounded) ? rounded : mss;
     fp_block *b = fp_index_lower_bound(fp_index_of(p, small), key);
     fp_segment *s = b ? fp_segtab_find(&p->segs, b->addr) : NULL;
     if (s && segment_is_free(s)) {
@@ -222,7 +222,7 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
     if (!v)
         return false;
     for (fp_segment *s = p->seg_head; s; s = s->next)
-        if (s->small == small && segment_is_free(s) && fp_is_oversize(&p->opts, s->size))
+        if (s->small == small && segment_is_free(s) && fp_pool_is_oversize(&p->opts, s->size))
             v[n++] = s;
     qsort(v, n, sizeof *v, by_size_desc);
     for (size_t i = 0; i < n && total < key; i++) {
@@ -270,8 +270,8 @@ static void collect_garbage(fp_pool *p)
 static size_t segment_for(const fp_pool *p, size_t rounded)
 {
     size_t r = p->opts.exact_segment_round;
-    if (!r || fp_is_small(rounded) || rounded > SIZE_MAX - r)
-        return fp_segment_size(rounded);
+    if (!r || fp_pool_is_small(rounded) || rounded > SIZE_MAX - r)
+        return fp_pool_segment_size(rounded);
     return (rounded + r - 1) / r * r;
 }
 
@@ -385,7 +385,7 @@ typedef struct alloc_req {
 static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **out,
                         uint64_t *freed_at)
 {
-    bool small = fp_is_small(rounded);
+    bool small = fp_pool_is_small(rounded);
     fp_block *b = find_free(p, rounded, small);
     bool too_fresh = b && b->stamp >= rq->unsafe_from;
     if (b && !too_fresh) {
@@ -408,7 +408,7 @@ static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_bloc
 static int vmm_find(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **out,
                     uint64_t *freed_at)
 {
-    bool small = fp_is_small(rounded);
+    bool small = fp_pool_is_small(rounded);
     fp_block *b = fp_index_lower_bound(fp_index_of(p, small), rounded);
     bool too_fresh = b && b->stamp >= rq->unsafe_from;
     uint64_t maps = p->st.num_map_calls;
@@ -444,7 +444,7 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
                       : find_or_grow(p, rq, rounded, &b, &g->freed_at);
     if (err)
         return err;
-    if (fp_map_make_room(&p->live) || take_block(p, b, rounded, fp_is_small(rounded)))
+    if (fp_map_make_room(&p->live) || take_block(p, b, rounded, fp_pool_is_small(rounded)))
         return ENOMEM;
     fp_map_put(&p->live, b);
     b->requested = size;

@@ -61,7 +61,7 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally
                         (unsigned long long)b->addr, (unsigned long long)b->stamp,
                         (unsigned long long)p->clock);
         *(s->small ? &t->free_small : &t->free_large) += 1;
-        if (fp_block_is_split(b) && !s->vmm) {
+        if (fp_stat_is_split(b) && !s->vmm) {
             add3(t->split_bytes, s->small, (int64_t)b->size);
             add3(t->split_count, s->small, 1);
         }
@@ -78,7 +78,7 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally
     add3(t->allocated, s->small, (int64_t)b->size);
     add3(t->requested, s->small, (int64_t)b->requested);
     add3(t->allocations, s->small, 1);
-    if (fp_is_oversize(&p->opts, b->size))
+    if (fp_pool_is_oversize(&p->opts, b->size))
         t->oversize_allocs++;
     return 0;
 }

@@ -30,7 +30,7 @@ static inline void fp_stat_add3(fp_stat s[FP_NKINDS], bool small, int64_t d)
     fp_stat_add(&s[small ? FP_SMALL : FP_LARGE], d);
 }
 
-static inline bool fp_block_is_split(const fp_block *b)
+static inline bool fp_stat_is_split(const fp_block *b)
 {
     return b->prev || b->next;
 }
@@ -76,7 +76,7 @@ static inline void fp_account_segment(fp_pool *p, fp_segment *s, int64_t sign)
  * "non-releasable" memory, held idle inside a partly used segment. */
 static inline void fp_account_split_free(fp_pool *p, fp_block *b, int64_t sign)
 {
-    if (b->state != FP_BLOCK_FREE || !fp_block_is_split(b) || p->page)
+    if (b->state != FP_BLOCK_FREE || !fp_stat_is_split(b) || p->page)
         return; /* idle pages of virtual-memory segments can all be released */
     fp_stat_add3(p->st.inactive_split_bytes, b->small, sign * (int64_t)b->size);
     fp_stat_add3(p->st.inactive_split, b->small, sign);

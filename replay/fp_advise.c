@@ -1,7 +1,7 @@
 /* fp_advise.c - the verdict (design in fp_advise.h and docs/advice.md).
  *
  * Invariants: a FIX names only text that was itself replayed clean at the
- * budget; the setting in force is never a verdict; fp_advice_put_fix
+ * budget; the setting in force is never a verdict; fp_advise_put_fix
  * formats into the caller's sink without allocating.
  */
 #include "fp_advise.h"
@@ -316,7 +316,7 @@ static uint64_t too_large(const fp_trace *t, size_t *at)
 {
     uint64_t most = 0;
     for (size_t i = 0; i < t->n; i++) {
-        const fp_trace_event *e = &t->ev[i];
+        const fp_tracer_event *e = &t->ev[i];
         if (e->op != 'f' && e->size > FP_MAX_REQUEST && e->size > most) {
             most = e->size;
             *at = i;
@@ -398,7 +398,7 @@ int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n, const f
 
 /* ---- the fix line ------------------------------------------------------------ */
 
-void fp_put_mib(fp_sink *s, size_t bytes)
+void fp_advise_put_mib(fp_sink *s, size_t bytes)
 {
     uint64_t mib = bytes / FP_MIB + (bytes % FP_MIB != 0), div = 1;
     while (mib / div >= 1000)
@@ -430,9 +430,9 @@ static void put_fix(fp_sink *s, const fp_advice *a, const char *subject)
 {
     put_named(s, a, "", subject);
     fp_puts(s, " fits in ");
-    fp_put_mib(s, a->need);
+    fp_advise_put_mib(s, a->need);
     fp_puts(s, "; it had ");
-    fp_put_mib(s, a->budget);
+    fp_advise_put_mib(s, a->budget);
     if (a->torch[0]) {
         fp_puts(s, " (PyTorch: PYTORCH_CUDA_ALLOC_CONF=");
         fp_puts(s, a->torch);
@@ -444,11 +444,11 @@ static void put_raise_cap(fp_sink *s, const fp_advice *a, const char *subject)
 {
     put_named(s, a, "the cap binds: ", subject);
     fp_puts(s, " under the settings in force fits in ");
-    fp_put_mib(s, a->need);
+    fp_advise_put_mib(s, a->need);
     fp_puts(s, ", over the cap's ");
-    fp_put_mib(s, a->budget);
+    fp_advise_put_mib(s, a->budget);
     fp_puts(s, ", and no setting fits under the cap; the device had ");
-    fp_put_mib(s, a->room);
+    fp_advise_put_mib(s, a->room);
 }
 
 static void put_none(fp_sink *s, const fp_advice *a)
@@ -457,20 +457,20 @@ static void put_none(fp_sink *s, const fp_advice *a)
     if (a->peak_live == SIZE_MAX)
         fp_puts(s, "more than 2^64 (the count stops there)");
     else
-        fp_put_mib(s, a->peak_live);
+        fp_advise_put_mib(s, a->peak_live);
     fp_puts(s, " (each request rounded), and ");
     if (a->best_need) {
         fp_puts(s, "the leanest setting (");
         fp_puts(s, a->leanest[0] ? a->leanest : "fragpool's defaults");
         fp_puts(s, ") needs ");
-        fp_put_mib(s, a->best_need);
+        fp_advise_put_mib(s, a->best_need);
         fp_puts(s, ", ");
-        fp_put_mib(s, a->best_need > a->budget ? a->best_need - a->budget : 0);
+        fp_advise_put_mib(s, a->best_need > a->budget ? a->best_need - a->budget : 0);
         fp_puts(s, " more than the ");
     } else {
         fp_puts(s, "no setting fits any budget tried, against the ");
     }
-    fp_put_mib(s, a->budget);
+    fp_advise_put_mib(s, a->budget);
     fp_puts(s, " it had: exhaustion, not fragmentation; reduce the working set (batch "
                "size, sequence length) or free the memory held outside the pool");
 }
@@ -498,9 +498,9 @@ static void put_current(fp_sink *s, const fp_advice *a, const char *subject, int
     fp_puts(s, oom ? "none proven" DASH "a replay of " : "none needed" DASH "a replay of ");
     fp_puts(s, subject);
     fp_puts(s, " under the settings in force fits in ");
-    fp_put_mib(s, a->current_need);
+    fp_advise_put_mib(s, a->current_need);
     fp_puts(s, ", within the ");
-    fp_put_mib(s, a->budget);
+    fp_advise_put_mib(s, a->budget);
     fp_puts(s, " it had, and no setting needs less");
     if (oom)
         fp_puts(s, ": the pool's layout did not cause this; memory outside the pool grew "
@@ -513,18 +513,18 @@ static void put_best(fp_sink *s, const fp_advice *a, const char *subject)
         fp_puts(s, "keep the settings in force" DASH "no setting holds ");
         fp_put_u64(s, FP_ADVICE_SAVING_PCT);
         fp_puts(s, "% less than their ");
-        fp_put_mib(s, a->current_need);
+        fp_advise_put_mib(s, a->current_need);
         fp_puts(s, " at peak in a replay of ");
         fp_puts(s, subject);
         return;
     }
     put_named(s, a, "", subject);
     fp_puts(s, " holds ");
-    fp_put_mib(s, a->need);
+    fp_advise_put_mib(s, a->need);
     fp_puts(s, " at peak, ");
     fp_put_u64(s, (uint64_t)(a->current_need - a->need) * 100 / a->current_need);
     fp_puts(s, "% less than the ");
-    fp_put_mib(s, a->current_need);
+    fp_advise_put_mib(s, a->current_need);
     fp_puts(s, " of the settings in force");
 }
 
@@ -547,17 +547,17 @@ static void put_verdict(fp_sink *s, const fp_advice *a, const char *lead, const 
     fp_putc(s, '\n');
 }
 
-void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject)
+void fp_advise_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject)
 {
     put_verdict(s, a, lead, subject, 0);
 }
 
-void fp_advice_put_fix(fp_sink *s, const fp_advice *a)
+void fp_advise_put_fix(fp_sink *s, const fp_advice *a)
 {
     put_verdict(s, a, "fragpool: fix: ", "this run up to this failure", 1);
 }
 
-void fp_advice_put_paste(fp_sink *s, const fp_advice *a)
+void fp_advise_put_paste(fp_sink *s, const fp_advice *a)
 {
     if (a->kind != FP_ADVICE_FIX && a->kind != FP_ADVICE_RAISE_CAP && a->kind != FP_ADVICE_BEST)
         return;

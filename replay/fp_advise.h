@@ -106,15 +106,15 @@ int fp_advise_rows(const fp_trace *t, const fp_tune_row *rows, size_t n, const f
 
 /* The verdict in one line: lead, then the setting and the replay's
  * figures for subject ("this trace"), "\n".  No allocation, no stdio. */
-void fp_advice_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject);
+void fp_advise_put(fp_sink *s, const fp_advice *a, const char *lead, const char *subject);
 /* The fix line of an OOM message: "fragpool: fix: ..." about "this run up
  * to this failure". */
-void fp_advice_put_fix(fp_sink *s, const fp_advice *a);
+void fp_advise_put_fix(fp_sink *s, const fp_advice *a);
 /* The paste-ready lines of a verdict that names a setting:
  * "FRAGPOOL_CONF=...\n", and "PYTORCH_CUDA_ALLOC_CONF=...\n" when every
  * key has a PyTorch name; nothing for other verdicts. */
-void fp_advice_put_paste(fp_sink *s, const fp_advice *a);
+void fp_advise_put_paste(fp_sink *s, const fp_advice *a);
 /* "fits in 18,474 MiB": whole MiB (rounded up) with thousands commas. */
-void fp_put_mib(fp_sink *s, size_t bytes);
+void fp_advise_put_mib(fp_sink *s, size_t bytes);
 
 #endif

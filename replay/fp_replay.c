@@ -106,7 +106,7 @@ static void count_event(size_t *count, size_t *first, size_t idx)
         *first = idx;
 }
 
-static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
+static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t idx,
                          const fp_replay_hook *h, fp_replay_result *r)
 {
     size_t i = fp_hmap_slot(m, e->id);
@@ -129,8 +129,8 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_trace_event *e, size_t i
 
 /* An 'o' row: the recorded run asked for this and was refused.  Asked
  * again here; served, it is given straight back (the run never had it). */
-static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx, const fp_replay_hook *h,
-                           fp_replay_result *r)
+static void replay_refused(fp_pool *p, const fp_tracer_event *e, size_t idx,
+                           const fp_replay_hook *h, fp_replay_result *r)
 {
     uint64_t addr;
     r->recorded_ooms++;
@@ -146,7 +146,7 @@ static void replay_refused(fp_pool *p, const fp_trace_event *e, size_t idx, cons
     note(h, FP_REPLAY_OOM, 0, e->size, idx);
 }
 
-static void replay_event(fp_pool *p, idmap *m, const fp_trace_event *e, size_t idx,
+static void replay_event(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t idx,
                          const fp_replay_hook *h, fp_replay_result *r)
 {
     if (e->op == 'a') {
@@ -246,7 +246,7 @@ size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
     }
     size_t live = 0, peak = 0;
     for (size_t k = 0; k < t->n; k++) {
-        const fp_trace_event *e = &t->ev[k];
+        const fp_tracer_event *e = &t->ev[k];
         size_t i = fp_hmap_slot(&m, e->id);
         uint64_t held = fp_hmap_at(&m, i);
         if (e->op != 'f' && e->size > FP_MAX_REQUEST)

@@ -14,15 +14,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct fp_trace_event {
+typedef struct fp_tracer_event {
     uint64_t id;     /* unique for one allocation's lifetime  */
     uint64_t size;   /* requested bytes                        */
     uint32_t stream; /* the program's stream number            */
     char op;         /* 'a' allocate, 'f' free                 */
-} fp_trace_event;
+} fp_tracer_event;
 
 typedef struct fp_trace {
-    fp_trace_event *ev;
+    fp_tracer_event *ev;
     size_t n, cap;
     const char *format; /* "fragpool CSV", "RMM log", "PyTorch snapshot" */
     /* Readers that map addresses to ids (RMM, snapshots): frees of an

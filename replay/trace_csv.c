@@ -25,7 +25,7 @@ static int bad_field(fp_reader *r, int k, const char *p, size_t n, const char *w
     return EINVAL;
 }
 
-static int parse_row(fp_reader *r, const char *s, size_t n, fp_trace_event *e)
+static int parse_row(fp_reader *r, const char *s, size_t n, fp_tracer_event *e)
 {
     static const char num[] = "a decimal number from 0 to 18446744073709551615";
     const char *f[5];
@@ -72,7 +72,7 @@ static int take_line(fp_reader *r, fp_trace *t)
     r->header_seen = 1;
     if (first && is_header(s, n))
         return 0;
-    fp_trace_event e = {0};
+    fp_tracer_event e = {0};
     int rc = parse_row(r, s, n, &e);
     if (rc || e.op == 's' || e.op == 'r')
         return rc;

@@ -8,11 +8,11 @@
 
 int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream)
 {
-    fp_trace_event *nv = fp_vec_grow(t->ev, &t->cap, t->n + 1, sizeof *nv, 4096);
+    fp_tracer_event *nv = fp_vec_grow(t->ev, &t->cap, t->n + 1, sizeof *nv, 4096);
     if (!nv)
         return ENOMEM;
     t->ev = nv;
-    t->ev[t->n++] = (fp_trace_event){id, size, stream, op};
+    t->ev[t->n++] = (fp_tracer_event){id, size, stream, op};
     return 0;
 }
 

@@ -139,7 +139,7 @@ static void fp_json_escape(fp_sink *s, unsigned char c)
         fp_put(s, e, 6);
 }
 
-void fp_put_json_string(fp_sink *s, const char *p, size_t n)
+void fp_emit_json_string(fp_sink *s, const char *p, size_t n)
 {
     const unsigned char *u = (const unsigned char *)p;
     size_t run = 0, i = 0;
@@ -176,7 +176,7 @@ static void fp_json_sepn(fp_json *j, const char *key, size_t klen)
         fp_putc(j->s, ',');
     j->more |= bit;
     if (key) {
-        fp_put_json_string(j->s, key, klen);
+        fp_emit_json_string(j->s, key, klen);
         fp_putc(j->s, ':');
     }
 }
@@ -243,7 +243,7 @@ void fp_json_null(fp_json *j, const char *key)
 void fp_json_strn(fp_json *j, const char *key, const char *p, size_t n)
 {
     fp_json_sep(j, key);
-    fp_put_json_string(j->s, p, n);
+    fp_emit_json_string(j->s, p, n);
 }
 
 void fp_json_str(fp_json *j, const char *key, const char *str)
@@ -276,7 +276,7 @@ void fp_json_pair(fp_json *j, const char *key, size_t klen, const char *val, siz
 {
     fp_json_sepn(j, key, klen);
     if (val)
-        fp_put_json_string(j->s, val, vlen);
+        fp_emit_json_string(j->s, val, vlen);
     else
         fp_put(j->s, "null", 4);
 }

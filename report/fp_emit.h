@@ -50,20 +50,20 @@ void fp_json_fixed(fp_json *j, const char *key, uint64_t num, uint64_t den,
                    unsigned decimals); /* den 0: null */
 /* A JSON string literal: quotes, backslashes and control characters
  * escaped, invalid UTF-8 replaced by \ufffd. */
-void fp_put_json_string(fp_sink *s, const char *p, size_t n);
+void fp_emit_json_string(fp_sink *s, const char *p, size_t n);
 
 /* ---- sizes (fp_size.c) ----------------------------------------------------- */
 
 /* PyTorch's format_size (the OOM message): "512 bytes" up to 1024, then two
  * decimals of KiB up to 1 MiB, of MiB up to 1 GiB, else of GiB. */
 void fp_format_size(size_t bytes, char out[32]);
-void fp_put_size(fp_sink *s, size_t bytes);
+void fp_emit_size(fp_sink *s, size_t bytes);
 /* memory_summary's table cells, 10 columns: the unit is picked by pref
  * (the "all" row's value), "%6d B  " / KiB / MiB / GiB / TiB / PiB with
  * floor division; counts "%7d   " / K / M by thousands. */
 void fp_format_size_col(int64_t v, int64_t pref, char out[24]);
 void fp_format_count_col(int64_t v, int64_t pref, char out[24]);
 /* A duration: "850 ns", "12.50 µs", "3.20 ms", "1.05 s". */
-void fp_put_duration(fp_sink *s, uint64_t ns);
+void fp_emit_duration(fp_sink *s, uint64_t ns);
 
 #endif

@@ -1,7 +1,7 @@
 /* fp_host_summary.c - pinned host memory in the summary: the
  * rows of the "pinned" section and the OOM explanation's note.
  *
- * Invariants: the section is one list of rows (fp_host_rows, below) in
+ * Invariants: the section is one list of rows (fp_report_host_rows, below) in
  * groups; fp_summary.c walks the same groups for the text box and the
  * JSON object "pinned", so every field is in both.  Reads only the
  * fp_host_report it is given; never allocates, locks or calls stdio, so it
@@ -37,7 +37,7 @@ static void host_stat(fp_host_list *o, const char *key, const char *label, int k
     group(o, key, label, first, 0);
 }
 
-void fp_host_rows(const fp_host_report *h, fp_host_list *o)
+void fp_report_host_rows(const fp_host_report *h, fp_host_list *o)
 {
     const fp_pool_stats *st = &h->stats;
     o->nrows = o->ngroups = 0;
@@ -70,15 +70,15 @@ void fp_host_rows(const fp_host_report *h, fp_host_list *o)
           put(o, "max_reserved", " host_max_reserved_mb", NULL, FP_ROW_LIMIT, h->max_reserved), 0);
 }
 
-int fp_host_oom_note(const fp_host_report *h, fp_sink *out)
+int fp_report_host_oom_note(const fp_host_report *h, fp_sink *out)
 {
     size_t held = h ? (size_t)h->stats.reserved_bytes[FP_ALL].current : 0;
     if (held >= FP_HOST_LARGE) {
         size_t idle = held - (size_t)h->stats.allocated_bytes[FP_ALL].current;
         fp_puts(out, "fragpool: note: ");
-        fp_put_size(out, held);
+        fp_emit_size(out, held);
         fp_puts(out, " of host memory is pinned through fragpool (");
-        fp_put_size(out, idle);
+        fp_emit_size(out, idle);
         fp_puts(out, " of it idle in its cache); pinned pages stay out of the OS's reach: "
                      "host_max_cached_mb or host_max_reserved_mb limit them\n");
     }

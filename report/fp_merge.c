@@ -287,9 +287,9 @@ static void put_row(fp_sink *s, const merge_row *r, const char *label)
             fp_put_i64(o, id[i]);
         cell_end(&c, s, column_width[i]);
     }
-    fp_put_size(cell_begin(&c), r->peak_alloc > 0 ? (size_t)r->peak_alloc : 0);
+    fp_emit_size(cell_begin(&c), r->peak_alloc > 0 ? (size_t)r->peak_alloc : 0);
     cell_end(&c, s, column_width[3]);
-    fp_put_size(cell_begin(&c), r->peak_res > 0 ? (size_t)r->peak_res : 0);
+    fp_emit_size(cell_begin(&c), r->peak_res > 0 ? (size_t)r->peak_res : 0);
     cell_end(&c, s, column_width[4]);
     uint64_t res = r->peak_res > 0 ? (uint64_t)r->peak_res : 0;
     uint64_t alloc = r->peak_alloc > 0 ? (uint64_t)r->peak_alloc : 0;

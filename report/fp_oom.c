@@ -15,7 +15,7 @@
  *  - exactly two lines; the cause is decided once (fp_oom_cause); a
  *    request over 2^48 - 1 bytes, which the pool refuses before looking at
  *    a cap or the device, is said as too large, never as exhaustion;
- *  - every size goes through fp_put_size (PyTorch's format_size).
+ *  - every size goes through fp_emit_size (PyTorch's format_size).
  */
 #include "fp_report.h"
 
@@ -78,7 +78,7 @@ static void fp_put_known(fp_sink *s, size_t v, size_t unknown)
     if (v == unknown)
         fp_puts(s, "unknown");
     else
-        fp_put_size(s, v);
+        fp_emit_size(s, v);
 }
 
 /* ---- line 1 ------------------------------------------------------------------- */
@@ -87,21 +87,21 @@ static void fp_oom_headline(fp_sink *s, const fp_oom_ctx *c, int device)
 {
     const fp_oom_info *o = c->o;
     fp_puts(s, "fragpool: CUDA out of memory. Tried to allocate ");
-    fp_put_size(s, o->requested);
+    fp_emit_size(s, o->requested);
     fp_puts(s, " (GPU ");
     fp_put_i64(s, device);
     fp_puts(s, "; ");
     fp_put_known(s, c->total, 0);
     fp_puts(s, " total capacity; ");
-    fp_put_size(s, o->allocated);
+    fp_emit_size(s, o->allocated);
     fp_puts(s, " allocated; ");
-    fp_put_size(s, o->reserved);
+    fp_emit_size(s, o->reserved);
     fp_puts(s, " reserved by fragpool, of which ");
-    fp_put_size(s, o->idle);
+    fp_emit_size(s, o->idle);
     fp_puts(s, " idle in cached blocks; ");
     fp_put_known(s, c->dfree, (size_t)-1);
     fp_puts(s, " free on the device; largest free block ");
-    fp_put_size(s, o->largest_free);
+    fp_emit_size(s, o->largest_free);
     fp_puts(s, ")\n");
 }
 
@@ -148,7 +148,7 @@ static void fp_put_cap_setting(fp_sink *s, const fp_oom_ctx *c)
         fp_puts(s, "per_process_memory_fraction:");
         fp_put_fraction(s, c->opts->memory_fraction);
         fp_puts(s, " of ");
-        fp_put_size(s, c->opts->device_total ? c->opts->device_total : c->total);
+        fp_emit_size(s, c->opts->device_total ? c->opts->device_total : c->total);
     } else {
         fp_puts(s, "max_reserved_mb:");
         fp_put_u64(s, c->opts->max_reserved / FP_MIB);
@@ -166,21 +166,21 @@ static size_t fp_oom_cap_bytes(const fp_oom_ctx *c)
 
 static void fp_cause_frag_numbers(fp_sink *s, const fp_oom_ctx *c)
 {
-    fp_put_size(s, c->o->idle);
+    fp_emit_size(s, c->o->idle);
     if (fp_oom_fragmented(c) == FP_FRAG_WITH_FREE) {
         fp_puts(s, " idle in cached blocks and the ");
-        fp_put_size(s, c->dfree);
+        fp_emit_size(s, c->dfree);
         fp_puts(s, " free on the device would cover the ");
-        fp_put_size(s, c->o->segment);
+        fp_emit_size(s, c->o->segment);
         fp_puts(s, " segment the ");
     } else {
         fp_puts(s, " idle in cached blocks would cover the ");
     }
-    fp_put_size(s, c->o->requested);
+    fp_emit_size(s, c->o->requested);
     fp_puts(s, " request");
     fp_puts(s, fp_oom_fragmented(c) == FP_FRAG_WITH_FREE ? " needed" : "");
     fp_puts(s, ", but the largest free block is ");
-    fp_put_size(s, c->o->largest_free);
+    fp_emit_size(s, c->o->largest_free);
 }
 
 static void fp_cause_frag(fp_sink *s, const fp_oom_ctx *c)
@@ -190,7 +190,7 @@ static void fp_cause_frag(fp_sink *s, const fp_oom_ctx *c)
     int64_t stuck = c->st ? c->st->inactive_split_bytes[FP_ALL].current : 0;
     if (stuck > 0) {
         fp_puts(s, "; ");
-        fp_put_size(s, (size_t)stuck);
+        fp_emit_size(s, (size_t)stuck);
         fp_puts(s, " of it sits in partly used segments, which cannot be released");
     }
 }
@@ -200,13 +200,13 @@ static void fp_cause_cap(fp_sink *s, const fp_oom_ctx *c)
     const fp_oom_info *o = c->o;
     size_t cap = fp_oom_cap_bytes(c);
     fp_puts(s, "the cap refused" FP_DASH "reserved ");
-    fp_put_size(s, o->reserved);
+    fp_emit_size(s, o->reserved);
     fp_puts(s, " plus the ");
-    fp_put_size(s, o->segment);
+    fp_emit_size(s, o->segment);
     fp_puts(s, " segment it needed would pass the cap");
     if (cap != SIZE_MAX) {
         fp_putc(s, ' ');
-        fp_put_size(s, cap);
+        fp_emit_size(s, cap);
     }
     fp_puts(s, " (");
     fp_put_cap_setting(s, c);
@@ -220,14 +220,14 @@ static void fp_cause_cap(fp_sink *s, const fp_oom_ctx *c)
 static void fp_cause_exhaustion(fp_sink *s, const fp_oom_ctx *c)
 {
     fp_puts(s, "exhaustion" FP_DASH "live allocations hold ");
-    fp_put_size(s, c->o->allocated);
+    fp_emit_size(s, c->o->allocated);
     if (c->total) {
         fp_puts(s, " of ");
-        fp_put_size(s, c->total);
+        fp_emit_size(s, c->total);
     }
     if (c->dfree != (size_t)-1) {
         fp_puts(s, "; the device has ");
-        fp_put_size(s, c->dfree);
+        fp_emit_size(s, c->dfree);
         fp_puts(s, " free");
     } else {
         fp_puts(s, "; the device's free memory is unknown");
@@ -246,7 +246,7 @@ static void fp_cause_too_large(fp_sink *s, const fp_oom_ctx *c)
 static void fp_cause_driver(fp_sink *s, const fp_oom_ctx *c)
 {
     fp_puts(s, "driver error" FP_DASH "reserving a ");
-    fp_put_size(s, c->o->segment);
+    fp_emit_size(s, c->o->segment);
     fp_puts(s, " segment failed with error ");
     fp_put_i64(s, c->o->backend_err);
     fp_puts(s, ", not for lack of memory");

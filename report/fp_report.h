@@ -34,9 +34,9 @@ typedef struct fp_leak {
 
 /* ---- the metric list ----------------------------------------------------------
  * Every counter of the summary is one row: its JSON key, its text, its kind
- * and its value.  fp_summary_text and fp_summary_json walk the same rows, so
+ * and its value.  fp_report_text and fp_report_json walk the same rows, so
  * a counter shown in one is shown in the other.  Rows come in groups: the
- * pool's counters (fp_summary_pool_rows, the list report/ owns) and groups
+ * pool's counters (fp_report_pool_rows, the list report/ owns) and groups
  * the caller owns (the shim's deferral and IPC, a replay's trace problems),
  * which report/ shows without knowing what they mean.
  *
@@ -105,7 +105,7 @@ typedef struct fp_dev_report {
  * own ("Largest free block", "Served from cache", "Segments", ...) and the
  * "Pool counters" lines leave it out: one value in one place (the JSON
  * has every row). */
-int fp_summary_row_in_prose(const char *key);
+int fp_report_row_in_prose(const char *key);
 
 /* Why a pool runs the segments it runs, from expandable_segments as set
  * (FP_VMM_*) and whether the pool has virtual-memory segments: the one
@@ -159,10 +159,10 @@ void fp_report_fill_pool(fp_dev_report *d, fp_pool *p, const fp_pool_stats *st, 
 /* The pool's rows of the metric list for st (the list report/ owns):
  * fills rows (FP_POOL_NROWS of them) and returns the count. */
 #define FP_POOL_NROWS 17
-size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS]);
+size_t fp_report_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS]);
 /* One row as the text summary shows it ("3 fences", "1.00 GiB largest free
  * block", "context events: yes"). */
-void fp_summary_put_row(fp_sink *o, const fp_row *r);
+void fp_report_put_row(fp_sink *o, const fp_row *r);
 
 /* Walk p and keep the ntop largest live blocks allocated after allocation
  * number since in top (largest first, ties by allocation order), with the
@@ -174,8 +174,8 @@ size_t fp_report_collect_leaks(fp_pool *p, uint64_t since, fp_leak *top, size_t 
 /* ---- summary (fp_summary.c) ----------------------------------------------- */
 
 /* Both flush out and return fp_sink_flush's result (0, ENOSPC, errno). */
-int fp_summary_text(const fp_run_report *r, fp_sink *out);
-int fp_summary_json(const fp_run_report *r, fp_sink *out);
+int fp_report_text(const fp_run_report *r, fp_sink *out);
+int fp_report_json(const fp_run_report *r, fp_sink *out);
 
 /* ---- pinned host memory (fp_host_summary.c) --------------------------------- */
 /* The rows of the pinned section, in groups: fp_summary.c walks them for
@@ -187,10 +187,10 @@ typedef struct fp_host_list {
     fp_group groups[FP_HOST_NGROUPS];
     size_t nrows, ngroups;
 } fp_host_list;
-void fp_host_rows(const fp_host_report *h, fp_host_list *o);
+void fp_report_host_rows(const fp_host_report *h, fp_host_list *o);
 /* One line "fragpool: note: ..." when h holds FP_HOST_LARGE or more
  * pinned; nothing otherwise.  Flushes out; returns as fp_sink_flush. */
-int fp_host_oom_note(const fp_host_report *h, fp_sink *out);
+int fp_report_host_oom_note(const fp_host_report *h, fp_sink *out);
 
 /* ---- OOM (fp_oom.c) -------------------------------------------------------- */
 

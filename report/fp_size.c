@@ -17,7 +17,7 @@
 
 #include <string.h>
 
-void fp_put_size(fp_sink *s, size_t bytes)
+void fp_emit_size(fp_sink *s, size_t bytes)
 {
     static const char *const unit[] = {" KiB", " MiB", " GiB"};
     uint64_t b = bytes, div = 1024;
@@ -38,7 +38,7 @@ void fp_put_size(fp_sink *s, size_t bytes)
 void fp_format_size(size_t bytes, char out[32])
 {
     fp_sink s = fp_sink_buffer(out, 32);
-    fp_put_size(&s, bytes);
+    fp_emit_size(&s, bytes);
 }
 
 /* Python's floor division by a positive divisor. */
@@ -94,7 +94,7 @@ void fp_format_count_col(int64_t v, int64_t pref, char out[24])
     fp_putc(&s, ' ');
 }
 
-void fp_put_duration(fp_sink *s, uint64_t ns)
+void fp_emit_duration(fp_sink *s, uint64_t ns)
 {
     if (ns < 1000) {
         fp_put_u64(s, ns);

@@ -90,7 +90,7 @@ static void fp_frag(const fp_pool_stats *st, uint64_t *num, uint64_t *den)
     X("gc_releases", " GC release", " GC releases", FP_ROW_COUNT, num_gc_releases)                 \
     X("invalid_frees", " invalid free", " invalid frees", FP_ROW_COUNT, num_invalid_frees)
 
-size_t fp_summary_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
+size_t fp_report_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
 {
     size_t n = 0;
     uint64_t num, den;
@@ -239,7 +239,7 @@ static void fp_text_subtitle(fp_sink *s, const fp_run_report *r, const fp_dev_re
         fp_put_visible(&l, d->device_name, strlen(d->device_name));
     if (d->total_capacity) {
         fp_sep(&l, ", ");
-        fp_put_size(&l, d->total_capacity);
+        fp_emit_size(&l, d->total_capacity);
     }
     if (r->pid > 0) {
         fp_sep(&l, "; ");
@@ -327,9 +327,9 @@ static void fp_text_frag(fp_sink *s, const fp_pool_stats *st)
     fp_put_percent(o, num, den);
     if (den) {
         fp_puts(o, " (1 - peak allocated ");
-        fp_put_size(o, (size_t)st->allocated_bytes[FP_ALL].peak);
+        fp_emit_size(o, (size_t)st->allocated_bytes[FP_ALL].peak);
         fp_puts(o, " / peak reserved ");
-        fp_put_size(o, (size_t)den);
+        fp_emit_size(o, (size_t)den);
         fp_putc(o, ')');
     } else {
         fp_puts(o, " (nothing reserved)");
@@ -341,13 +341,13 @@ static void fp_text_free(fp_sink *s, const fp_dev_report *d)
 {
     fp_val v;
     fp_sink *o = fp_val_begin(&v);
-    fp_put_size(o, d->stats.largest_free);
+    fp_emit_size(o, d->stats.largest_free);
     fp_puts(o, " now; ");
-    fp_put_size(o, d->stats.largest_free_at_peak);
+    fp_emit_size(o, d->stats.largest_free_at_peak);
     fp_puts(o, " at peak allocated");
     fp_val_end(&v, s, "Largest free block");
     o = fp_val_begin(&v);
-    fp_put_size(o, d->idle_now);
+    fp_emit_size(o, d->idle_now);
     fp_puts(o, " reserved but not allocated, now");
     fp_val_end(&v, s, "Idle in cached blocks");
     if (d->replay)
@@ -356,10 +356,10 @@ static void fp_text_free(fp_sink *s, const fp_dev_report *d)
     if (d->device_free == (size_t)-1) {
         fp_puts(o, "unknown");
     } else {
-        fp_put_size(o, d->device_free);
+        fp_emit_size(o, d->device_free);
         if (d->total_capacity) {
             fp_puts(o, " of ");
-            fp_put_size(o, d->total_capacity);
+            fp_emit_size(o, d->total_capacity);
         }
     }
     fp_val_end(&v, s, "Free on the device");
@@ -402,7 +402,7 @@ static void fp_text_segments(fp_sink *s, const fp_dev_report *d)
     fp_sink *o = fp_val_begin(&v);
     if (st->page_size) {
         fp_puts(o, "virtual memory, ");
-        fp_put_size(o, st->page_size);
+        fp_emit_size(o, st->page_size);
         fp_puts(o, " pages");
     } else {
         fp_puts(o, "classic, as PyTorch's");
@@ -435,10 +435,10 @@ static void fp_text_time(fp_sink *s, const fp_dev_report *d)
     fp_val v;
     fp_sink *o = fp_val_begin(&v);
     uint64_t calls = d->stats.num_allocs + d->stats.num_frees;
-    fp_put_duration(o, d->alloc_ns);
+    fp_emit_duration(o, d->alloc_ns);
     if (calls) {
         fp_puts(o, "; ");
-        fp_put_duration(o, d->alloc_ns / calls);
+        fp_emit_duration(o, d->alloc_ns / calls);
         fp_puts(o, " per call (");
         fp_put_u64(o, calls);
         fp_puts(o, " allocs and frees)");
@@ -477,13 +477,13 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
     } else {
         fp_put_u64(o, d->leak_count);
         fp_puts(o, d->leak_count == 1 ? " allocation, " : " allocations, ");
-        fp_put_size(o, d->leak_bytes);
+        fp_emit_size(o, d->leak_bytes);
         fp_puts(o, ", largest first:");
     }
     fp_val_end(&v, s, d->running ? "Live now" : d->replay ? "Live at the end" : "Live at exit");
     for (size_t i = 0; i < d->nleaks && d->leaks; i++) {
         o = fp_val_begin(&v);
-        fp_put_size(o, d->leaks[i].size);
+        fp_emit_size(o, d->leaks[i].size);
         fp_puts(o, " at ");
         fp_put_hex(o, d->leaks[i].addr);
         fp_puts(o, " (allocation #");
@@ -501,11 +501,11 @@ static void fp_text_leaks(fp_sink *s, const fp_dev_report *d)
     }
 }
 
-void fp_summary_put_row(fp_sink *o, const fp_row *r)
+void fp_report_put_row(fp_sink *o, const fp_row *r)
 {
     switch (r->kind) {
     case FP_ROW_BYTES:
-        fp_put_size(o, (size_t)r->value);
+        fp_emit_size(o, (size_t)r->value);
         fp_puts(o, r->one);
         break;
     case FP_ROW_FLAG:
@@ -520,7 +520,7 @@ void fp_summary_put_row(fp_sink *o, const fp_row *r)
         if (!r->value)
             fp_puts(o, "no");
         else
-            fp_put_size(o, (size_t)r->value);
+            fp_emit_size(o, (size_t)r->value);
         fp_puts(o, r->one);
         break;
     default: fp_put_count(o, r->value, r->one, r->many ? r->many : r->one); break;
@@ -556,14 +556,14 @@ static void fp_text_group(fp_sink *s, const fp_group *g)
         } else if (i) {
             fp_puts(o, ", ");
         }
-        fp_summary_put_row(o, &g->rows[i]);
+        fp_report_put_row(o, &g->rows[i]);
     }
     fp_val_end(&v, s, label);
     if (g->note)
         fp_tbl_kv(s, NULL, g->note, strlen(g->note));
 }
 
-int fp_summary_row_in_prose(const char *key)
+int fp_report_row_in_prose(const char *key)
 {
     static const char *const prose[] = {
         "largest_free_block", "largest_free_block_at_peak", /* Largest free block */
@@ -581,9 +581,9 @@ int fp_summary_row_in_prose(const char *key)
 static void fp_text_pool_counts(fp_sink *s, const fp_pool_stats *st)
 {
     fp_row all[FP_POOL_NROWS], rows[FP_POOL_NROWS];
-    size_t n = fp_summary_pool_rows(st, all), k = 0;
+    size_t n = fp_report_pool_rows(st, all), k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!fp_summary_row_in_prose(all[i].key))
+        if (!fp_report_row_in_prose(all[i].key))
             rows[k++] = all[i];
     fp_group g = {.label = "Pool counters", .rows = rows, .nrows = k, .per_line = 1};
     fp_text_group(s, &g);
@@ -711,7 +711,7 @@ static void fp_text_host(fp_sink *s, const fp_host_report *h)
 {
     static const char title[] = "fragpool: pinned host memory (cudaHostAlloc, cudaMallocHost)";
     fp_host_list l;
-    fp_host_rows(h, &l);
+    fp_report_host_rows(h, &l);
     fp_tbl_rule(s, '=');
     fp_tbl_text(s, title, sizeof title - 1, 1);
     fp_tbl_rule(s, '-');
@@ -719,7 +719,7 @@ static void fp_text_host(fp_sink *s, const fp_host_report *h)
         fp_text_group(s, &l.groups[i]);
 }
 
-int fp_summary_text(const fp_run_report *r, fp_sink *out)
+int fp_report_text(const fp_run_report *r, fp_sink *out)
 {
     for (size_t i = 0; i < r->ndevs; i++) {
         fp_text_table(out, r, &r->devs[i]);
@@ -800,7 +800,7 @@ static void fp_json_pool_counts(fp_json *j, const fp_pool_stats *st)
 {
     fp_row rows[FP_POOL_NROWS];
     fp_group g = {.rows = rows};
-    g.nrows = fp_summary_pool_rows(st, rows);
+    g.nrows = fp_report_pool_rows(st, rows);
     fp_json_group(j, &g);
 }
 
@@ -813,7 +813,7 @@ static void fp_json_host(fp_json *j, const fp_host_report *h)
         return;
     }
     fp_host_list l;
-    fp_host_rows(h, &l);
+    fp_report_host_rows(h, &l);
     fp_json_obj(j, "pinned");
     for (size_t i = 0; i < l.ngroups; i++)
         fp_json_group(j, &l.groups[i]);
@@ -875,7 +875,7 @@ static void fp_json_config(fp_json *j, const fp_run_report *r)
     fp_json_end_obj(j);
 }
 
-int fp_summary_json(const fp_run_report *r, fp_sink *out)
+int fp_report_json(const fp_run_report *r, fp_sink *out)
 {
     fp_json j;
     fp_json_init(&j, out);

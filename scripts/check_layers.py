@@ -3,11 +3,15 @@
 
 Usage: scripts/check_layers.py [repo-root] [--objects BUILD-DIR] [--graph FOLDER]
 
-Two rules, over the C sources of the tree (no build needed):
+Three rules, over the C sources of the tree (no build needed):
   (a) no circle between the files of one folder: no file calls (or reads a
       global of) a file that, directly or through others, calls it back;
   (b) no include and no call that points up a layer or sideways to a peer:
-      a file may use its own folder and the folders of lower layers (LAYERS).
+      a file may use its own folder and the folders of lower layers (LAYERS);
+  (c) one prefix per module: the fp_<word>_ of an exported name (a function
+      or global a .c file defines, a function a header declares or defines)
+      belongs to one folder, and in shim/ to one module (shim_x.c with its
+      shim_x.h), so a name says where it lives.
 And the layer table of docs/design.md (between its "layers" comments) must
 be LAYERS, row for row.
 Every violation is one line on stdout; the exit status is 1 when there is
@@ -75,6 +79,9 @@ KNOWN = {}
 SKIP = ["build", ".git", ".ci", "cmake", "docs", "scripts"]
 
 SRC_EXT = (".c", ".h")
+PREFIX = re.compile(r"(fp_[a-z0-9]+)_\w")
+DECLARED = re.compile(r"^[A-Za-z_][\w \t*]*?\b(fp_[a-z0-9]+_\w*)\s*\(", re.M)
+ONE_MODULE = ["shim"]   # folders where a prefix belongs to one file pair
 IDENT = re.compile(r"[A-Za-z_]\w*")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 KEYWORDS = set("""if while for switch return sizeof _Alignof alignof
@@ -455,6 +462,38 @@ def doc_layers(root):
     return rows
 
 
+def prefix_owners(files):
+    """{prefix: files}: the files that define or declare a name of each fp_ prefix."""
+    own = {}
+    for rel, text in files.items():
+        code = strip(text)
+        names = set(definitions(code)) if rel.endswith(".c") else set()
+        if rel.endswith(".h"):
+            names |= {m.group(1) for m in DECLARED.finditer(code)
+                      if not m.group(0).lstrip().startswith(("return", "else"))}
+        for name in names:
+            m = PREFIX.match(name)
+            if m:
+                own.setdefault(m.group(1), set()).add(rel)
+    return own
+
+
+def prefix_problems(files):
+    """Rule (c): a prefix in two folders, or in two modules of a ONE_MODULE folder."""
+    problems = []
+    for prefix, owners in sorted(prefix_owners(files).items()):
+        folders = sorted({folder_of(r) for r in owners})
+        if len(folders) > 1:
+            problems.append(f"{prefix}_: names of one prefix in {len(folders)} folders "
+                            f"({', '.join(sorted(owners))}); one prefix per module")
+            continue
+        stems = sorted({os.path.splitext(r)[0] for r in owners})
+        if folders[0] in ONE_MODULE and len(stems) > 1:
+            problems.append(f"{prefix}_: names of one prefix in {len(stems)} modules of "
+                            f"{folders[0]}/ ({', '.join(sorted(owners))}); one prefix per module")
+    return problems
+
+
 def check(root, build=None):
     """(problems, notes): the lines that fail the check, and those that do not."""
     files = scan(root)
@@ -481,6 +520,7 @@ def check(root, build=None):
                 else "up a layer"
             problems.append(f"{rel} -> {dst} ({why}): {kind}, {src}/ may use only "
                             f"{', '.join(sorted(allowed[src]))}/")
+    problems += prefix_problems({r: t for r, t in files.items() if folder_of(r) in allowed})
     by_dir = {}
     for rel in edges:
         by_dir.setdefault(os.path.dirname(rel), []).append(rel)

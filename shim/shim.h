@@ -18,7 +18,7 @@
  *   shim_trace.c      the trace:PATH recorder;
  *   shim_snaprec.c    the snapshot's recorder: recent events, frames;
  *   shim_defer.c      deferred reuse: fences, behind the opaque fp_defer;
- *   shim_vmm.c        the VMM backend: ranges, pages mapped on demand, peers;
+ *   shim_pages.c        the VMM backend: ranges, pages mapped on demand, peers;
  *   shim_ipc_vmm.c    IPC of VMM blocks: descriptors over a socket, mapping;
  *   shim_pools.c      one pool per context, its backend, pointer routing;
  *   shim_host.c       pinned host memory: its pool, fences, live blocks;
@@ -55,7 +55,7 @@
 #include "shim_trace.h"
 #include "shim_snaprec.h"
 #include "shim_defer.h"
-#include "shim_vmm.h"
+#include "shim_pages.h"
 #include "shim_ipc_vmm.h"
 #include "shim_pools.h"
 #include "shim_host.h"

@@ -124,9 +124,9 @@ static void put_outside(fp_sink *s, const fp_oom_info *o, size_t device_free, si
     if (!total || device_free == (size_t)-1 || o->reserved + device_free + FP_MIB > total)
         return; /* unknown, or under 1 MiB */
     fp_puts(s, "fragpool: outside the pool: ");
-    fp_put_mib(s, total - device_free - o->reserved);
+    fp_advise_put_mib(s, total - device_free - o->reserved);
     fp_puts(s, " of the device's ");
-    fp_put_mib(s, total);
+    fp_advise_put_mib(s, total);
     fp_puts(s, " is held by this process's CUDA context, memory fragpool passes to the "
                "driver, and other processes (nvidia-smi lists them)\n");
 }
@@ -168,7 +168,7 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
     if (err)
         put_why_none(&line, err);
     else
-        fp_advice_put_fix(&line, &a);
+        fp_advise_put_fix(&line, &a);
     fp_puts(s, fix_line);
     if (!err) {
         put_method(s, &a, &t, &info, seconds_since(&t0));
@@ -250,7 +250,7 @@ static void advise_biggest(fp_ctx_pool **ds, size_t n, void *ud)
     fp_advice_req req = {.current = conf_as_run(big, &ran), .lean = 1};
     if (!info.broken && fp_advise(&t, &req, &a) == 0 && a.kind == FP_ADVICE_BEST) {
         fp_sink s = fp_sink_buffer(exit_note, sizeof exit_note);
-        fp_advice_put(&s, &a, "", info.dropped ? "the run's record" : "this run");
+        fp_advise_put(&s, &a, "", info.dropped ? "the run's record" : "this run");
         size_t n = fp_sink_length(&s);
         if (!fp_sink_error(&s) && n && exit_note[n - 1] == '\n')
             exit_note[n - 1] = '\0';

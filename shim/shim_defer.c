@@ -37,7 +37,7 @@
  * before a fence that the whole context waits for (or before a completed
  * synchronization).  `covered` only grows.
  *
- * Unmapping pages (shim_vmm.c) needs more than order: the work queued
+ * Unmapping pages (shim_pages.c) needs more than order: the work queued
  * before the pages' last free must have finished.  `done` says up to
  * which clock it has (a synchronization completed, or the fence event
  * was waited for); fp_defer_wait_done makes it cover a stamp, waiting on

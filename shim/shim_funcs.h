@@ -58,10 +58,10 @@
     X(cuDeviceGetDefaultMemPool) /* shim_mempool.c */                       \
     /* pinned host memory: shim_host.c */                                   \
     X(cuEventQuery)                                                         \
-    /* virtual-memory segments: shim_vmm.c, shim_mem.c */                   \
+    /* virtual-memory segments: shim_pages.c, shim_mem.c */                   \
     X(cuCtxGetDevice_v2) X(cuMemGetAllocationGranularity) X(cuMemSetAccess) \
     X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)                       \
-    /* IPC of virtual-memory blocks: shim_vmm.c, shim_ipc_vmm.c */          \
+    /* IPC of virtual-memory blocks: shim_pages.c, shim_ipc_vmm.c */          \
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
 // clang-format on
 

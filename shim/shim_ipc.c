@@ -41,7 +41,7 @@
 #include "shim_pools.h"
 #include "shim_real.h"
 #include "shim_state.h"
-#include "shim_vmm.h"
+#include "shim_pages.h"
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -71,7 +71,7 @@ bool fp_ipc_own_segment(size_t bytes)
     size_t n = fp_shim.conf.own_segment;
     if (!n || bytes < n)
         return false;
-    bump(&fp_ipc_tallies.own);
+    bump(&fp_state_ipc_tallies.own);
     return true;
 }
 
@@ -254,7 +254,7 @@ static int vmm_block(const reg_slot *s, size_t from, size_t n, int *fds, fp_ipcv
                       f.addr != s->addr || f.seq != s->seq
                   ? ESTALE
                   : 0;
-    size_t gran = err ? 0 : fp_vmm_page(d->vmm);
+    size_t gran = err ? 0 : fp_pages_page(d->vmm);
     if (!err && !gran)
         err = EIO;
     if (!err) {
@@ -264,7 +264,8 @@ static int vmm_block(const reg_slot *s, size_t from, size_t n, int *fds, fp_ipcv
                              .size = f.requested,
                              .ngran = (f.addr + f.requested - first + gran - 1) / gran};
         if (n)
-            err = from + n > b->ngran ? EINVAL : fp_vmm_export(d->vmm, first + from * gran, n, fds);
+            err =
+                from + n > b->ngran ? EINVAL : fp_pages_export(d->vmm, first + from * gran, n, fds);
     }
     fp_pools_put(d);
     return err;
@@ -353,7 +354,7 @@ static CUresult refuse(CUdeviceptr p, const fp_found *f)
                  ", or own_segment_mb:%zu (or less) so that allocations this "
                  "large get segments of their own",
                  f->requested / FP_MIB);
-    bump(&fp_ipc_tallies.refused);
+    bump(&fp_state_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation starts %llu B into a fragpool segment, "
            "and the driver's handle would give the process that opens it the segment's start; "
            "returning CUDA_ERROR_NOT_SUPPORTED (ipc_export:refuse). Leave ipc_export at "
@@ -366,7 +367,7 @@ static CUresult refuse(CUdeviceptr p, const fp_found *f)
  * CUDA_ERROR_INVALID_VALUE); own_segment_mb gives classic memory. */
 static CUresult refuse_vmm(CUdeviceptr p, const char *why)
 {
-    bump(&fp_ipc_tallies.refused);
+    bump(&fp_state_ipc_tallies.refused);
     fp_say("cuIpcGetMemHandle(0x%llx): this allocation lies in a fragpool virtual-memory "
            "range, which has no driver IPC handle, and %s; "
            "returning CUDA_ERROR_NOT_SUPPORTED. Set own_segment_mb:N so that allocations of N "
@@ -385,8 +386,8 @@ static CUresult fragpool_handle(CUdeviceptr p, reg_slot want, CUipcMemHandle *ou
                err == ENOSPC ? ": 65536 exported blocks are live at once" : "");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    bump(&fp_ipc_tallies.exports);
-    bump(&fp_ipc_tallies.exports_fragpool);
+    bump(&fp_state_ipc_tallies.exports);
+    bump(&fp_state_ipc_tallies.exports_fragpool);
     return CUDA_SUCCESS;
 }
 
@@ -398,7 +399,7 @@ static CUresult export_classic(CUipcMemHandle *out, CUdeviceptr p, const fp_foun
         return r;
     if (f->addr == f->segment) { /* the handle maps this very start */
         *out = real;
-        bump(&fp_ipc_tallies.exports);
+        bump(&fp_state_ipc_tallies.exports);
         return CUDA_SUCCESS;
     }
     if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
@@ -416,7 +417,7 @@ static CUresult export_vmm(CUipcMemHandle *out, CUdeviceptr p, const fp_found *f
 {
     if (fp_shim.conf.ipc_export != FP_IPC_FRAGPOOL)
         return refuse_vmm(p, "ipc_export is refuse");
-    if (!fp_vmm_shareable(d->vmm))
+    if (!fp_pages_shareable(d->vmm))
         return refuse_vmm(p, "this driver offers no POSIX file descriptor handles for it");
     reg_slot want = {.addr = f->addr,
                      .offset = f->addr - f->segment,
@@ -452,7 +453,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     if (!d) {
         CUresult r = fp_real.cuIpcGetMemHandle(pHandle, dptr);
         if (r == CUDA_SUCCESS)
-            bump(&fp_ipc_tallies.exports);
+            bump(&fp_state_ipc_tallies.exports);
         return r;
     }
     CUresult r = export_pooled(d, pHandle, dptr);
@@ -622,8 +623,8 @@ static CUresult opened_ok(CUdeviceptr *pdptr, const opened *o)
     }
     atomic_store(&open_any, true);
     *pdptr = o->ptr;
-    bump(&fp_ipc_tallies.opens);
-    bump(&fp_ipc_tallies.opens_fragpool);
+    bump(&fp_state_ipc_tallies.opens);
+    bump(&fp_state_ipc_tallies.opens_fragpool);
     return CUDA_SUCCESS;
 }
 
@@ -651,8 +652,8 @@ static CUresult open_vmm(CUdeviceptr *pdptr, const wire *w, unsigned int flags)
     CUdeviceptr again = reopen(w);
     if (again) {
         *pdptr = again;
-        bump(&fp_ipc_tallies.opens);
-        bump(&fp_ipc_tallies.opens_fragpool);
+        bump(&fp_state_ipc_tallies.opens);
+        bump(&fp_state_ipc_tallies.opens_fragpool);
         return CUDA_SUCCESS;
     }
     CUdevice dev;
@@ -693,7 +694,7 @@ static CUresult ipc_open(fp_PFN_cuIpcOpenMemHandle_v2 real, CUdeviceptr *pdptr,
         return open_fragpool(real, pdptr, &handle, flags);
     CUresult r = real(pdptr, handle, flags);
     if (r == CUDA_SUCCESS)
-        bump(&fp_ipc_tallies.opens);
+        bump(&fp_state_ipc_tallies.opens);
     return r;
 }
 
@@ -720,7 +721,7 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
                  : o.vmm ? (last ? fp_ipcv_close(&o.map) : CUDA_SUCCESS)
                          : fp_real.cuIpcCloseMemHandle(o.base); /* the driver counts opens too */
     if (r == CUDA_SUCCESS)
-        bump(&fp_ipc_tallies.closes);
+        bump(&fp_state_ipc_tallies.closes);
     return r;
 }
 

@@ -96,7 +96,7 @@ static bool shared_locks_free(void *ud)
     (void)ud;
     bool ok = true;
     fp_pools_each(probe_pool, &ok);
-    return ok && fp_host_locks_free() && fp_snap_locks_free() && fp_trace_lock_free();
+    return ok && fp_host_locks_free() && fp_snap_locks_free() && fp_tracer_lock_free();
 }
 
 static void wait_dump_idle(void);
@@ -112,14 +112,14 @@ static void on_exit_handler(void)
     const char *lost[3];
     size_t n = 0;
     if (!fp_exit_wait(shared_locks_free, NULL, &by)) {
-        if (fp_trace_on())
+        if (fp_tracer_on())
             lost[n++] = "trace left incomplete";
         if (fp_snap_on() && used)
             lost[n++] = "snapshot skipped";
         if (used && summary)
             lost[n++] = "summary skipped";
     } else {
-        if (!fp_trace_flush(&by))
+        if (!fp_tracer_flush(&by))
             lost[n++] = "trace left incomplete";
         fp_snapshot_write_exit();
         if (used && summary)
@@ -150,9 +150,9 @@ static void dump_fork_child(void);
 static void trace_fork_after(bool child)
 {
     if (child)
-        fp_trace_fork_child();
+        fp_tracer_fork_child();
     else
-        fp_trace_fork_parent();
+        fp_tracer_fork_parent();
 }
 
 static struct ranked_lock {
@@ -176,7 +176,7 @@ static struct ranked_lock {
     {"device pools", fp_pools_fork_prepare, fp_pools_fork_after},
     /* leaves: taken under a pool's lock or under none */
     {"snapshot pending", fp_snap_pending_fork_prepare, fp_snap_pending_fork_after},
-    {"trace", fp_trace_fork_prepare, trace_fork_after},
+    {"trace", fp_tracer_fork_prepare, trace_fork_after},
     {"IPC opens", NULL, NULL}, /* shim_ipc.c */
     {"output claims", fp_path_fork_prepare, fp_path_fork_after},
 };
@@ -330,7 +330,7 @@ static void setup(void)
     fp_fw_first_call(&fp_shim.conf);
     fp_tools_detect(); /* before any pool: passthrough or not, for good */
     fp_clock_start();
-    fp_trace_open();
+    fp_tracer_open();
     atexit(on_exit_handler);
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     fp_snap_open();

@@ -71,8 +71,8 @@ static void trace_block(fp_ctx_pool *d, char op, uint64_t addr, CUstream s)
 {
     size_t size;
     uint64_t seq;
-    if ((fp_trace_on() || fp_snap_on()) && fp_pool_lookup(d->pool, addr, &size, &seq) == 0) {
-        fp_trace_event(op, fp_pools_trace_id(d, seq), size, s);
+    if ((fp_tracer_on() || fp_snap_on()) && fp_pool_lookup(d->pool, addr, &size, &seq) == 0) {
+        fp_tracer_event(op, fp_pools_trace_id(d, seq), size, s);
         fp_snap_block(d->dev, op, addr, size, fp_pools_trace_id(d, seq), s);
     }
 }
@@ -98,7 +98,7 @@ static CUresult pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstr
         return CUDA_SUCCESS;
     }
     if (err == ENOMEM) {
-        fp_trace_event('o', 0, size, s); /* the request the run failed on */
+        fp_tracer_event('o', 0, size, s); /* the request the run failed on */
         fp_snap_oom(d->dev, size, s);
         fp_advice_oom(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -177,7 +177,7 @@ static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchroni
                                CUresult *res)
 {
     *res = CUDA_SUCCESS;
-    if (deferred() && !fp_trace_on() && !fp_snap_on()) {
+    if (deferred() && !fp_tracer_on() && !fp_snap_on()) {
         fp_ctx_pool *d = fp_pools_find(try_free, r);
         if (d || !r->refused)
             return d;
@@ -470,11 +470,11 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
         fp_real.cuCtxGetDevice(&me) != CUDA_SUCCESS)
         return r;
     fp_ctx_pool *d = pool_of(peerContext);
-    if (d && fp_vmm_add_peer(d->vmm, me))
+    if (d && fp_pages_add_peer(d->vmm, me))
         fp_say("cuCtxEnablePeerAccess: granting device %d access to fragpool's mapped "
                "pages of device %d failed (CUresult %d); kernels of device %d cannot "
                "reach them",
-               (int)me, (int)d->dev, (int)fp_vmm_last_error(), (int)me);
+               (int)me, (int)d->dev, (int)fp_pages_last_error(), (int)me);
     fp_pools_put(d);
     return r;
 }

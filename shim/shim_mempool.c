@@ -32,7 +32,7 @@
  * Trimming is as safe as empty_cache: a classic pool synchronizes its
  * context first (not while a graph is captured: then it keeps its
  * memory), a virtual-memory pool's unmaps wait for the work queued before
- * each page's last free (shim_vmm.c).
+ * each page's last free (shim_pages.c).
  *
  * Invariants: a block is in the table iff fragpool served it to
  * cuMemAllocAsync and no free of it has been called (the free takes it

@@ -67,7 +67,7 @@ static void put_one(fp_sink *s, const fp_nvmlProcessInfo *p, int first)
     if (p->usedGpuMemory == FP_NVML_VALUE_NOT_AVAILABLE) {
         fp_puts(s, "unknown");
     } else {
-        fp_put_mib(s, (size_t)p->usedGpuMemory);
+        fp_advise_put_mib(s, (size_t)p->usedGpuMemory);
     }
 }
 

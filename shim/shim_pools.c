@@ -59,7 +59,7 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
     CUresult r = fp_real.cuMemAlloc_v2(&p, size);
     if (r == CUDA_SUCCESS) {
         *addr = p;
-        fp_trace_event('s', p, size, NULL);
+        fp_tracer_event('s', p, size, NULL);
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 's', p, size);
         return 0;
     }
@@ -69,7 +69,7 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
 
 static int be_release(void *ud, uint64_t addr, size_t size)
 {
-    fp_trace_event('r', addr, size, NULL);
+    fp_tracer_event('r', addr, size, NULL);
     fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'r', addr, size);
     if (atomic_load(&fp_shim.exiting))
         return 0; /* the driver frees everything at teardown */
@@ -98,7 +98,7 @@ int fp_pools_sync(fp_ctx_pool *d)
 
 /* ---- backend: virtual-memory segments (expandable_segments) ---------- */
 
-static fp_vmm *vmm_of(void *ud)
+static fp_pages *vmm_of(void *ud)
 {
     return ((fp_ctx_pool *)ud)->vmm;
 }
@@ -106,37 +106,37 @@ static fp_vmm *vmm_of(void *ud)
 /* The driver's code of a failed VMM call, for the interposer to return. */
 static int vmm_result(int err)
 {
-    if (err && fp_vmm_last_error() != CUDA_SUCCESS)
-        last_error = fp_vmm_last_error();
+    if (err && fp_pages_last_error() != CUDA_SUCCESS)
+        last_error = fp_pages_last_error();
     return err;
 }
 
 static size_t be_granularity(void *ud)
 {
-    return fp_vmm_granularity(vmm_of(ud));
+    return fp_pages_granularity(vmm_of(ud));
 }
 
 /* A range is a segment in the trace ('s', 'r'); its pages mapped and
  * unmapped are the snapshot's segment_map and segment_unmap. */
 static int be_reserve_va(void *ud, size_t size, size_t align, uint64_t *addr)
 {
-    int err = vmm_result(fp_vmm_reserve_va(vmm_of(ud), size, align, addr));
+    int err = vmm_result(fp_pages_reserve_va(vmm_of(ud), size, align, addr));
     if (!err)
-        fp_trace_event('s', *addr, size, NULL);
+        fp_tracer_event('s', *addr, size, NULL);
     return err;
 }
 
 static int be_free_va(void *ud, uint64_t addr, size_t size)
 {
-    int err = vmm_result(fp_vmm_free_va(vmm_of(ud), addr, size));
+    int err = vmm_result(fp_pages_free_va(vmm_of(ud), addr, size));
     if (!err)
-        fp_trace_event('r', addr, size, NULL);
+        fp_tracer_event('r', addr, size, NULL);
     return err;
 }
 
 static int be_map(void *ud, uint64_t addr, size_t size)
 {
-    int err = vmm_result(fp_vmm_map(vmm_of(ud), addr, size));
+    int err = vmm_result(fp_pages_map(vmm_of(ud), addr, size));
     if (!err)
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'm', addr, size);
     return err;
@@ -144,7 +144,7 @@ static int be_map(void *ud, uint64_t addr, size_t size)
 
 static int be_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
 {
-    int err = vmm_result(fp_vmm_unmap(vmm_of(ud), addr, size, freed_at));
+    int err = vmm_result(fp_pages_unmap(vmm_of(ud), addr, size, freed_at));
     if (!err)
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'u', addr, size);
     return err;
@@ -180,7 +180,7 @@ static void note_page(fp_ctx_pool *d, size_t asked)
     static atomic_bool said;
     fp_pool_stats st;
     fp_pool_get_stats(d->pool, &st);
-    size_t g = fp_vmm_granularity(d->vmm);
+    size_t g = fp_pages_granularity(d->vmm);
     if (asked && g && asked % g && !atomic_exchange(&said, true))
         fp_say("vmm_page_mb:%zu is not a multiple of the device's %zu MiB "
                "granularity; using %zu MiB pages",
@@ -254,7 +254,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     fp_backend be = {
         .ctx = d, .reserve = be_reserve, .release = be_release, .synchronize = be_synchronize};
     d->segments_asked = o.expandable_segments;
-    if (o.expandable_segments && fp_vmm_supported(dev)) {
+    if (o.expandable_segments && fp_pages_supported(dev)) {
         be.granularity = be_granularity;
         be.reserve_va = be_reserve_va;
         be.free_va = be_free_va;
@@ -269,7 +269,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     /* the deferral and the VMM state first: the pool may call them */
     if (!(d->defer = fp_defer_new(ctx)))
         return ENOMEM;
-    if (!(d->vmm = fp_vmm_new(ctx, dev, d->defer))) {
+    if (!(d->vmm = fp_pages_new(ctx, dev, d->defer))) {
         fp_defer_free(d->defer);
         d->defer = NULL;
         return ENOMEM;
@@ -280,7 +280,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     if (!err && fp_pool_is_vmm(d->pool))
         note_page(d, o.vmm_page);
     if (err) {
-        fp_vmm_free(d->vmm);
+        fp_pages_free(d->vmm);
         fp_defer_free(d->defer);
         d->vmm = NULL;
         d->defer = NULL;
@@ -312,7 +312,7 @@ static fp_ctx_pool *reuse_retired(void)
         if (take_for_rebuild(d)) {
             fp_pool_destroy(d->pool, 1);
             fp_defer_free(d->defer);
-            fp_vmm_free(d->vmm);
+            fp_pages_free(d->vmm);
             d->pool = NULL;
             d->defer = NULL;
             d->vmm = NULL;
@@ -417,7 +417,7 @@ static void retire_one(fp_ctx_pool *d)
         return;
     fp_defer_forget(d->defer);
     fp_pool_forget_segments(d->pool);
-    fp_vmm_release_all(d->vmm);
+    fp_pages_release_all(d->vmm);
     atomic_store(&d->state, FP_SLOT_RETIRED);
 }
 
@@ -482,7 +482,7 @@ void fp_pools_fork_prepare(void)
             continue;
         fp_pool_fork_prepare(pools[i].pool); /* the pool's lock nests outside */
         fp_defer_fork_prepare(pools[i].defer);
-        fp_vmm_fork_prepare(pools[i].vmm);
+        fp_pages_fork_prepare(pools[i].vmm);
     }
 }
 
@@ -492,7 +492,7 @@ void fp_pools_fork_after(bool child)
     for (int i = n - 1; i >= 0; i--) {
         if (!pools[i].pool)
             continue;
-        fp_vmm_fork_after(pools[i].vmm, child);
+        fp_pages_fork_after(pools[i].vmm, child);
         fp_defer_fork_after(pools[i].defer, child);
         fp_pool_fork_after(pools[i].pool, child);
         if (child) { /* the child's summary counts from here */

@@ -14,7 +14,7 @@
 #include "fp_cuda.h"
 #include "fp_pool.h"
 #include "shim_defer.h"
-#include "shim_vmm.h"
+#include "shim_pages.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,7 +42,7 @@ typedef struct fp_ctx_pool {
     CUdevice dev;
     fp_pool *pool;
     fp_defer *defer;                     /* deferred reuse of its frees        */
-    fp_vmm *vmm;                         /* its VMM backend (expandable_segments) */
+    fp_pages *vmm;                       /* its VMM backend (expandable_segments) */
     int segments_asked;                  /* expandable_segments as set (FP_VMM_*) */
     size_t total;                        /* device memory, bytes               */
     char name[64];                       /* device name, for the summary       */

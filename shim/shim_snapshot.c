@@ -48,7 +48,7 @@ static void write_held(fp_ctx_pool **ds, size_t n, void *ud)
                  .frames_of = fp_snap_has_stacks() ? fp_snap_frames : NULL};
     fp_snap_spans(s.ev, s.nev);
     sink = fp_sink_fd(*(int *)ud);
-    *(int *)ud = fp_snapshot_write(&s, &sink);
+    *(int *)ud = fp_pickle_snapshot(&s, &sink);
 }
 
 static int write_to(int fd)

@@ -12,7 +12,7 @@
 fp_shim_state fp_shim;
 atomic_ullong fp_passthrough[FP_PT_NKINDS];
 atomic_ullong fp_alloc_ticks;
-fp_ipc_tally fp_ipc_tallies;
+fp_ipc_tally fp_state_ipc_tallies;
 
 void fp_say(const char *fmt, ...)
 {
@@ -30,9 +30,9 @@ void fp_say(const char *fmt, ...)
     (void)w;
 }
 
-void fp_ipc_counts_get(fp_ipc_counts *out)
+void fp_state_ipc_counts(fp_ipc_counts *out)
 {
-    const fp_ipc_tally *t = &fp_ipc_tallies;
+    const fp_ipc_tally *t = &fp_state_ipc_tallies;
     *out = (fp_ipc_counts){
         atomic_load(&t->exports), atomic_load(&t->exports_fragpool), atomic_load(&t->refused),
         atomic_load(&t->opens),   atomic_load(&t->opens_fragpool),   atomic_load(&t->closes),

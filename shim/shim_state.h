@@ -9,6 +9,7 @@
 #define FP_SHIM_STATE_H
 
 #include "fp_conf.h"
+#include "fp_lock.h"
 #include "shim_counts.h"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,16 +25,6 @@ typedef struct fp_shim_state {
 } fp_shim_state;
 
 extern fp_shim_state fp_shim;
-
-/* After fork, a mutex the prepare handler took: given back in the parent,
- * made new in the child (whose threads, all but one, are gone). */
-static inline void fp_mutex_fork_after(pthread_mutex_t *m, bool child)
-{
-    if (child)
-        pthread_mutex_init(m, NULL);
-    else
-        pthread_mutex_unlock(m);
-}
 
 /* One line on stderr, prefixed "fragpool: ", built without malloc. */
 void fp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -52,7 +43,7 @@ extern atomic_ullong fp_alloc_ticks; /* time in the allocator, fp_ticks */
 typedef struct fp_ipc_tally {
     atomic_ullong exports, exports_fragpool, refused, opens, opens_fragpool, closes, own;
 } fp_ipc_tally;
-extern fp_ipc_tally fp_ipc_tallies;
-void fp_ipc_counts_get(fp_ipc_counts *out);
+extern fp_ipc_tally fp_state_ipc_tallies;
+void fp_state_ipc_counts(fp_ipc_counts *out);
 
 #endif

@@ -130,7 +130,7 @@ static void shim_groups(collect *c, fp_ctx_pool *d, fp_dev_report *r)
         r->alloc_ns = fp_ticks_to_ns(atomic_load(&fp_alloc_ticks));
         for (int k = 0; k < FP_PT_NKINDS; k++)
             pt[k] = atomic_load(&fp_passthrough[k]);
-        fp_ipc_counts_get(&ipc);
+        fp_state_ipc_counts(&ipc);
     }
     bool deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
     if (deferred)
@@ -243,8 +243,8 @@ static int emit(const fp_run_report *r, int fd)
 {
     fp_sink s = fp_sink_fd(fd);
     if (fp_shim.conf.summary_format == FP_SUMMARY_JSON)
-        return fp_summary_json(r, &s);
-    return fp_summary_text(r, &s);
+        return fp_report_json(r, &s);
+    return fp_report_text(r, &s);
 }
 
 /* A summary file that could not be written whole: one line, then the
@@ -337,7 +337,7 @@ void fp_summary_oom_host(fp_sink *s)
 {
     fp_host_report hr;
     if (fp_host_report_get(&hr)) /* pinned memory, when it is large */
-        fp_host_oom_note(&hr, s);
+        fp_report_host_oom_note(&hr, s);
 }
 
 /* Under summary_lock: a SIGUSR1 dump may be reading the notes. */

@@ -49,12 +49,12 @@ static uint64_t seq;
 static CUstream streams[FP_TRACE_STREAMS];
 static unsigned nstreams;
 
-bool fp_trace_on(void)
+bool fp_tracer_on(void)
 {
     return atomic_load_explicit(&fd, memory_order_relaxed) >= 0;
 }
 
-void fp_trace_open(void)
+void fp_tracer_open(void)
 {
     const char *path = fp_shim.conf.trace;
     if (!path[0] || strcmp(path, "off") == 0)
@@ -112,9 +112,9 @@ static void flush_locked(void)
 
 /* At exit: the last rows, then the close, both checked.  false when the
  * lock could not be had by the deadline (nothing written). */
-bool fp_trace_flush(const struct timespec *by)
+bool fp_tracer_flush(const struct timespec *by)
 {
-    if (!fp_trace_on())
+    if (!fp_tracer_on())
         return true;
     if (!fp_exit_lock(&lock, by))
         return false;
@@ -125,7 +125,7 @@ bool fp_trace_flush(const struct timespec *by)
     return true;
 }
 
-bool fp_trace_lock_free(void)
+bool fp_tracer_lock_free(void)
 {
     if (pthread_mutex_trylock(&lock) != 0)
         return false;
@@ -135,17 +135,17 @@ bool fp_trace_lock_free(void)
 
 /* fork: the child must not write the parent's rows again, nor inherit a
  * held lock.  The parent's buffer stays the parent's. */
-void fp_trace_fork_prepare(void)
+void fp_tracer_fork_prepare(void)
 {
     pthread_mutex_lock(&lock);
 }
 
-void fp_trace_fork_parent(void)
+void fp_tracer_fork_parent(void)
 {
     pthread_mutex_unlock(&lock);
 }
 
-void fp_trace_fork_child(void)
+void fp_tracer_fork_child(void)
 {
     int f = atomic_exchange(&fd, -1);
     if (f >= 0)
@@ -175,9 +175,9 @@ static char *put_u64(char *p, uint64_t v, char c)
     return p;
 }
 
-void fp_trace_event(char op, uint64_t id, uint64_t size, CUstream s)
+void fp_tracer_event(char op, uint64_t id, uint64_t size, CUstream s)
 {
-    if (!fp_trace_on())
+    if (!fp_tracer_on())
         return;
     pthread_mutex_lock(&lock);
     if (atomic_load_explicit(&fd, memory_order_relaxed) < 0) { /* stopped meanwhile */

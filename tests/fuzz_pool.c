@@ -229,7 +229,7 @@ static void oom_is_real(fp_pool *p, const fp_pool_opts *o, size_t size, int inje
     if (whole_free)
         die("ENOMEM, but a wholly free segment is still cached", NULL);
     size_t cap = fp_pool_opts_cap(o), lim = M.capacity < cap ? M.capacity : cap;
-    size_t seg = fp_segment_size(fp_round_size(o, size));
+    size_t seg = fp_pool_segment_size(fp_round_size(o, size));
     /* (an injected refusal may have met the last retry: the cap refused
      * the first try before the backend saw it) */
     if (!injected && M.n < MAX_SEGS && M.live_bytes <= lim && seg <= lim - M.live_bytes)

@@ -70,7 +70,7 @@ static char line[4096];
 static const char *fix_line(const fp_advice *a)
 {
     fp_sink s = fp_sink_buffer(line, sizeof line);
-    fp_advice_put_fix(&s, a);
+    fp_advise_put_fix(&s, a);
     return line;
 }
 
@@ -126,7 +126,7 @@ static void expandable_fits_4650(void **state)
                               "4,650 MiB (PyTorch: "
                               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n");
     fp_sink s = fp_sink_buffer(line, sizeof line);
-    fp_advice_put_paste(&s, &a);
+    fp_advise_put_paste(&s, &a);
     assert_string_equal(line, "FRAGPOOL_CONF=expandable_segments:True\n"
                               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n");
 }
@@ -245,7 +245,7 @@ static void mib_format(void **state)
                  {(size_t)1000005 * FP_MIB, "1,000,005 MiB"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fp_sink s = fp_sink_buffer(line, sizeof line);
-        fp_put_mib(&s, cases[i].bytes);
+        fp_advise_put_mib(&s, cases[i].bytes);
         assert_string_equal(line, cases[i].want);
     }
 }

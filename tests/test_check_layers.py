@@ -4,8 +4,9 @@
 Each case writes a tree of a few C files into a temporary folder, runs the
 check on it as CI does (a separate python3 process) and looks at the exit
 status and the lines: a clean tree passes silently; a circle, an include or
-a call up a layer, a call to a peer, simdev/ beyond base/ and an unplaced
-folder each fail with one line that names the files; comments, strings,
+a call up a layer, a call to a peer, simdev/ beyond base/, an unplaced
+folder and a name prefix in two folders (or two modules of shim/) each fail
+with one line that names the files; comments, strings,
 struct members, static functions and type names are not uses; KNOWN
 circles pass only while they stay within their files, and an entry whose
 circle is gone is said (these run check() in-process with a made-up KNOWN
@@ -72,8 +73,8 @@ CLEAN = {
     "config/fp_conf.h": "int fp_conf_parse(const char *s);\n",
     "config/fp_conf.c": '#include "fp_conf.h"\n#include "fp_pool.h"\n'
                         "int fp_conf_parse(const char *s) { return fp_pool_alloc(*s); }\n",
-    "shim/shim_state.c": "int fp_shim_flag;\nstatic int helper(void) { return 1; }\n"
-                         "int fp_state_get(void) { return helper() + fp_shim_flag; }\n",
+    "shim/shim_state.c": "int fp_state_flag;\nstatic int helper(void) { return 1; }\n"
+                         "int fp_state_get(void) { return helper() + fp_state_flag; }\n",
     "shim/shim_life.c": "int fp_state_get(void);\nint fp_shim_init(void) { return fp_state_get(); }\n",
     "simdev/sim.c": '#include "fp_cuda.h"\nCUresult cuInit(unsigned f) { return (CUresult)f; }\n',
     "tests/test_x.c": '#include "fp_conf.h"\nint main(void) { return fp_shim_init(); }\n',
@@ -111,6 +112,25 @@ class CheckLayers(unittest.TestCase):
                          "shim/b.c": "int fp_b(void) { return fp_c; }\n",
                          "shim/c.c": "int fp_c = 1;\nint fp_cc(void) { return fp_a(); }\n"},
                         "shim/: circle of 3 files", "a.c", "b.c", "c.c")
+
+    def test_prefix_in_two_folders(self):
+        self.fails_with({"report/fp_emit.c": "int fp_pool_size(void) { return 1; }\n"},
+                        "fp_pool_: names of one prefix in 2 folders", "report/fp_emit.c",
+                        "pool/pool.c")
+
+    def test_prefix_in_two_shim_modules(self):
+        self.fails_with({"shim/shim_other.h": "int fp_state_other(void);\n"},
+                        "fp_state_: names of one prefix in 2 modules of shim/",
+                        "shim/shim_other.h", "shim/shim_state.c")
+
+    def test_prefix_over_files_of_one_module_or_pool_passes(self):
+        # a shim module's header and source are one module; pool/ is one
+        # module of several files (fp_pool.h, pool.c, pool_more.c)
+        rc, out, err = run(self.tree({
+            "shim/shim_state.h": "int fp_state_get(void);\n",
+            "pool/pool_more.c": '#include "fp_pool.h"\nint fp_pool_more(int n) { return n; }\n',
+        }).root)
+        self.assertEqual((rc, out), (0, []))
 
     def test_include_up_a_layer(self):
         self.fails_with({"pool/pool.c": '#include "fp_conf.h"\nint fp_pool_alloc(int n) { return n; }\n'},

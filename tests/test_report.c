@@ -152,14 +152,14 @@ static char big[1 << 17];
 static const char *text_summary(void)
 {
     fp_sink s = fp_sink_buffer(big, sizeof big);
-    assert_int_equal(fp_summary_text(&run, &s), 0);
+    assert_int_equal(fp_report_text(&run, &s), 0);
     return big;
 }
 
 static const char *json_summary(void)
 {
     fp_sink s = fp_sink_buffer(big, sizeof big);
-    assert_int_equal(fp_summary_json(&run, &s), 0);
+    assert_int_equal(fp_report_json(&run, &s), 0);
     return big;
 }
 
@@ -273,11 +273,11 @@ static void fixed_and_duration(void **state)
     fp_putc(&s, ' ');
     fp_put_percent(&s, 1, 0);
     fp_putc(&s, ' ');
-    fp_put_duration(&s, 850);
+    fp_emit_duration(&s, 850);
     fp_putc(&s, ' ');
-    fp_put_duration(&s, 12500);
+    fp_emit_duration(&s, 12500);
     fp_putc(&s, ' ');
-    fp_put_duration(&s, 3200000);
+    fp_emit_duration(&s, 3200000);
     fp_putc(&s, ' ');
     fp_put_i64(&s, INT64_MIN);
     assert_string_equal(out, "0.3333 1 1.00 n/a 850 ns 12.50 \xc2\xb5s 3.20 ms "
@@ -886,7 +886,7 @@ static void fd_sink_same_bytes(void **state)
 {
     (void)state;
     make_run(3);
-    int (*const fns[2])(const fp_run_report *, fp_sink *) = {fp_summary_text, fp_summary_json};
+    int (*const fns[2])(const fp_run_report *, fp_sink *) = {fp_report_text, fp_report_json};
     for (int i = 0; i < 2; i++) {
         char path[64];
         int fd = temp_fd(path);
@@ -919,7 +919,7 @@ static void buffer_truncation(void **state)
         size_t len = lens[i];
         memset(area, 0xAA, len + 64);
         fp_sink s = fp_sink_buffer(area, len);
-        int rc = fp_summary_text(&run, &s);
+        int rc = fp_report_text(&run, &s);
         size_t kept = len - 1 < total ? len - 1 : total;
         assert_int_equal(rc, len > total ? 0 : ENOSPC);
         assert_int_equal(fp_sink_error(&s), rc);
@@ -931,7 +931,7 @@ static void buffer_truncation(void **state)
             assert_int_equal((unsigned char)area[k], 0xAA);
     }
     fp_sink none = fp_sink_buffer(NULL, 0);
-    assert_int_equal(fp_summary_text(&run, &none), ENOSPC);
+    assert_int_equal(fp_report_text(&run, &none), ENOSPC);
     assert_int_equal(fp_sink_total(&none), total);
 }
 
@@ -940,14 +940,14 @@ static void fd_sink_errors(void **state)
     (void)state;
     make_run(3);
     fp_sink s = fp_sink_fd(-1);
-    assert_int_equal(fp_summary_text(&run, &s), EBADF);
+    assert_int_equal(fp_report_text(&run, &s), EBADF);
     char path[64];
     int fd = temp_fd(path);
     close(fd);
     unlink(path);
     s = fp_sink_fd(fd); /* closed: write fails */
     errno = 1234;
-    assert_int_equal(fp_summary_text(&run, &s), EBADF);
+    assert_int_equal(fp_report_text(&run, &s), EBADF);
     assert_int_equal(errno, 1234); /* the caller's errno kept */
 }
 
@@ -965,7 +965,7 @@ static void write_summary(const char *path, int rank, int pid, int64_t peak_allo
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     fp_sink s = fp_sink_fd(fd);
-    assert_int_equal(fp_summary_json(&run, &s), 0);
+    assert_int_equal(fp_report_json(&run, &s), 0);
     close(fd);
 }
 
@@ -1023,7 +1023,7 @@ static void merge_errors(void **state)
 
 /* The metric list, walked: every row of the pool's list and of each group
  * the caller gives appears in the JSON under its key and in the text as
- * fp_summary_put_row writes it.  Values are made distinct first, so a row
+ * fp_report_put_row writes it.  Values are made distinct first, so a row
  * that the text left out cannot be found by chance. */
 static void check_row(const char *text, const fp_jdoc *d, const char *group, const fp_row *r)
 {
@@ -1037,12 +1037,12 @@ static void check_row(const char *text, const fp_jdoc *d, const char *group, con
         fail_msg("JSON lacks %s", path);
     assert_int_equal(d->tok[t].type, FP_JNUM);
     fp_sink s = fp_sink_buffer(want, sizeof want);
-    fp_summary_put_row(&s, r);
+    fp_report_put_row(&s, r);
     assert_int_equal(fp_sink_error(&s), 0);
     has(text, want);
 }
 
-/* The pinned section's rows (fp_host_rows), each under "pinned" (in its
+/* The pinned section's rows (fp_report_host_rows), each under "pinned" (in its
  * group's object when it has a key) and in the text box, with distinct
  * values. */
 static void check_pinned_rows(void)
@@ -1076,7 +1076,7 @@ static void check_pinned_rows(void)
     fp_jdoc d;
     parse(&d, json_summary());
     fp_host_list l;
-    fp_host_rows(&h, &l);
+    fp_report_host_rows(&h, &l);
     size_t walked = 0;
     for (size_t g = 0; g < l.ngroups; g++) {
         for (size_t i = 0; i < l.groups[g].nrows; i++, walked++) {
@@ -1092,7 +1092,7 @@ static void check_pinned_rows(void)
             assert_int_equal(d.tok[t].type, FP_JNUM);
             assert_int_equal(jint(&d, path), (int64_t)r->value);
             fp_sink s = fp_sink_buffer(want, sizeof want);
-            fp_summary_put_row(&s, r);
+            fp_report_put_row(&s, r);
             assert_int_equal(fp_sink_error(&s), 0);
             has(text, want);
         }
@@ -1115,10 +1115,10 @@ static void every_row_in_both(void **state)
     fp_jdoc d;
     parse(&d, json_summary());
     fp_row rows[FP_POOL_NROWS];
-    size_t n = fp_summary_pool_rows(&dev.stats, rows);
+    size_t n = fp_report_pool_rows(&dev.stats, rows);
     assert_int_equal(n, FP_POOL_NROWS);
     for (size_t i = 0; i < n; i++) {
-        if (!fp_summary_row_in_prose(rows[i].key)) {
+        if (!fp_report_row_in_prose(rows[i].key)) {
             check_row(text, &d, NULL, &rows[i]);
             continue;
         }
@@ -1127,7 +1127,7 @@ static void every_row_in_both(void **state)
         snprintf(path, sizeof path, "devices.0.%s", rows[i].key);
         jtype(&d, path, FP_JNUM);
         fp_sink s = fp_sink_buffer(twice, sizeof twice);
-        fp_summary_put_row(&s, &rows[i]);
+        fp_report_put_row(&s, &rows[i]);
         if (rows[i].value)
             assert_null(strstr(text, twice));
     }
@@ -1218,16 +1218,16 @@ static void host_section(void **state)
     /* The OOM note: from 1 GiB pinned on, one line; below, nothing. */
     char buf[512];
     fp_sink s = fp_sink_buffer(buf, sizeof buf);
-    assert_int_equal(fp_host_oom_note(&h, &s), 0);
+    assert_int_equal(fp_report_host_oom_note(&h, &s), 0);
     has(buf, "fragpool: note: 1.50 GiB of host memory is pinned through fragpool (512.00 MiB of it "
              "idle");
     h.stats.reserved_bytes[FP_ALL].current = (int64_t)FP_GIB - 1;
     h.stats.allocated_bytes[FP_ALL].current = 0;
     s = fp_sink_buffer(buf, sizeof buf);
-    assert_int_equal(fp_host_oom_note(&h, &s), 0);
+    assert_int_equal(fp_report_host_oom_note(&h, &s), 0);
     assert_string_equal(buf, "");
     s = fp_sink_buffer(buf, sizeof buf);
-    assert_int_equal(fp_host_oom_note(NULL, &s), 0);
+    assert_int_equal(fp_report_host_oom_note(NULL, &s), 0);
     assert_string_equal(buf, "");
     run.pinned = NULL;
 }

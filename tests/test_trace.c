@@ -312,15 +312,15 @@ static void counts_trace_problems(void **state)
     fp_run_report run = {.rank = -1, .devs = &d, .ndevs = 1};
     static char buf[1 << 16];
     fp_sink s = fp_sink_buffer(buf, sizeof buf);
-    assert_int_equal(fp_summary_text(&run, &s), 0);
+    assert_int_equal(fp_report_text(&run, &s), 0);
     has(buf, "| Trace problems        | 2 frees of unknown ids (skipped), 1");
     has(buf, "of a live id (refused)");
     s = fp_sink_buffer(buf, sizeof buf);
-    assert_int_equal(fp_summary_json(&run, &s), 0);
+    assert_int_equal(fp_report_json(&run, &s), 0);
     has(buf, "\"trace\":{\"unknown_frees\":2,\"duplicate_allocs\":1}");
     g.rows = NULL; /* a group the caller has no rows for: null */
     s = fp_sink_buffer(buf, sizeof buf);
-    assert_int_equal(fp_summary_json(&run, &s), 0);
+    assert_int_equal(fp_report_json(&run, &s), 0);
     has(buf, "\"trace\":null");
     fp_pool_destroy(p, 1);
     fp_trace_free(&t);

@@ -165,17 +165,17 @@ static void test_segment_size(void **state)
         {1 * GiB + 512, 1 * GiB + 2 * MiB},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        size_t got = fp_segment_size(t[i].in);
+        size_t got = fp_pool_segment_size(t[i].in);
         if (got != t[i].out)
-            fail_msg("fp_segment_size(%zu) = %zu, expected %zu", t[i].in, got, t[i].out);
+            fail_msg("fp_pool_segment_size(%zu) = %zu, expected %zu", t[i].in, got, t[i].out);
         EQ(ref_segment_size(t[i].in), t[i].out);
     }
-    EQ(fp_is_small(512), 1);
-    EQ(fp_is_small(1 * MiB - 512), 1);
-    EQ(fp_is_small(1 * MiB), 1);
-    EQ(fp_is_small(1 * MiB + 1), 0);
-    EQ(fp_is_small(1 * MiB + 512), 0);
-    EQ(fp_is_small(20 * MiB), 0);
+    EQ(fp_pool_is_small(512), 1);
+    EQ(fp_pool_is_small(1 * MiB - 512), 1);
+    EQ(fp_pool_is_small(1 * MiB), 1);
+    EQ(fp_pool_is_small(1 * MiB + 1), 0);
+    EQ(fp_pool_is_small(1 * MiB + 512), 0);
+    EQ(fp_pool_is_small(20 * MiB), 0);
 }
 
 /* ======================================================================= */

@@ -188,7 +188,7 @@ static void trace_matches_run(const char *mode, const char *extra_conf)
     uint64_t *live_size = fp_t_hold(calloc(t.n, sizeof *live_size));
     size_t nlive = 0, na = 0, nf = 0;
     for (size_t i = 0; i < t.n; i++) {
-        const fp_trace_event *e = &t.ev[i];
+        const fp_tracer_event *e = &t.ev[i];
         size_t j = 0;
         while (j < nlive && live_id[j] != e->id)
             j++;

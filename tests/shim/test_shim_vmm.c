@@ -114,7 +114,7 @@ static void trace_holds_near_peak_allocated(void **state)
     fpsim_reset_stats(0);
     size_t live = 0, peak = 0, allocs = 0;
     for (size_t i = 0; i < tr.n; i++) {
-        const fp_trace_event *e = &tr.ev[i];
+        const fp_tracer_event *e = &tr.ev[i];
         if (e->op == 'a') {
             slot *s = find(&t, e->id, 1);
             assert_int_equal(s->used, 0);

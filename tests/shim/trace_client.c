@@ -126,7 +126,7 @@ int main(int argc, char **argv)
     need(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
 
     for (size_t i = 0; i < tr.n; i++) {
-        const fp_trace_event *e = &tr.ev[i];
+        const fp_tracer_event *e = &tr.ev[i];
         if (e->op == 'a') {
             slot *s = find(e->id, 1);
             if (s->used)

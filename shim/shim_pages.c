@@ -1,4 +1,4 @@
-/* shim_vmm.c - the virtual-memory backend of a context's pool: the
+/* shim_pages.c - the virtual-memory backend of a context's pool: the
  * fp_backend VMM ops (pool/fp_pool.h) over the driver's VMM API.
  *
  *   granularity  cuMemGetAllocationGranularity (RECOMMENDED) of pinned
@@ -8,7 +8,7 @@
  *                cuMemSetAccess for the device and every peer granted;
  *                the granules ask for POSIX file descriptor handles where
  *                the device offers them, so that IPC can export a block
- *                (fp_vmm_export, shim_ipc_vmm.c);
+ *                (fp_pages_export, shim_ipc_vmm.c);
  *   unmap        first the device must have finished the work queued
  *                before the pages' newest free (fp_defer_wait_done: the
  *                fence state, else a host wait, counted), then per
@@ -20,7 +20,7 @@
  * keeps its pages mapped ("kept"); a later map of them reuses them, and
  * free_va unmaps them after a wait.  Driver errors become errno (out of
  * memory: ENOMEM, so that the pool reclaims and retries; else EIO) and
- * the CUresult stays for fp_vmm_last_error.  No driver call once the
+ * the CUresult stays for fp_pages_last_error.  No driver call once the
  * process is exiting (the driver frees everything then).
  *
  * Invariant: h[i] of a range is nonzero iff granule i is mapped in the
@@ -28,7 +28,7 @@
  * Lock: v->lock, taken inside the pool's lock (map/unmap come from the
  * pool) and never around a call into the pool.
  */
-#include "shim_vmm.h"
+#include "shim_pages.h"
 #include "shim_clock.h"
 #include "shim_real.h"
 #include "shim_state.h"
@@ -47,7 +47,7 @@ typedef struct vmm_range {
     struct vmm_range *next;
 } vmm_range;
 
-struct fp_vmm {
+struct fp_pages {
     pthread_mutex_t lock;
     CUcontext ctx;
     CUdevice dev;
@@ -63,7 +63,7 @@ struct fp_vmm {
 
 static FP_THREAD_LOCAL CUresult last_error;
 
-CUresult fp_vmm_last_error(void)
+CUresult fp_pages_last_error(void)
 {
     return last_error;
 }
@@ -82,9 +82,9 @@ static bool exiting(void)
     return atomic_load(&fp_shim.exiting);
 }
 
-fp_vmm *fp_vmm_new(CUcontext ctx, CUdevice dev, fp_defer *defer)
+fp_pages *fp_pages_new(CUcontext ctx, CUdevice dev, fp_defer *defer)
 {
-    fp_vmm *v = calloc(1, sizeof *v);
+    fp_pages *v = calloc(1, sizeof *v);
     if (!v)
         return NULL;
     pthread_mutex_init(&v->lock, NULL);
@@ -94,7 +94,7 @@ fp_vmm *fp_vmm_new(CUcontext ctx, CUdevice dev, fp_defer *defer)
     return v;
 }
 
-static CUmemAllocationProp device_prop(const fp_vmm *v)
+static CUmemAllocationProp device_prop(const fp_pages *v)
 {
     CUmemAllocationProp p = {.type = CU_MEM_ALLOCATION_TYPE_PINNED};
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -115,7 +115,7 @@ static bool fd_handles(CUdevice dev)
            yes;
 }
 
-bool fp_vmm_supported(CUdevice dev)
+bool fp_pages_supported(CUdevice dev)
 {
     int yes = 0;
     return fp_real.cuDeviceGetAttribute &&
@@ -126,7 +126,7 @@ bool fp_vmm_supported(CUdevice dev)
 }
 
 /* 0 when the driver lacks any VMM call: the pool stays classic. */
-size_t fp_vmm_granularity(fp_vmm *v)
+size_t fp_pages_granularity(fp_pages *v)
 {
     if (!fp_real.cuMemGetAllocationGranularity || !fp_real.cuMemCreate ||
         !fp_real.cuMemAddressReserve || !fp_real.cuMemMap || !fp_real.cuMemSetAccess ||
@@ -141,19 +141,19 @@ size_t fp_vmm_granularity(fp_vmm *v)
     return g;
 }
 
-size_t fp_vmm_page(fp_vmm *v)
+size_t fp_pages_page(fp_pages *v)
 {
     return v->gran;
 }
 
-bool fp_vmm_shareable(fp_vmm *v)
+bool fp_pages_shareable(fp_pages *v)
 {
     return v->shareable;
 }
 
 /* ---- ranges ------------------------------------------------------------ */
 
-static vmm_range *find_range(fp_vmm *v, uint64_t addr)
+static vmm_range *find_range(fp_pages *v, uint64_t addr)
 {
     for (vmm_range *r = v->ranges; r; r = r->next)
         if (addr >= r->addr && addr - r->addr < r->size)
@@ -161,7 +161,7 @@ static vmm_range *find_range(fp_vmm *v, uint64_t addr)
     return NULL;
 }
 
-bool fp_vmm_owns(fp_vmm *v, uint64_t addr)
+bool fp_pages_owns(fp_pages *v, uint64_t addr)
 {
     pthread_mutex_lock(&v->lock);
     bool hit = find_range(v, addr) != NULL;
@@ -176,7 +176,7 @@ static void close_all(const int *fds, size_t n)
         close(fds[i]);
 }
 
-int fp_vmm_export(fp_vmm *v, uint64_t addr, size_t n, int *fds)
+int fp_pages_export(fp_pages *v, uint64_t addr, size_t n, int *fds)
 {
     if (exiting() || !v->shareable)
         return EIO;
@@ -199,7 +199,7 @@ int fp_vmm_export(fp_vmm *v, uint64_t addr, size_t n, int *fds)
     return err;
 }
 
-int fp_vmm_reserve_va(fp_vmm *v, size_t size, size_t align, uint64_t *addr)
+int fp_pages_reserve_va(fp_pages *v, size_t size, size_t align, uint64_t *addr)
 {
     vmm_range *r = calloc(1, sizeof *r);
     CUmemGenericAllocationHandle *h = calloc(size / v->gran, sizeof *h);
@@ -226,7 +226,7 @@ int fp_vmm_reserve_va(fp_vmm *v, size_t size, size_t align, uint64_t *addr)
 }
 
 /* Unmaps and releases granules [i, j) of r that are mapped. */
-static void drop_granules(fp_vmm *v, vmm_range *r, size_t i, size_t j)
+static void drop_granules(fp_pages *v, vmm_range *r, size_t i, size_t j)
 {
     for (size_t k = i; k < j; k++) {
         if (!r->h[k])
@@ -237,7 +237,7 @@ static void drop_granules(fp_vmm *v, vmm_range *r, size_t i, size_t j)
     }
 }
 
-static void unlink_range(fp_vmm *v, vmm_range *r)
+static void unlink_range(fp_pages *v, vmm_range *r)
 {
     for (vmm_range **pp = &v->ranges; *pp; pp = &(*pp)->next)
         if (*pp == r) {
@@ -246,7 +246,7 @@ static void unlink_range(fp_vmm *v, vmm_range *r)
         }
 }
 
-int fp_vmm_free_va(fp_vmm *v, uint64_t addr, size_t size)
+int fp_pages_free_va(fp_pages *v, uint64_t addr, size_t size)
 {
     pthread_mutex_lock(&v->lock);
     vmm_range *r = find_range(v, addr);
@@ -272,7 +272,7 @@ int fp_vmm_free_va(fp_vmm *v, uint64_t addr, size_t size)
 /* ---- pages --------------------------------------------------------------- */
 
 /* One access descriptor for the device and one per peer; returns count. */
-static size_t access_list(const fp_vmm *v, CUmemAccessDesc *d)
+static size_t access_list(const fp_pages *v, CUmemAccessDesc *d)
 {
     size_t n = 0;
     d[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -287,7 +287,7 @@ static size_t access_list(const fp_vmm *v, CUmemAccessDesc *d)
 }
 
 /* Maps granule k of r with a new handle; 0 or an errno. */
-static int map_granule(fp_vmm *v, vmm_range *r, size_t k)
+static int map_granule(fp_pages *v, vmm_range *r, size_t k)
 {
     CUmemAllocationProp p = device_prop(v);
     CUmemGenericAllocationHandle h = 0;
@@ -303,7 +303,7 @@ static int map_granule(fp_vmm *v, vmm_range *r, size_t k)
     return 0;
 }
 
-int fp_vmm_map(fp_vmm *v, uint64_t addr, size_t size)
+int fp_pages_map(fp_pages *v, uint64_t addr, size_t size)
 {
     if (exiting())
         return EIO;
@@ -334,7 +334,7 @@ int fp_vmm_map(fp_vmm *v, uint64_t addr, size_t size)
     return err;
 }
 
-int fp_vmm_unmap(fp_vmm *v, uint64_t addr, size_t size, uint64_t freed_at)
+int fp_pages_unmap(fp_pages *v, uint64_t addr, size_t size, uint64_t freed_at)
 {
     if (exiting())
         return 0; /* the driver frees everything at teardown */
@@ -353,7 +353,7 @@ int fp_vmm_unmap(fp_vmm *v, uint64_t addr, size_t size, uint64_t freed_at)
     return r ? wait : EINVAL;
 }
 
-uint64_t fp_vmm_kept(fp_vmm *v)
+uint64_t fp_pages_kept(fp_pages *v)
 {
     pthread_mutex_lock(&v->lock);
     uint64_t n = v->kept;
@@ -364,7 +364,7 @@ uint64_t fp_vmm_kept(fp_vmm *v)
 /* ---- peers ----------------------------------------------------------------- */
 
 /* Grants peer access on every run of mapped granules of r. */
-static int grant_range(fp_vmm *v, vmm_range *r, const CUmemAccessDesc *d)
+static int grant_range(fp_pages *v, vmm_range *r, const CUmemAccessDesc *d)
 {
     size_t n = r->size / v->gran;
     int err = 0;
@@ -382,7 +382,7 @@ static int grant_range(fp_vmm *v, vmm_range *r, const CUmemAccessDesc *d)
     return err;
 }
 
-int fp_vmm_add_peer(fp_vmm *v, CUdevice peer)
+int fp_pages_add_peer(fp_pages *v, CUdevice peer)
 {
     pthread_mutex_lock(&v->lock);
     bool known = peer == v->dev;
@@ -404,7 +404,7 @@ int fp_vmm_add_peer(fp_vmm *v, CUdevice peer)
 
 /* ---- life ------------------------------------------------------------------ */
 
-static void drop_table(fp_vmm *v)
+static void drop_table(fp_pages *v)
 {
     for (vmm_range *r = v->ranges, *n; r; r = n) {
         n = r->next;
@@ -415,7 +415,7 @@ static void drop_table(fp_vmm *v)
     v->kept = 0;
 }
 
-void fp_vmm_release_all(fp_vmm *v)
+void fp_pages_release_all(fp_pages *v)
 {
     pthread_mutex_lock(&v->lock);
     for (vmm_range *r = v->ranges; r && !exiting(); r = r->next) {
@@ -426,7 +426,7 @@ void fp_vmm_release_all(fp_vmm *v)
     pthread_mutex_unlock(&v->lock);
 }
 
-void fp_vmm_free(fp_vmm *v)
+void fp_pages_free(fp_pages *v)
 {
     if (!v)
         return;
@@ -435,12 +435,12 @@ void fp_vmm_free(fp_vmm *v)
     free(v);
 }
 
-void fp_vmm_fork_prepare(fp_vmm *v)
+void fp_pages_fork_prepare(fp_pages *v)
 {
     pthread_mutex_lock(&v->lock);
 }
 
-void fp_vmm_fork_after(fp_vmm *v, bool child)
+void fp_pages_fork_after(fp_pages *v, bool child)
 {
     if (child)
         pthread_mutex_init(&v->lock, NULL);
