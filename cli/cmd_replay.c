@@ -272,7 +272,7 @@ static int write_out(const snap_args *a, const fp_conf *c, fp_pool *p, const ent
                  .conf = conf};
     static fp_sink sink;
     sink = fp_sink_fd(fd);
-    err = fp_pickle_snapshot(&s, &sink);
+    err = fp_snapshot_write(&s, &sink);
     if (close(fd) != 0 && !err)
         err = errno;
     if (err) {

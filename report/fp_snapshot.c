@@ -27,7 +27,7 @@ static const char *const action_names[FP_SNAP_NACTIONS] = {
     "segment_alloc", "segment_free",   "segment_map",
     "segment_unmap", "snapshot",       "oom"};
 
-const char *fp_pickle_action_name(unsigned action)
+const char *fp_snapshot_action_name(unsigned action)
 {
     return action < FP_SNAP_NACTIONS ? action_names[action] : NULL;
 }
@@ -116,7 +116,7 @@ static void put_segment(void *ud, uint64_t addr, size_t size, int small,
 
 static void put_entry(fp_pk *k, const fp_snap *s, const fp_snap_entry *e)
 {
-    const char *name = fp_pickle_action_name(e->action);
+    const char *name = fp_snapshot_action_name(e->action);
     fp_pk_dict(k);
     fp_pk_key(k, "action");
     fp_pk_str(k, name ? name : "snapshot");
@@ -191,7 +191,7 @@ static void put_settings(fp_pk *k, const fp_snap *s)
     fp_pk_end_dict(k);
 }
 
-int fp_pickle_snapshot(const fp_snap *s, fp_sink *out)
+int fp_snapshot_write(const fp_snap *s, fp_sink *out)
 {
     fp_pk k;
     fp_pk_begin(&k, out);

@@ -32,7 +32,7 @@ enum fp_snap_action {
     FP_SNAP_NACTIONS
 };
 /* PyTorch's name of an action ("alloc", ...); NULL out of range. */
-const char *fp_pickle_action_name(unsigned action);
+const char *fp_snapshot_action_name(unsigned action);
 
 typedef struct fp_snap_entry {
     uint64_t addr;   /* the block or segment (oom: 0)              */
@@ -74,6 +74,6 @@ typedef struct fp_snap {
 
 /* Writes the snapshot as a pickle.  0, or the sink's error (EINVAL when
  * the writer's containers did not pair: a bug). */
-int fp_pickle_snapshot(const fp_snap *s, fp_sink *out);
+int fp_snapshot_write(const fp_snap *s, fp_sink *out);
 
 #endif

@@ -25,7 +25,7 @@
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
  *   shim_nvml.c       the other processes on a GPU, from NVML;
  *   shim_advice.c     the fix a replay of the run proves (replay/fp_advise);
- *   shim_snapshot.c   snapshot:PATH, PyTorch's memory snapshot;
+ *   shim_snapfile.c   snapshot:PATH, PyTorch's memory snapshot;
  *   shim_life.c       the orchestrator: config before main, setup on the
  *                     first call, fork, exit (fp_shim_init);
  *   interposers, the exported driver entry points, over the core:
@@ -62,7 +62,7 @@
 #include "shim_summary.h"
 #include "shim_nvml.h"
 #include "shim_advice.h"
-#include "shim_snapshot.h"
+#include "shim_snapfile.h"
 #include "shim_life.h"
 #include "shim_ipc.h"
 #include "shim_mempool.h"

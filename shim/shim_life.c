@@ -26,7 +26,7 @@
 #include "shim_real.h"
 #include "shim_sanitizer.h"
 #include "shim_snaprec.h"
-#include "shim_snapshot.h"
+#include "shim_snapfile.h"
 #include "shim_state.h"
 #include "shim_summary.h"
 #include "shim_trace.h"
@@ -121,7 +121,7 @@ static void on_exit_handler(void)
     } else {
         if (!fp_tracer_flush(&by))
             lost[n++] = "trace left incomplete";
-        fp_snapshot_write_exit();
+        fp_snapfile_write_exit();
         if (used && summary)
             fp_advice_exit();
         if (used && !fp_summary_write("shim", &by) && summary)
@@ -255,7 +255,7 @@ static void *dump_thread(void *arg)
         atomic_store(&dump_busy, true);
         if (!atomic_load(&fp_shim.exiting)) {
             fp_summary_dump(++n);
-            fp_snapshot_dump(n);
+            fp_snapfile_dump(n);
         }
         atomic_store(&dump_busy, false);
     }

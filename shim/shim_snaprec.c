@@ -1,6 +1,6 @@
 /* shim_snaprec.c - the recorder behind snapshot:PATH and trace_stacks:N:
  * a ring of the last FP_SNAP_RING events of every pool, and the host
- * frames of each allocation.  shim_snapshot.c writes the snapshot from it;
+ * frames of each allocation.  shim_snapfile.c writes the snapshot from it;
  * the summary's leak report reads the frames.
  *
  * Entries: alloc; free_requested + free_completed, one moment (a freed
@@ -314,7 +314,7 @@ size_t fp_snap_frames(void *ud, uint64_t key, fp_snap_frame *out, size_t max)
     return n;
 }
 
-/* ---- for the writer (shim_snapshot.c) ------------------------------------ */
+/* ---- for the writer (shim_snapfile.c) ------------------------------------ */
 
 void fp_snap_lock(void)
 {

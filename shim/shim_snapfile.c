@@ -1,4 +1,4 @@
-/* shim_snapshot.c - snapshot:PATH writes PyTorch's memory snapshot (the
+/* shim_snapfile.c - snapshot:PATH writes PyTorch's memory snapshot (the
  * pickle of torch.cuda.memory._dump_snapshot, report/fp_snapshot.h) at
  * exit, and to PATH.N on the n-th SIGUSR1 with dump_on_sigusr1:1.
  *
@@ -14,7 +14,7 @@
  * it fails with EFBIG: fp_write_capped).  At exit the caller has made
  * sure no lock this takes is held by the exiting thread.
  */
-#include "shim_snapshot.h"
+#include "shim_snapfile.h"
 #include "fp_file.h"
 #include "fp_snapshot.h"
 #include "shim_path.h"
@@ -48,7 +48,7 @@ static void write_held(fp_ctx_pool **ds, size_t n, void *ud)
                  .frames_of = fp_snap_has_stacks() ? fp_snap_frames : NULL};
     fp_snap_spans(s.ev, s.nev);
     sink = fp_sink_fd(*(int *)ud);
-    *(int *)ud = fp_pickle_snapshot(&s, &sink);
+    *(int *)ud = fp_snapshot_write(&s, &sink);
 }
 
 static int write_to(int fd)
@@ -88,7 +88,7 @@ static void write_snapshot(unsigned dump)
                strerror(err));
 }
 
-void fp_snapshot_write_exit(void)
+void fp_snapfile_write_exit(void)
 {
     if (!fp_snap_on() || !atomic_load(&fp_shim.used))
         return;
@@ -97,7 +97,7 @@ void fp_snapshot_write_exit(void)
     fp_snap_unlock();
 }
 
-void fp_snapshot_dump(unsigned n)
+void fp_snapfile_dump(unsigned n)
 {
     if (!fp_snap_on())
         return;
