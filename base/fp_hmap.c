@@ -7,7 +7,7 @@
  */
 #include "fp_hmap.h"
 
-#include <assert.h>
+#include "fp_assert.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ size_t fp_hmap_slot(const fp_hmap *m, uint64_t key)
 
 void fp_hmap_fill(fp_hmap *m, size_t i, uint64_t key, uint64_t val)
 {
-    assert(val && !m->slots[i].val && "fill: an empty slot and a non-zero value");
+    fp_assert(val && !m->slots[i].val, "fill an empty slot with a non-zero value");
     m->slots[i] = (fp_hmap_entry){key, val};
     m->count++;
 }

@@ -12,9 +12,9 @@
  *
  * Invariants: see pool_internal.h.  Every public entry takes p->lock.
  */
+#include "fp_assert.h"
 #include "fp_lock.h"
 #include "pool_stats.h"
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +92,7 @@ int fp_pool_is_oversize(const fp_pool_opts *o, size_t size)
 
 int fp_may_take(const fp_pool_opts *o, size_t rounded, size_t block_size)
 {
-    assert(block_size >= rounded && "best fit found a block too small");
+    fp_assert(block_size >= rounded, "best fit found a block too small");
     if (!fp_pool_is_oversize(o, rounded))
         return !fp_pool_is_oversize(o, block_size);
     return block_size - rounded < o->max_non_split_rounding;
@@ -320,8 +320,8 @@ static bool should_split(const fp_pool *p, bool small, size_t rounded, size_t re
  * remainder when the rules allow.  Returns 0 or ENOMEM (no header). */
 static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
 {
-    assert(b->state == FP_BLOCK_FREE && b->size >= rounded &&
-           "take_block: a free block that holds the request");
+    fp_assert(b->state == FP_BLOCK_FREE && b->size >= rounded,
+              "take a free block that holds the request");
     size_t rest = b->size - rounded;
     fp_block *r = NULL;
     if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
@@ -462,12 +462,26 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
     return 0;
 }
 
+/* FP_ASSERT_LEVEL 2 (base/fp_assert.h): the whole pool checked after every
+ * allocation and free, as the tests do. */
+static void check_whole(fp_pool *p)
+{
+#if FP_ASSERT_LEVEL >= 2
+    char msg[256];
+    if (fp_pool_check(p, msg, sizeof msg))
+        fp_assert_fail(__FILE__, __LINE__, "fp_pool_check(p) == 0", msg);
+#else
+    (void)p;
+#endif
+}
+
 int fp_pool_alloc_grant(fp_pool *p, size_t size, uint64_t unsafe_from, fp_grant *g)
 {
     alloc_req rq = {.size = size, .unsafe_from = unsafe_from};
     pthread_mutex_lock(&p->lock);
     int err = alloc_locked(p, &rq, g);
     pthread_mutex_unlock(&p->lock);
+    check_whole(p);
     return err;
 }
 
@@ -559,6 +573,7 @@ int fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size)
     pthread_mutex_lock(&p->lock);
     int err = free_locked(p, addr, true, freed_at, size);
     pthread_mutex_unlock(&p->lock);
+    check_whole(p);
     return err;
 }
 
@@ -568,6 +583,7 @@ int fp_pool_free(fp_pool *p, uint64_t addr)
     pthread_mutex_lock(&p->lock);
     int err = free_locked(p, addr, false, NULL, NULL);
     pthread_mutex_unlock(&p->lock);
+    check_whole(p);
     return err;
 }
 

@@ -13,7 +13,7 @@
  */
 #include "fp_report.h"
 
-#include <assert.h>
+#include "fp_assert.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -101,7 +101,7 @@ size_t fp_report_pool_rows(const fp_pool_stats *st, fp_row rows[FP_POOL_NROWS])
     rows[n++] = (fp_row){"fragmentation", " fragmentation at peak", NULL, FP_ROW_RATIO, num, den};
     FP_POOL_COUNTS_B(FP_POOL_ROW)
 #undef FP_POOL_ROW
-    assert(n == FP_POOL_NROWS && "FP_POOL_NROWS counts the rows above");
+    fp_assert(n == FP_POOL_NROWS, "FP_POOL_NROWS counts the rows above");
     return n;
 }
 

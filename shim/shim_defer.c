@@ -45,6 +45,7 @@
  * and counts each wait.  Lock order: the pool's lock, then this one.
  */
 #include "shim_defer.h"
+#include "fp_assert.h"
 #include "shim_clock.h"
 #include "shim_real.h"
 #include "shim_state.h"
@@ -178,6 +179,8 @@ static bool make_safe(fp_defer *f, const fp_pool *pool, const fp_grant *g, CUstr
     pthread_mutex_lock(&f->lock);
     bool ok = g->freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
               order(f, pool, s, async);
+    fp_assert(!ok || async || g->freed_at < atomic_load(&f->covered),
+              "a grant made safe for the context is covered");
     pthread_mutex_unlock(&f->lock);
     fp_capture_gate_leave();
     return ok;

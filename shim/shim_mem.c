@@ -12,6 +12,7 @@
  * fp_shim_init first and the core files below it, and no core file calls
  * it.
  */
+#include "fp_assert.h"
 #include "shim_advice.h"
 #include "shim_clock.h"
 #include "shim_defer.h"
@@ -207,6 +208,7 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
     fp_time_end(t0);
     if (d && *res != CUDA_SUCCESS)
         fp_mempool_untake(p, so); /* not freed: still live */
+    fp_assert(!d || *res != CUDA_SUCCESS || r.err || r.size > 0, "a freed block has a size");
     if (!d)
         return 1;
     if (*res == CUDA_SUCCESS && !r.err && async && deferred())

@@ -29,6 +29,7 @@
  * pool) and never around a call into the pool.
  */
 #include "shim_pages.h"
+#include "fp_assert.h"
 #include "shim_clock.h"
 #include "shim_real.h"
 #include "shim_state.h"
@@ -289,6 +290,7 @@ static size_t access_list(const fp_pages *v, CUmemAccessDesc *d)
 /* Maps granule k of r with a new handle; 0 or an errno. */
 static int map_granule(fp_pages *v, vmm_range *r, size_t k)
 {
+    fp_assert(!r->h[k], "a granule mapped once (a handle iff mapped)");
     CUmemAllocationProp p = device_prop(v);
     CUmemGenericAllocationHandle h = 0;
     int err = drv(fp_real.cuMemCreate(&h, v->gran, &p, 0));

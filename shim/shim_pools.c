@@ -28,6 +28,7 @@
  * holds it; only RETIRED slots (their segments forgotten) are rebuilt.
  */
 #include "shim_pools.h"
+#include "fp_assert.h"
 #include "shim_clock.h"
 #include "shim_real.h"
 #include "shim_snaprec.h"
@@ -223,8 +224,10 @@ static bool hold(fp_ctx_pool *d, bool any_state)
 
 void fp_pools_put(fp_ctx_pool *d)
 {
-    if (d)
-        atomic_fetch_sub_explicit(my_shard(d), 1, memory_order_release);
+    if (!d)
+        return;
+    int was = atomic_fetch_sub_explicit(my_shard(d), 1, memory_order_release);
+    fp_assert(was > 0, "a pool given back by a thread that did not hold it");
 }
 
 static fp_ctx_pool *find_ctx(CUcontext ctx)
