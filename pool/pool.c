@@ -6,10 +6,9 @@
  * it when the split rules say so (the rules: pool_rules.c).  On a miss it
  * reserves a new segment; when the backend or the cap refuses, it releases
  * cached memory in PyTorch's order and retries once before it reports
- * ENOMEM.  A free
- * merges the block with free neighbours of the same segment.  Segments go
- * back to the backend only on release-and-retry, GC, empty_cache or a
- * caller's trim (least recently freed first).
+ * ENOMEM.  A free merges the block with free neighbours of the same
+ * segment.  Segments go back to the backend only on release-and-retry, GC,
+ * empty_cache or a caller's trim (least recently freed first).
  *
  * Invariants: see pool_internal.h.  Every public entry takes p->lock.
  */
