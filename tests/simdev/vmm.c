@@ -1,4 +1,4 @@
-/* tests/test_simdev_vmm.c: the virtual memory management API of the
+/* tests/simdev/vmm.c: the virtual memory management API of the
  * simulated device (sim_vmm.c) on its own, linked as -lcuda, no fragpool.
  *
  * What is pinned: the granularity; the alignment rules of reserve, create,

@@ -1,4 +1,4 @@
-/* test_pool_vmm.c - the tests of pool/'s virtual-memory segments
+/* tests/pool/vmm.c - the tests of pool/'s virtual-memory segments
  * (the default; expandable_segments:True) against a mock backend with the VMM ops.
  *
  * What is pinned: pages mapped on demand and kept by freed ranges; no

@@ -1,4 +1,4 @@
-/* tests/test_simdev_ipc.c: legacy IPC of the simulated device (sim_ipc.c)
+/* tests/simdev/ipc.c: legacy IPC of the simulated device (sim_ipc.c)
  * on its own, linked as -lcuda, no fragpool.
  *
  * In one process: what may be exported, the errors, and that an export
