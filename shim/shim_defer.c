@@ -21,9 +21,10 @@
  * tests/gpu/ctx_fence.cu, also its guarantees), and their cost does not
  * grow with idle streams.  One fence covers every block freed before it
  * was recorded (the pool clock says which), so a run of reuses costs one
- * fence, and so do the reuses of threads that queued behind it.  cuMemAllocAsync(s) needs only s ordered
- * (cuStreamWaitEvent), and none at all for a block that cuMemFreeAsync
- * gave back on s itself: stream order already puts the new work last.
+ * fence, and so do the reuses of threads that queued behind it.
+ * cuMemAllocAsync(s) needs only s ordered (cuStreamWaitEvent), and none
+ * at all for a block that cuMemFreeAsync gave back on s itself: stream
+ * order already puts the new work last.
  *
  * Where the driver has no context events (before CUDA 12.5) or refuses
  * one, a reuse synchronizes the context instead; while a graph is being
