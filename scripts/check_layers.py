@@ -3,7 +3,7 @@
 
 Usage: scripts/check_layers.py [repo-root] [--objects BUILD-DIR] [--graph FOLDER]
 
-Three rules, over the C sources of the tree (no build needed):
+Four rules, over the C sources of the tree (no build needed):
   (a) no circle between the files of one folder: no file calls (or reads a
       global of) a file that, directly or through others, calls it back;
   (b) no include and no call that points up a layer or sideways to a peer:
@@ -11,7 +11,13 @@ Three rules, over the C sources of the tree (no build needed):
   (c) one prefix per module: the fp_<word>_ of an exported name (a function
       or global a .c file defines, a function a header declares or defines)
       belongs to one folder, and in shim/ to one module (shim_x.c with its
-      shim_x.h), so a name says where it lives.
+      shim_x.h), so a name says where it lives;
+  (d) every lock of the shim is taken at fork: a shim/ file that holds a
+      pthread mutex or rwlock defines a fork handler named in a row of
+      ranked_locks (shim/shim_life.c, the one ranked list of locks),
+      registers its own with fp_life_rank_lock("<a row's name>", ...), or
+      is listed in LOCKS_UNDER (its locks live in objects whose owner's row
+      takes them).
 And the layer table of docs/design.md (between its "layers" comments) must
 be LAYERS, row for row.
 Every violation is one line on stdout; the exit status is 1 when there is
@@ -82,6 +88,12 @@ SRC_EXT = (".c", ".h")
 PREFIX = re.compile(r"(fp_[a-z0-9]+)_\w")
 DECLARED = re.compile(r"^[A-Za-z_][\w \t*]*?\b(fp_[a-z0-9]+_\w*)\s*\(", re.M)
 ONE_MODULE = ["shim"]   # folders where a prefix belongs to one file pair
+LOCK_DECL = re.compile(r"\bpthread_(?:mutex|rwlock)_t\s+\**\s*\w+")
+RANK_ROW = re.compile(r'\{\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*\}')
+# Shim files whose locks another row takes: each pool's deferral and VMM
+# state, and the capture gate, are taken by the "device pools" row.
+LOCKS_UNDER = {"shim/shim_defer.c": "device pools", "shim/shim_pages.c": "device pools",
+               "shim/shim_streams.c": "device pools"}
 IDENT = re.compile(r"[A-Za-z_]\w*")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 KEYWORDS = set("""if while for switch return sizeof _Alignof alignof
@@ -494,6 +506,41 @@ def prefix_problems(files):
     return problems
 
 
+def ranked_rows(files):
+    """[(name, prepare, after)] of ranked_locks in shim/shim_life.c, or None."""
+    text = files.get("shim/shim_life.c")
+    m = re.search(r"ranked_locks\[\]\s*=\s*\{(.*?)\n\};", text or "", re.S)
+    return RANK_ROW.findall(m.group(1)) if m else None
+
+
+def lock_problems(files):
+    """Rule (d): a shim lock that no ranked row takes at fork."""
+    rows = ranked_rows(files)
+    if rows is None:
+        return []
+    names = {r[0] for r in rows}
+    handlers = {h for r in rows for h in r[1:]} - {"NULL"}
+    problems = []
+    for rel, text in sorted(files.items()):
+        if not rel.startswith("shim/") or not rel.endswith(".c") or rel == "shim/shim_life.c":
+            continue
+        code = strip(text)
+        if not LOCK_DECL.search(code):
+            continue
+        registered = re.findall(r'fp_life_rank_lock\(\s*"([^"]*)"', text)
+        unknown = [r for r in registered if r not in names]
+        for r in unknown:
+            problems.append(f'{rel}: fp_life_rank_lock("{r}") names no row of ranked_locks '
+                            f"(shim/shim_life.c)")
+        if unknown or definitions(code) & handlers or registered or \
+           LOCKS_UNDER.get(rel) in names:
+            continue
+        problems.append(f"{rel}: holds a lock that no row of ranked_locks (shim/shim_life.c) "
+                        f"takes at fork; add a row with its handlers, or register them with "
+                        f"fp_life_rank_lock")
+    return problems
+
+
 def check(root, build=None):
     """(problems, notes): the lines that fail the check, and those that do not."""
     files = scan(root)
@@ -521,6 +568,7 @@ def check(root, build=None):
             problems.append(f"{rel} -> {dst} ({why}): {kind}, {src}/ may use only "
                             f"{', '.join(sorted(allowed[src]))}/")
     problems += prefix_problems({r: t for r, t in files.items() if folder_of(r) in allowed})
+    problems += lock_problems(files)
     by_dir = {}
     for rel in edges:
         by_dir.setdefault(os.path.dirname(rel), []).append(rel)

@@ -5,8 +5,9 @@ Each case writes a tree of a few C files into a temporary folder, runs the
 check on it as CI does (a separate python3 process) and looks at the exit
 status and the lines: a clean tree passes silently; a circle, an include or
 a call up a layer, a call to a peer, simdev/ beyond base/, an unplaced
-folder and a name prefix in two folders (or two modules of shim/) each fail
-with one line that names the files; comments, strings,
+folder, a name prefix in two folders (or two modules of shim/) and a shim
+lock that no row of ranked_locks takes at fork each fail with one line that
+names the files; comments, strings,
 struct members, static functions and type names are not uses; KNOWN
 circles pass only while they stay within their files, and an entry whose
 circle is gone is said (these run check() in-process with a made-up KNOWN
@@ -131,6 +132,40 @@ class CheckLayers(unittest.TestCase):
             "pool/pool_more.c": '#include "fp_pool.h"\nint fp_pool_more(int n) { return n; }\n',
         }).root)
         self.assertEqual((rc, out), (0, []))
+
+    LIFE = ("int fp_state_get(void);\nint fp_shim_init(void) { return fp_state_get(); }\n"
+            "static struct { const char *name; void (*prepare)(void); void (*after)(int); }\n"
+            "ranked_locks[] = {\n"
+            '    {"summary", fp_summary_fork_prepare, fp_summary_fork_after},\n'
+            '    {"device pools", fp_pools_fork_prepare, fp_pools_fork_after},\n'
+            '    {"IPC opens", NULL, NULL},\n'
+            "};\n")
+    SUMMARY = ("#include <pthread.h>\nstatic pthread_mutex_t lock;\n"
+               "void fp_summary_fork_prepare(void) { pthread_mutex_lock(&lock); }\n"
+               "void fp_summary_fork_after(int c) { (void)c; }\n")
+
+    def test_locks_taken_at_fork_pass(self):
+        # a row's handlers, a registration by a row's name, a LOCKS_UNDER file
+        rc, out, err = run(self.tree({
+            "shim/shim_life.c": self.LIFE, "shim/shim_summary.c": self.SUMMARY,
+            "shim/shim_ipc.c": '#include <pthread.h>\nstatic pthread_mutex_t open_lock;\n'
+                               'void fp_ipc_setup(void) { fp_life_rank_lock("IPC opens", 0, 0); }\n',
+            "shim/shim_defer.c": "#include <pthread.h>\nstruct fp_defer { pthread_mutex_t lock; };\n",
+        }).root)
+        self.assertEqual((rc, out), (0, []))
+
+    def test_lock_no_row_takes(self):
+        self.fails_with({"shim/shim_life.c": self.LIFE, "shim/shim_summary.c": self.SUMMARY,
+                         "shim/shim_cache.c": "#include <pthread.h>\n"
+                                              "static pthread_rwlock_t cache_lock;\n"},
+                        "shim/shim_cache.c: holds a lock that no row of ranked_locks")
+
+    def test_lock_registered_under_a_name_no_row_has(self):
+        self.fails_with({"shim/shim_life.c": self.LIFE, "shim/shim_summary.c": self.SUMMARY,
+                         "shim/shim_ipc.c": '#include <pthread.h>\nstatic pthread_mutex_t l;\n'
+                                            'void fp_ipc_setup(void) '
+                                            '{ fp_life_rank_lock("IPC close", 0, 0); }\n'},
+                        'shim/shim_ipc.c: fp_life_rank_lock("IPC close") names no row')
 
     def test_include_up_a_layer(self):
         self.fails_with({"pool/pool.c": '#include "fp_conf.h"\nint fp_pool_alloc(int n) { return n; }\n'},
