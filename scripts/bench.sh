@@ -4,36 +4,39 @@
 # file and one page (docs/PERFORMANCE.md).  Runs in the repo root.
 #
 # Parts (each writes $BENCH_OUT/<part>.json: date, GPU, driver, CUDA, commit):
-#   cpu          the pool beside a bestfit set and TLSF (build/bin/bench_cores)      ~60 s
+#   cpu          the pool beside a bestfit set and TLSF (build/bin/bench_cores)      ~20 s
 #   gpu-host     host cost of alloc+free pairs: raw cudaMalloc, cudaMallocAsync
-#                pool, fragpool under static and shared cudart; 1 and 8 threads    ~200 s
-#   offline      fragpool replay events/s and tune time on the shared traces       ~60 s
-#   real         PyTorch training, every allocator (scripts/gpu-real.sh + the
-#                PyTorch settings it lacks)                               540 s per call
-#   real-budget  the smallest free memory each completes in (bisection)           540 s per call
+#                pool, fragpool under static and shared cudart, 1 and 8 threads;
+#                and the thread table (bench_alloc's work32 case, 1-16 threads) ~150 s
+#   offline      fragpool replay events/s and tune time on the shared traces       ~10 s
+#   traces       the recorded traces through PyTorch's own allocator on the GPU
+#                and through fragpool's replay: peak reserved, smallest budget      ~60 s
+#   real         PyTorch as people use it (scripts/gpu-real.sh): GPT training, ResNet-50
+#                training, an HF generate loop; PyTorch's three allocators and
+#                fragpool, rounds interleaved, then (BENCH_REAL_BISECT=1) the
+#                smallest free memory each completes in                     BENCH_REAL_S
+#   real-budget  the bisection alone, for a call after a matrix without it
 #   merge [DIR...]  the part files of DIRs (default $BENCH_OUT) -> $BENCH_OUT/results.json
 #   page  [DIR...]  merge, then write $BENCH_PAGE (default docs/PERFORMANCE.md) and its plots
 #   all          every measuring part in one go (more than 10 minutes: for machines without a limit)
 # Everything does not fit in one 10-minute call on one H200; run (one call each):
-#   scripts/bench.sh cpu gpu-host offline
-#   BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real
-#   BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real
-#   BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget
-#   BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget
-#   scripts/bench.sh page DIR1 DIR2 ...   (no GPU needed: the calls' $BENCH_OUT folders;
-#                                          real and real-budget of several calls are combined)
+#   BENCH_REAL_WORKLOADS=gpt BENCH_REAL_S=330 scripts/bench.sh gpu-host traces real
+#   BENCH_REAL_WORKLOADS="cnn llm" BENCH_REAL_S=500 scripts/bench.sh cpu offline real
+#   scripts/bench.sh page DIR1 DIR2   (no GPU needed: the calls' $BENCH_OUT folders;
+#                                      real and real-budget of several calls are combined)
 # A call builds first (cmake, Release, into $BENCH_BUILD_DIR) unless BENCH_SKIP_BUILD=1.
 #
 # Environment (defaults in brackets):
 #   BENCH_OUT [$OUT, else /tmp/fragpool-bench]   BENCH_BUILD_DIR [build-gpu]   BENCH_COMMIT [git]
 #   BENCH_CPU_S [120] BENCH_CPU_PAIRS [1000000] BENCH_CPU_REPS [3]
-#   BENCH_GPU_HOST_S [300] BENCH_GPU_HOST_ROUNDS [3] BENCH_GPU_HOST_CASE_MS [400]
+#   BENCH_GPU_HOST_S [240] BENCH_GPU_HOST_ROUNDS [3] BENCH_GPU_HOST_CASE_MS [300]
 #   BENCH_GPU_HOST_THREADS [1,8] BENCH_GPU_HOST_VARIANTS ["native fp fp-shared"] BENCH_CONF [extra FRAGPOOL_CONF]
-#   BENCH_OFFLINE_S [120] BENCH_OFFLINE_RUNS [3]
-#   BENCH_REAL_S [540] BENCH_REAL_WORKLOADS ["gpt_sdpa cnn"] BENCH_REAL_REPEAT [1] BENCH_REAL_ARGS
-#   BENCH_REAL_VARIANTS ["torch torch_exp torch_async torch_split512 nocache fp fpsync fpvmm fpvmm512"]
-#     (gpu-real.sh's variants go to it; a variant it does not know yet is reported "not run")
-#   BENCH_BUDGET_S [540] BENCH_BUDGET_VARIANTS ["torch fp"] BENCH_BUDGET_RES [512 MiB]
+#   BENCH_THREAD_TABLE [1,2,4,8,16] BENCH_THREAD_VARIANTS ["native fp"]
+#   BENCH_OFFLINE_S [120] BENCH_OFFLINE_RUNS [3]   BENCH_TRACES_S [120]
+#   BENCH_REAL_S [540] BENCH_REAL_WORKLOADS ["gpt cnn llm"] BENCH_REAL_REPEAT [3] BENCH_REAL_ARGS
+#   BENCH_REAL_VARIANTS ["torch torchexp torchasync fp"] BENCH_REAL_BISECT [1]
+#     (gpu-real.sh's variants go to it; torch_split512 and nocache run in part_real.py)
+#   BENCH_BUDGET_S [540] BENCH_BUDGET_VARIANTS [as BENCH_REAL_VARIANTS] BENCH_BUDGET_RES [128 MiB]
 #   BENCH_PAGE [docs/PERFORMANCE.md]
 # Exit status: 0 when every part asked for ended "ok", 1 when one was partial
 # or failed, 2 on bad usage.
@@ -47,7 +50,7 @@ mkdir -p "$OUT_DIR" || exit 2
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 BUILD=${BENCH_BUILD_DIR:-build-gpu}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-MEASURE="cpu gpu-host offline real real-budget"
+MEASURE="cpu gpu-host offline traces real real-budget"
 
 usage() {
   sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -108,22 +111,26 @@ part() {   # PART: run it
       python3 "$PERF/part_cpu.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_CPU_S:-120}" \
         --pairs "${BENCH_CPU_PAIRS:-1000000}" --reps "${BENCH_CPU_REPS:-3}" ;;
     gpu-host)
-      python3 "$PERF/part_gpu_host.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_GPU_HOST_S:-300}" \
-        --rounds "${BENCH_GPU_HOST_ROUNDS:-3}" --case-ms "${BENCH_GPU_HOST_CASE_MS:-400}" \
+      python3 "$PERF/part_gpu_host.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_GPU_HOST_S:-240}" \
+        --rounds "${BENCH_GPU_HOST_ROUNDS:-3}" --case-ms "${BENCH_GPU_HOST_CASE_MS:-300}" \
         --threads "${BENCH_GPU_HOST_THREADS:-1,8}" --variants "${BENCH_GPU_HOST_VARIANTS:-native fp fp-shared}" \
+        --thread-table "${BENCH_THREAD_TABLE-1,2,4,8,16}" --thread-variants "${BENCH_THREAD_VARIANTS:-native fp}" \
         --conf "${BENCH_CONF:-}" ;;
     offline)
       python3 "$PERF/part_offline.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_OFFLINE_S:-120}" \
         --runs "${BENCH_OFFLINE_RUNS:-3}" ;;
+    traces)
+      python3 "$PERF/part_traces.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_TRACES_S:-120}" ;;
     real | real-budget)
-      local mode=matrix budget=${BENCH_REAL_S:-540}
-      local variants=${BENCH_REAL_VARIANTS:-torch torch_exp torch_async torch_split512 nocache fp fpsync fpvmm fpvmm512}
+      local mode=matrix budget=${BENCH_REAL_S:-540} bisect=()
+      local variants=${BENCH_REAL_VARIANTS:-torch torchexp torchasync fp}
+      [ "${BENCH_REAL_BISECT:-1}" = 1 ] && bisect=(--bisect)
       if [ "$1" = real-budget ]; then
-        mode=budget budget=${BENCH_BUDGET_S:-540} variants=${BENCH_BUDGET_VARIANTS:-torch fp}
+        mode=budget budget=${BENCH_BUDGET_S:-540} variants=${BENCH_BUDGET_VARIANTS:-$variants} bisect=()
       fi
       python3 "$PERF/part_real.py" "$mode" --build "$BUILD" --out "$OUT_DIR" --budget "$budget" \
-        --workloads "${BENCH_REAL_WORKLOADS:-gpt_sdpa cnn}" --variants "$variants" \
-        --repeat "${BENCH_REAL_REPEAT:-1}" --args "${BENCH_REAL_ARGS:-}" --resolution "${BENCH_BUDGET_RES:-512}" ;;
+        --workloads "${BENCH_REAL_WORKLOADS:-gpt cnn llm}" --variants "$variants" "${bisect[@]}" \
+        --repeat "${BENCH_REAL_REPEAT:-3}" --args "${BENCH_REAL_ARGS:-}" --resolution "${BENCH_BUDGET_RES:-128}" ;;
   esac
   rc=$?
   [ "$rc" = 0 ] || echo "=== $1: exit status $rc"
@@ -136,7 +143,7 @@ main() {
   for p in "$@"; do
     case $p in
       all) read -r -a all <<<"$MEASURE"; parts+=("${all[@]}") ;;
-      cpu | gpu-host | offline | real | real-budget) parts+=("$p") ;;
+      cpu | gpu-host | offline | traces | real | real-budget) parts+=("$p") ;;
       merge) merge=1 ;;
       page) merge=1 page=1 ;;
       -h | --help) usage; return 0 ;;
@@ -151,7 +158,7 @@ main() {
     case $p in
       cpu) targets+=(bench_cores) ;;
       gpu-host) targets+=(fragpool gpu_bench_alloc gpu_bench_alloc_shared) ;;
-      offline) targets+=(fragpool_cli) ;;
+      offline | traces) targets+=(fragpool_cli) ;;
       real | real-budget) targets+=(fragpool) ;;
     esac
   done

@@ -3,11 +3,16 @@
 # allocator and under fragpool, in one call (docs/gpu.md, "Workloads that look
 # like real use").
 #
-# Workloads (tests/gpu/train_real.py):
+# Workloads (workload_args holds each one's program, arguments, OK line and
+# bisection-trial arguments):
+#   tests/gpu/train_real.py (also gpt_sdpa, gpt_side, cnn_compile):
 #   gpt            GPT, nn.MultiheadAttention (PyTorch's SDPA kernels)
 #   gpt_sdpa_side  GPT, F.scaled_dot_product_attention, a torch.cuda.Stream() side stream
 #   gpt_compile    GPT, nn.MultiheadAttention, torch.compile
 #   cnn            torchvision ResNet-50, image size changing every step
+#   tests/gpu/llm_generate.py (Hugging Face transformers):
+#   llm            generate() on a 1.36 B Llama with random weights, greedy, KV cache;
+#                  batch, prompt length and new tokens change every call
 # Variants:
 #   torch       PyTorch's caching allocator, its defaults
 #   torchexp    the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -30,10 +35,15 @@
 #   OUT                    results (default /tmp/fragpool-real): log.txt, runs.tsv,
 #                          <run>.out, <run>-<pid>.json, budget-*.json/.out, results.json
 #   REAL_BUDGET_S          wall-clock budget for everything (default 480)
+#   REAL_MATRIX_S          of that, the most the matrix's later rounds may take, so
+#                          that the bisection after it has the rest (default: all)
 #   REAL_WORKLOADS         default "gpt cnn gpt_sdpa_side gpt_compile"
 #   REAL_VARIANTS          default "torch fp fpsync"
 #   REAL_REPEAT            rounds (default 2)
-#   REAL_ARGS              extra train_real.py arguments for every run
+#   REAL_ARGS              extra train_real.py arguments for every run of a
+#                          train_real.py workload (not llm)
+#   REAL_LLM_ARGS          llm_generate.py arguments of the llm workload (default
+#                          "--calls 4 --peak-call 1 --min-new 32 --max-new 64")
 #   REAL_CONF              extra FRAGPOOL_CONF entries for every fragpool run
 #   REAL_BISECT            0 (default): no bisection; 1: after the matrix, in
 #                          what is left of REAL_BUDGET_S; only: the bisection
@@ -41,13 +51,17 @@
 #                          if there is one)
 #   REAL_BISECT_WORKLOADS  default "gpt cnn"
 #   REAL_BISECT_VARIANTS   default "torch fp" (add fpsync if time allows)
-#   REAL_BISECT_ARGS       train_real.py arguments of a bisection trial
-#                          (default "--warmup 2 --steps 8")
+#   REAL_BISECT_ARGS       train_real.py arguments added for a bisection trial of
+#                          a train_real.py workload (default "--warmup 2 --steps 8";
+#                          not llm)
+#   REAL_LLM_BISECT_ARGS   llm_generate.py arguments added to REAL_LLM_ARGS for a
+#                          bisection trial of llm (default "--calls 2 --peak-call 1":
+#                          still the largest call)
 #   REAL_BISECT_RES        resolution, MiB (default 256)
 #   REAL_BUILD_DIR         default build-gpu; REAL_SKIP_BUILD=1 uses the library there
-# Exit status: 0 when every run ended in "CHECK train_real OK" (fragpool runs
-# served by the pool), 1 otherwise.  The benchmark targets are reported
-# (MUST lines), not judged.
+# Exit status: 0 when every run ended in its program's OK line ("CHECK
+# train_real OK", "CHECK llm_generate OK"; fragpool runs served by the pool),
+# 1 otherwise.  The benchmark targets are reported (MUST lines), not judged.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -64,11 +78,14 @@ BISECT=${REAL_BISECT:-0}
 BISECT_WORKLOADS=${REAL_BISECT_WORKLOADS:-gpt cnn}
 BISECT_VARIANTS=${REAL_BISECT_VARIANTS:-torch fp}
 BISECT_ARGS=${REAL_BISECT_ARGS:---warmup 2 --steps 8}
+LLM_ARGS=${REAL_LLM_ARGS:---calls 4 --peak-call 1 --min-new 32 --max-new 64}
+LLM_BISECT_ARGS=${REAL_LLM_BISECT_ARGS:---calls 2 --peak-call 1}
 BISECT_RES=${REAL_BISECT_RES:-256}
 BUILD_DIR=${REAL_BUILD_DIR:-build-gpu}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 LIB=$BUILD_DIR/lib/libfragpool.so
 TR=$ROOT/tests/gpu/train_real.py
+LG=$ROOT/tests/gpu/llm_generate.py
 START=$SECONDS
 
 unset LD_PRELOAD FRAGPOOL_CONF PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
@@ -81,25 +98,33 @@ if [ ${#OUT_DIR} -gt 180 ] || [[ $OUT_DIR == *[,\[\]]* ]]; then
 fi
 
 left() { echo $((BUDGET_S - (SECONDS - START))); }
+matrix_left() { echo $((${REAL_MATRIX_S:-$BUDGET_S} - (SECONDS - START))); }
 
-workload_args() {   # WORKLOAD -> train_real.py arguments
+# workload_args WORKLOAD: what a workload runs, all of it here.  Sets
+#   W_PROG     the program, run with python3
+#   W_ARGS     its arguments in a run of the matrix (REAL_ARGS / REAL_LLM_ARGS included)
+#   W_TRIAL    the arguments added to W_ARGS for a bisection trial: short, still
+#              meeting the largest shape (REAL_BISECT_ARGS / REAL_LLM_BISECT_ARGS)
+#   W_OK       the line a completed run prints (gpu_budget.py's --ok-text)
+#   W_TIMEOUT  seconds for one run
+#   W_LOHI     "LO HI", MiB: the bisection's bounds when no run of the matrix gave
+#              a peak (a probe run narrows them)
+# Returns 1 for an unknown workload.
+workload_args() {
+  W_PROG=$TR W_OK='CHECK train_real OK' W_TRIAL=$BISECT_ARGS W_TIMEOUT=150 W_LOHI="4096 65536"
   case $1 in
-    gpt) echo "--model gpt --attn mha" ;;
-    gpt_sdpa_side) echo "--model gpt --attn sdpa --side-stream" ;;
-    gpt_compile) echo "--model gpt --attn mha --compile" ;;
-    gpt_sdpa) echo "--model gpt --attn sdpa" ;;
-    gpt_side) echo "--model gpt --attn mha --side-stream" ;;
-    cnn) echo "--model cnn" ;;
-    cnn_compile) echo "--model cnn --compile" ;;
+    gpt) W_ARGS="--model gpt --attn mha" ;;
+    gpt_sdpa_side) W_ARGS="--model gpt --attn sdpa --side-stream" ;;
+    gpt_compile) W_ARGS="--model gpt --attn mha --compile" W_TIMEOUT=300 ;;
+    gpt_sdpa) W_ARGS="--model gpt --attn sdpa" ;;
+    gpt_side) W_ARGS="--model gpt --attn mha --side-stream" ;;
+    cnn) W_ARGS="--model cnn" W_LOHI="1024 40960" ;;
+    cnn_compile) W_ARGS="--model cnn --compile" W_TIMEOUT=300 W_LOHI="1024 40960" ;;
+    llm) W_PROG=$LG W_OK='CHECK llm_generate OK' W_ARGS=$LLM_ARGS W_TRIAL=$LLM_BISECT_ARGS ;;
     *) return 1 ;;
   esac
-}
-
-workload_timeout() {   # WORKLOAD -> seconds for one run
-  case $1 in
-    *compile*) echo 300 ;;
-    *) echo 150 ;;
-  esac
+  if [ "$W_PROG" = "$TR" ]; then W_ARGS="$W_ARGS $EXTRA_ARGS"; fi
+  return 0
 }
 
 variant_env() {   # VARIANT JSON_PREFIX -> sets VENV (array)
@@ -145,13 +170,13 @@ do_build() {
   echo "=== build: $LIB ($((SECONDS - t0))s)"
 }
 
-# run_one WORKLOAD VARIANT ROUND: one training run; appends to runs.tsv.
+# run_one WORKLOAD VARIANT ROUND: one run of the workload's program; appends to runs.tsv.
 run_one() {
-  local w=$1 v=$2 rnd=$3 name t l args t0 rc status=""
+  local w=$1 v=$2 rnd=$3 name t l t0 rc status=""
   name="$w-$v-r$rnd"
-  args=$(workload_args "$w") || { echo "unknown workload $w"; return; }
+  workload_args "$w" || { echo "unknown workload $w"; return; }
   variant_env "$v" "$name" || { echo "unknown variant $v"; return; }
-  t=$(workload_timeout "$w")
+  t=$W_TIMEOUT
   l=$(left)
   if [ "$l" -lt 25 ]; then
     echo "=== $name: not run, the time budget (${BUDGET_S}s) is spent"
@@ -162,13 +187,14 @@ run_one() {
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$v" "$rnd" 127 0 "no $LIB" >>"$OUT_DIR/runs.tsv"
     return
   fi
-  echo "=== $name (timeout ${t}s): ${VENV[*]} python3 $TR $args $EXTRA_ARGS"
+  echo "=== $name (timeout ${t}s): ${VENV[*]} python3 $W_PROG $W_ARGS"
   t0=$SECONDS
   # shellcheck disable=SC2086  # the argument strings are word lists
-  timeout -k 10 "$t" env "${VENV[@]}" python3 "$TR" $args $EXTRA_ARGS </dev/null >"$OUT_DIR/$name.out" 2>&1
+  timeout -k 10 "$t" env "${VENV[@]}" python3 "$W_PROG" $W_ARGS </dev/null >"$OUT_DIR/$name.out" 2>&1
   rc=$?
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && status="timed out after ${t}s"
-  grep -aE '^(TRAIN|STEP_MS|LOSS |MEM|NVML_|CHECK|fragpool:)' "$OUT_DIR/$name.out" | cut -c1-300 | head -n 30
+  grep -aE '^(TRAIN|LLM|CALL|STEP_MS|LOSS |TOKENS_|MEM|NVML_|CHECK|fragpool:)' "$OUT_DIR/$name.out" \
+    | cut -c1-300 | head -n 30
   [ "$rc" != 0 ] && tail -n 15 "$OUT_DIR/$name.out"
   echo "=== $name: exit status $rc after $((SECONDS - t0))s${status:+ ($status)}"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$v" "$rnd" "$rc" "$((SECONDS - t0))" "$status" >>"$OUT_DIR/runs.tsv"
@@ -187,8 +213,8 @@ run_matrix() {
       # a later round runs a workload only if all its variants fit in the time left
       need=$(( ${took[$w]:-0} * 11 / 10 + 15 ))
       [ "$need" -lt 40 ] && need=40
-      if [ "$rnd" -gt 1 ] && [ "$(left)" -lt "$need" ]; then
-        echo "--- round $rnd, $w: not run, $(left)s left, round 1 took ${took[$w]:-?}s"
+      if [ "$rnd" -gt 1 ] && [ "$(matrix_left)" -lt "$need" ]; then
+        echo "--- round $rnd, $w: not run, $(matrix_left)s left for the matrix, round 1 took ${took[$w]:-?}s"
         continue
       fi
       echo "--- round $rnd, $w: ${order[*]} ($(left)s left)"
@@ -202,7 +228,7 @@ run_matrix() {
 }
 
 run_bisect() {
-  local w v p pairs=() npairs i=0 each lohi lo hi args l probe
+  local w v p pairs=() npairs i=0 each lohi lo hi l probe
   for w in $BISECT_WORKLOADS; do
     for v in $BISECT_VARIANTS; do pairs+=("$w $v"); done
   done
@@ -218,7 +244,7 @@ run_bisect() {
       echo "=== budget $w $v: not run, ${l}s left"
       continue
     fi
-    args=$(workload_args "$w") || continue
+    workload_args "$w" || { echo "=== budget $w $v: unknown workload $w"; continue; }
     # Bounds: from this workload's NVML peak in the matrix runs above, if
     # any; else wide ones, narrowed by an unconstrained probe run (--probe).
     probe=()
@@ -227,22 +253,19 @@ run_bisect() {
       read -r lo hi <<<"$lohi"
     else
       probe=(--probe)
-      case $w in
-        cnn*) lo=1024 hi=40960 ;;
-        *) lo=4096 hi=65536 ;;
-      esac
+      read -r lo hi <<<"$W_LOHI"
     fi
     mkdir -p "$OUT_DIR/budget-logs" "$JSON_DIR/budget-logs"
-    variant_env "$v" "budget-logs/$w-$v-B{B}"
+    variant_env "$v" "budget-logs/$w-$v-B{B}" || { echo "=== budget $w $v: unknown variant $v"; continue; }
     echo "=== budget $w $v: bisect ${lo}..${hi} MiB${probe:+ (narrowed by a probe run)} to ${BISECT_RES} MiB within ${each}s"
     rm -f "$OUT_DIR/budget-$w-$v.json"
     local envargs=() e
     for e in "${VENV[@]}"; do envargs+=(--env "$e"); done
     # shellcheck disable=SC2086
     python3 "$ROOT/scripts/gpu_budget.py" --name "$w-$v" --lo "$lo" --hi "$hi" --resolution "$BISECT_RES" \
-      --deadline "$each" --run-timeout "$(( $(workload_timeout "$w") * 3 / 5 ))" --ok-text 'CHECK train_real OK' \
+      --deadline "$each" --run-timeout "$((W_TIMEOUT * 3 / 5))" --ok-text "$W_OK" \
       --log-dir "$OUT_DIR/budget-logs" --json "$OUT_DIR/budget-$w-$v.json" "${probe[@]}" "${envargs[@]}" \
-      -- python3 "$TR" $args $EXTRA_ARGS $BISECT_ARGS 2>&1 | grep -v '^BUDGET_DETAIL' | tee -a "$OUT_DIR/budget.out"
+      -- python3 "$W_PROG" $W_ARGS $W_TRIAL 2>&1 | grep -v '^BUDGET_DETAIL' | tee -a "$OUT_DIR/budget.out"
   done
 }
 
@@ -255,6 +278,9 @@ main() {
   python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -n 1
   python3 -c 'import pynvml; print("pynvml ok")' 2>&1 | tail -n 1
   python3 -c 'import torchvision; print("torchvision", torchvision.__version__)' 2>&1 | tail -n 1
+  if [[ " $WORKLOADS $BISECT_WORKLOADS " == *" llm "* ]]; then
+    python3 -c 'import transformers; print("transformers", transformers.__version__)' 2>&1 | tail -n 1
+  fi
   if [ "$BISECT" != only ]; then
     rm -rf "$OUT_DIR"/*.out "$OUT_DIR"/*.json "$OUT_DIR/runs.tsv" "$OUT_DIR"/budget-logs \
       "$JSON_DIR"/*.json "$JSON_DIR"/budget-logs 2>/dev/null

@@ -1,7 +1,9 @@
 /* shim_capture.c - the wrapped graph-capture calls of the driver API
  * (cuStreamBeginCapture*, cuStreamEndCapture*, cuStreamDestroy*,
  * cuThreadExchangeStreamCaptureMode): an interposer that tells the capture
- * registry (shim_streams.c) when a capture begins and when it is over.
+ * registry (shim_streams.c) when a capture begins and when it is over, and
+ * the pools' deferral (shim_defer.c) when a stream's handle stops naming
+ * it.
  *
  * Invariants: a begin-capture call runs with the capture gate shut, so no
  * fence is in flight when the capture starts; a capture is over only when
@@ -10,6 +12,7 @@
  * returns what the driver returned.
  */
 #include "shim_life.h"
+#include "shim_pools.h"
 #include "shim_real.h"
 #include "shim_streams.h"
 
@@ -189,13 +192,24 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 
 /* ---- streams destroyed while capturing ------------------------------------------ */
 
+static bool forget_stream(fp_ctx_pool *d, void *s)
+{
+    if (d->defer)
+        fp_defer_stream_gone(d->defer, (CUstream)s);
+    return false; /* every pool */
+}
+
 /* The driver ends the capture a destroyed stream began; a capture it only
- * joined goes on (the registry holds the streams that began one). */
+ * joined goes on (the registry holds the streams that began one).  The
+ * deferral forgets the handle before the driver may give it to a new
+ * stream. */
 static CUresult destroy(fp_PFN_cuStreamDestroy_v2 real, CUstream s)
 {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     bool user = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    if (user)
+        fp_pools_put(fp_pools_find(forget_stream, (void *)s));
     uint64_t token = user ? fp_capture_lookup(s, false) : 0;
     CUresult r = real(s);
     if (token)

@@ -34,6 +34,8 @@ enum {
  * fences: cuCtxRecordEvent calls; ctx_waits / stream_waits: reuses that
  * made the context / the allocating stream wait for one; stream_reuses:
  * cuMemAllocAsync served by its stream's own cuMemFreeAsync, no call;
+ * stream_ordered: cuMemAllocAsync served memory freed before a fence its
+ * stream already waited for, no call;
  * syncs: reuses that synchronized instead (no context events, or a fence
  * refused); failed: fences the driver refused; unmap_waits: host waits
  * (fence event or context) before VMM pages were unmapped. */
@@ -42,6 +44,7 @@ enum {
     X(ctx_waits, "ctx_waits", " context wait", " context waits")                                   \
     X(stream_waits, "stream_waits", " stream wait", " stream waits")                               \
     X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses")                 \
+    X(stream_ordered, "stream_ordered", " reuse after a stream wait", " reuses after a stream wait") \
     X(syncs, "syncs", " synchronization", " synchronizations")                                     \
     X(failed, "failed_fences", " failed fence", " failed fences")                                  \
     X(unmap_waits, "unmap_waits", " host wait before unmap", " host waits before unmap")

@@ -23,8 +23,12 @@
  * was recorded (the pool clock says which), so a run of reuses costs one
  * fence, and so do the reuses of threads that queued behind it.
  * cuMemAllocAsync(s) needs only s ordered (cuStreamWaitEvent), and none
- * at all for a block that cuMemFreeAsync gave back on s itself: stream
- * order already puts the new work last.
+ * at all for a block that cuMemFreeAsync gave back on s itself, or for one
+ * freed before a fence s already waited for: stream order already puts the
+ * new work last.  Streams are told apart by handle, and the per-thread
+ * default stream (one handle, a stream per thread) by thread too; a
+ * destroyed stream's handle is forgotten (fp_defer_stream_gone), since the
+ * driver may hand it to a new stream while the old one's work still runs.
  *
  * Where the driver has no context events (before CUDA 12.5) or refuses
  * one, a reuse synchronizes the context instead; while a graph is being
@@ -56,13 +60,28 @@
 #include <stdlib.h>
 
 #define FP_RECENT 64 /* async frees remembered for same-stream reuse */
+#define FP_WAITED 32 /* streams remembered with the fence they waited for */
+
+/* A stream: its handle, and for CU_STREAM_PER_THREAD the thread's number
+ * (0 for every other handle). */
+typedef struct fp_stream_id {
+    CUstream s;
+    uint64_t thread;
+} fp_stream_id;
 
 /* A block given back by cuMemFreeAsync(addr, stream). */
 typedef struct fp_async_free {
     uint64_t addr, stamp;
     size_t size;
-    CUstream stream;
+    fp_stream_id stream;
 } fp_async_free;
+
+/* Stream `stream` waited for the fence recorded at pool clock `clock`:
+ * its later work runs after every block freed before that clock. */
+typedef struct fp_stream_wait {
+    fp_stream_id stream;
+    uint64_t clock;
+} fp_stream_wait;
 
 struct fp_defer {
     pthread_mutex_t lock; /* one fence at a time; guards the rest  */
@@ -74,9 +93,30 @@ struct fp_defer {
     uint64_t done;         /* blocks stamped before it: work finished    */
     fp_async_free recent[FP_RECENT];
     size_t nrecent;
-    atomic_bool any_recent; /* nrecent > 0, read without the lock    */
+    fp_stream_wait waited[FP_WAITED];
+    size_t nwaited;
+    atomic_bool any_stream; /* nrecent or nwaited > 0, read without the lock */
     fp_defer_counts counts;
 };
+
+static atomic_ullong next_thread = 1;
+static _Thread_local uint64_t tl_thread;
+
+static fp_stream_id stream_id(CUstream s)
+{
+    fp_stream_id id = {s, 0};
+    if (s == CU_STREAM_PER_THREAD) {
+        if (!tl_thread)
+            tl_thread = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
+        id.thread = tl_thread;
+    }
+    return id;
+}
+
+static bool same_stream(fp_stream_id a, fp_stream_id b)
+{
+    return a.s == b.s && a.thread == b.thread;
+}
 
 /* Context events are in drivers of CUDA 12.5 and later. */
 #define FP_CTX_EVENTS_VERSION 12050
@@ -140,6 +180,20 @@ static bool fence(fp_defer *f, CUstream s, bool async)
     return true;
 }
 
+/* Stream id waited for the fence at clock: its entry, else the oldest. */
+static void remember_wait(fp_defer *f, fp_stream_id id, uint64_t clock)
+{
+    size_t n = f->nwaited < FP_WAITED ? f->nwaited : FP_WAITED;
+    for (size_t i = 0; i < n; i++) {
+        if (same_stream(f->waited[i].stream, id)) {
+            f->waited[i].clock = clock;
+            return;
+        }
+    }
+    f->waited[f->nwaited++ % FP_WAITED] = (fp_stream_wait){id, clock};
+    atomic_store_explicit(&f->any_stream, true, memory_order_relaxed);
+}
+
 static void cover(fp_defer *f, uint64_t clock)
 {
     if (atomic_load_explicit(&f->covered, memory_order_relaxed) < clock)
@@ -156,7 +210,9 @@ static bool order(fp_defer *f, const fp_pool *pool, CUstream s, bool async)
     uint64_t clock = fp_pool_clock(pool); /* frees before it are queued */
     if (fence(f, s, async)) {
         f->fence_at = clock; /* the event follows every free before it */
-        if (!async)
+        if (async)
+            remember_wait(f, stream_id(s), clock);
+        else
             cover(f, clock);
         return true;
     }
@@ -187,25 +243,32 @@ static bool make_safe(fp_defer *f, const fp_pool *pool, const fp_grant *g, CUstr
     return ok;
 }
 
-/* cuMemAllocAsync on s, handed a block that cuMemFreeAsync gave back on s
- * and that nothing has touched since: the grant lies inside that block
- * and carries its stamp. */
-static bool freed_on_stream(fp_defer *f, const fp_grant *g, CUstream s)
+/* cuMemAllocAsync on s, handed a block that stream order already makes
+ * safe: cuMemFreeAsync gave it back on s and nothing has touched it since
+ * (the grant lies inside that block and carries its stamp), or it was
+ * freed before a fence that s waited for. */
+static bool ordered_on_stream(fp_defer *f, const fp_grant *g, CUstream s)
 {
-    if (!atomic_load_explicit(&f->any_recent, memory_order_relaxed))
+    if (!atomic_load_explicit(&f->any_stream, memory_order_relaxed))
         return false;
-    bool hit = false;
+    fp_stream_id id = stream_id(s);
+    bool hit = false, waited = false;
     pthread_mutex_lock(&f->lock);
     size_t n = f->nrecent < FP_RECENT ? f->nrecent : FP_RECENT;
     for (size_t i = 0; i < n && !hit; i++) {
         const fp_async_free *e = &f->recent[i];
-        hit = e->stream == s && e->stamp == g->freed_at && g->addr >= e->addr &&
+        hit = same_stream(e->stream, id) && e->stamp == g->freed_at && g->addr >= e->addr &&
               g->addr + g->size <= e->addr + e->size;
     }
+    n = f->nwaited < FP_WAITED ? f->nwaited : FP_WAITED;
+    for (size_t i = 0; i < n && !hit && !waited; i++)
+        waited = same_stream(f->waited[i].stream, id) && g->freed_at < f->waited[i].clock;
     if (hit)
         f->counts.stream_reuses++;
+    if (waited)
+        f->counts.stream_ordered++;
     pthread_mutex_unlock(&f->lock);
-    return hit;
+    return hit || waited;
 }
 
 /* The pool refused a grant (EAGAIN): it passed over memory freed since
@@ -244,7 +307,7 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
     if (err)
         return err;
     bool safe = g.freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
-                (async && freed_on_stream(f, &g, s)) || make_safe(f, pool, &g, s, async);
+                (async && ordered_on_stream(f, &g, s)) || make_safe(f, pool, &g, s, async);
     if (safe) {
         *addr = g.addr;
         return 0;
@@ -265,9 +328,28 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
 
 void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp, CUstream s)
 {
+    fp_stream_id id = stream_id(s);
     pthread_mutex_lock(&f->lock);
-    f->recent[f->nrecent++ % FP_RECENT] = (fp_async_free){addr, stamp, size, s};
-    atomic_store_explicit(&f->any_recent, true, memory_order_relaxed);
+    f->recent[f->nrecent++ % FP_RECENT] = (fp_async_free){addr, stamp, size, id};
+    atomic_store_explicit(&f->any_stream, true, memory_order_relaxed);
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* s is destroyed: a new stream may get its handle while its work still
+ * runs, so nothing known of s may order the new one.  The entries are
+ * blanked in place (a handle no stream has). */
+void fp_defer_stream_gone(fp_defer *f, CUstream s)
+{
+    if (!atomic_load_explicit(&f->any_stream, memory_order_relaxed))
+        return;
+    const fp_stream_id none = {CU_STREAM_LEGACY, UINT64_MAX};
+    pthread_mutex_lock(&f->lock);
+    for (size_t i = 0; i < FP_RECENT; i++)
+        if (f->recent[i].stream.s == s)
+            f->recent[i].stream = none;
+    for (size_t i = 0; i < FP_WAITED; i++)
+        if (f->waited[i].stream.s == s)
+            f->waited[i].stream = none;
     pthread_mutex_unlock(&f->lock);
 }
 
@@ -337,7 +419,8 @@ void fp_defer_forget(fp_defer *f)
     f->ctx_events = false;
     f->done = UINT64_MAX; /* the driver freed everything with the context */
     f->nrecent = 0;
-    atomic_store_explicit(&f->any_recent, false, memory_order_relaxed);
+    f->nwaited = 0;
+    atomic_store_explicit(&f->any_stream, false, memory_order_relaxed);
     pthread_mutex_unlock(&f->lock);
 }
 

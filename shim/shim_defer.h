@@ -24,6 +24,8 @@ fp_defer *fp_defer_new(CUcontext ctx);
 int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async, uint64_t *addr);
 /* cuMemFreeAsync(addr, s) gave back a block of size bytes, stamped stamp. */
 void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp, CUstream s);
+/* Stream s is destroyed: its handle orders nothing from now on. */
+void fp_defer_stream_gone(fp_defer *f, CUstream s);
 /* The context was synchronized; the synchronization began at pool clock. */
 void fp_defer_synchronized(fp_defer *f, uint64_t clock);
 /* Before pages whose newest free is stamped `stamp` are unmapped: returns

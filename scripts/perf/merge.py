@@ -24,7 +24,7 @@ import sys
 
 import common
 
-PARTS = ("cpu", "gpu-host", "real", "real-budget", "offline")
+PARTS = ("cpu", "gpu-host", "traces", "real", "real-budget", "offline")
 COMBINED = {"real": "rows", "real-budget": "budgets"}  # part -> its list of per-workload entries
 STATUS_RANK = {"ok": 0, "partial": 1, "failed": 2}
 

@@ -23,16 +23,24 @@ import svg
 
 VARIANT_TXT = {
     "torch": "PyTorch caching allocator (default)",
-    "torch_exp": "PyTorch, expandable_segments:True",
-    "torch_async": "PyTorch, backend:cudaMallocAsync",
+    "torchexp": "PyTorch, expandable_segments:True",
+    "torchasync": "PyTorch, backend:cudaMallocAsync",
     "torch_split512": "PyTorch, max_split_size_mb:512",
     "nocache": "PyTorch, caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)",
-    "fp": "fragpool, default (caching off + fragpool)",
+    "fp": "fragpool, default (virtual-memory segments)",
+    "fpclassic": "fragpool, expandable_segments:False (classic segments)",
     "fpsync": "fragpool, free_policy:sync",
-    "fpvmm": "fragpool, VMM segments (expandable_segments:True)",
-    "fpvmm512": "fragpool, VMM segments + max_split_size_mb:512",
+    "fpvmm": "fragpool, expandable_segments:True named",
+    "fpvmm512": "fragpool, expandable_segments:True + max_split_size_mb:512",
 }
-TORCH_ALTS = ("torch", "torch_exp", "torch_async", "torch_split512", "nocache")
+TORCH_ALTS = ("torch", "torchexp", "torchasync")        # always on the first screen
+TORCH_MORE = ("torch_split512", "nocache")             # there when measured
+WORKLOAD_TXT = {"gpt": "GPT training (nn.MultiheadAttention, bf16, AdamW, 8 sequence lengths)",
+                "gpt_sdpa": "GPT training (F.scaled_dot_product_attention)",
+                "cnn": "ResNet-50 training, image size changing every step",
+                "llm": "LLM generate loop (HF transformers, Llama-style, batch and prompt varying)"}
+TRACE_TXT = {"torch": "PyTorch caching allocator", "torch_exp": "PyTorch, expandable_segments:True",
+             "fp": "fragpool replay, default", "fp_classic": "fragpool replay, expandable_segments:False"}
 API_TXT = {
     ("native", "malloc_free"): "cudaMalloc+cudaFree",
     ("native", "cumemalloc_free"): "cuMemAlloc+cuMemFree",
@@ -43,12 +51,9 @@ API_TXT = {
     ("native-shared", "malloc_free"): "cudaMalloc+cudaFree (shared cudart)",
 }
 DEFAULT_CALLS = [
-    "scripts/bench.sh cpu gpu-host offline                          # call 1",
-    "BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real            # call 2",
-    "BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real                 # call 3",
-    "BENCH_REAL_WORKLOADS=gpt_sdpa scripts/bench.sh real-budget     # call 4",
-    "BENCH_REAL_WORKLOADS=cnn scripts/bench.sh real-budget          # call 5",
-    "scripts/bench.sh page OUT1 OUT2 ...   # no GPU needed: merge the calls' result folders, write this page",
+    "BENCH_REAL_WORKLOADS=gpt BENCH_REAL_S=330 scripts/bench.sh gpu-host traces real      # call 1",
+    'BENCH_REAL_WORKLOADS="cnn llm" BENCH_REAL_S=500 scripts/bench.sh cpu offline real     # call 2',
+    "scripts/bench.sh page OUT1 OUT2   # no GPU needed: merge the calls' result folders, write this page",
 ]
 NA = "not measured"
 
@@ -117,17 +122,6 @@ def real_row(rows, w, v):
     return hits[0] if hits else None
 
 
-def compare_real(rows, w, fp_v, alt_v, key, xkey):
-    """fragpool / alternative for key (step_ms, nvml_mib), directly when both ran in one
-    group, else through each group's own PyTorch run (x_ref_*)."""
-    f, a = real_row(rows, w, fp_v), real_row(rows, w, alt_v)
-    if not f or not a:
-        return None
-    if f.get("group") == a.get("group"):
-        return ratio(f.get(key), a.get(key))
-    return ratio(f.get(xkey), a.get(xkey))
-
-
 def budgets(res):
     p = part(res, "real-budget")
     out = {}
@@ -166,7 +160,21 @@ def cpu_val(rows, live, core, key="ns_median"):
 
 
 # ---- the first screen --------------------------------------------------------
-COUNTERPART = {"torch_exp": "fpvmm", "torch_split512": "fpvmm512", "nocache": "fpsync"}
+def speed_of(row):
+    """A run's speed as time per unit of work: step ms, or ms per generated token."""
+    if not row:
+        return None
+    if row.get("step_ms") is not None:
+        return row["step_ms"]
+    return 1000.0 / row["tokens_per_s"] if row.get("tokens_per_s") else None
+
+
+def compare_real(f, a, key, xkey):
+    """fragpool / alternative for key (speed, nvml_mib) of two rows: directly when both
+    ran in one group, else through each group's own PyTorch run (x_ref_*)."""
+    if f.get("group") == a.get("group"):
+        return ratio(key(f), key(a)) if callable(key) else ratio(f.get(key), a.get(key))
+    return ratio(f.get(xkey), a.get(xkey))
 
 
 def glance_real(res, alt_v, fp_v="fp"):
@@ -174,10 +182,16 @@ def glance_real(res, alt_v, fp_v="fp"):
     workloads = (part(res, "real") or {}).get("data", {}).get("workloads", [])
     speed, mem = [], []
     for w in workloads:
-        s = compare_real(rows, w, fp_v, alt_v, "step_ms", "x_ref_step")
-        m = compare_real(rows, w, fp_v, alt_v, "nvml_mib", "x_ref_nvml")
+        f, a = real_row(rows, w, fp_v), real_row(rows, w, alt_v)
+        if not f or not a:
+            continue
+        llm = f.get("step_ms") is None and f.get("tokens_per_s") is not None
+        s = compare_real(f, a, speed_of, "x_ref_step")
+        if llm and f.get("group") != a.get("group"):  # tokens/s ratios: time per token is the inverse
+            s = ratio(a.get("x_ref_tps"), f.get("x_ref_tps"))
+        m = compare_real(f, a, "nvml_mib", "x_ref_nvml")
         if s is not None:
-            speed.append(f"{x(s)} step time ({w})")
+            speed.append(f"{x(s)} {'time per token' if llm else 'step time'} ({w})")
         if m is not None:
             mem.append(f"{x(m)} NVML peak ({w})")
         bf, ba = bud.get((w, fp_v), {}).get("smallest_ok_mib"), bud.get((w, alt_v), {}).get("smallest_ok_mib")
@@ -187,7 +201,7 @@ def glance_real(res, alt_v, fp_v="fp"):
 
 
 def glance_host(res, variant, api):
-    rows = host_rows(res)
+    rows = [r for r in host_rows(res) if r.get("table", "host") == "host"]
     out = []
     for t in sorted({r["threads"] for r in rows}):
         fixed = [ratio(host_val(rows, "fp", "malloc_free", m, t), host_val(rows, variant, api, m, t))
@@ -201,6 +215,9 @@ def glance_host(res, variant, api):
             bits.append(f"random sizes {x(rnd, 3)}")
         if bits:
             out.append(f"{t} thread{'s' if t > 1 else ''}: " + ", ".join(bits))
+    w = [ratio(thread_ns(res, "fp", "malloc_free", t), thread_ns(res, variant, api, t)) for t in thread_counts(res)]
+    if span(w):
+        out.append(f"training-like loop (work32), {thread_counts(res)[0]}-{thread_counts(res)[-1]} threads: {span(w)}")
     return ("host cost per pair: " + "; ".join(out)) if out else NA
 
 
@@ -216,20 +233,32 @@ def glance_cpu(res, core):
             f"{mem} peak reserved, same op sequence (simulated device)" if mem else NA)
 
 
+def glance_traces(res, alt):
+    """fragpool's replay (default) against PyTorch's allocator on the same requests."""
+    bits = []
+    for t in trace_names(res):
+        f, a = trace_row(res, t, "fp"), trace_row(res, t, alt)
+        if f and a:
+            r = ratio(f.get("peak_reserved_B"), a.get("peak_reserved_B"))
+            if r is not None:
+                bits.append(f"{x(r, 3)} peak reserved ({t})")
+    return ("same requests (recorded traces): " + "; ".join(bits)) if bits else None
+
+
 def glance(res):
     rows = []
-    for v in TORCH_ALTS:
+    measured = {r["variant"] for r in real_rows(res)}
+    for v in TORCH_ALTS + tuple(v for v in TORCH_MORE if v in measured):
         s, m = glance_real(res, v)
-        c = COUNTERPART.get(v)
-        if c:  # fragpool's mode of the same idea, where it ran
-            cs, cm = glance_real(res, v, c)
-            if cs != NA or cm != NA:
-                s, m = s + f"<br>{c}: {cs}", m + f"<br>{c}: {cm}"
+        tr = glance_traces(res, {"torch": "torch", "torchexp": "torch_exp"}.get(v, ""))
+        if tr:
+            m = tr if m == NA else m + "<br>" + tr
         rows.append((VARIANT_TXT[v], s, m))
     rows.append(("raw cudaMalloc/cudaFree", glance_host(res, "native", "malloc_free"),
-                 "see the caching-off row (PyTorch on raw cudaMalloc)"))
+                 "holds exactly the live bytes: no cache to compare"))
     rows.append(("cudaMallocAsync/cudaFreeAsync, pool kept",
-                 glance_host(res, "native", "mallocasync_freeasync"), NA))
+                 glance_host(res, "native", "mallocasync_freeasync"),
+                 "the same pool under PyTorch: the backend:cudaMallocAsync row"))
     for core, txt in (("bestfit", "best fit over an ordered (size, address) set, PyTorch's structure (CPU)"),
                       ("tlsf", "TLSF, two-level segregated fit (CPU)")):
         s, m = glance_cpu(res, core)
@@ -237,9 +266,47 @@ def glance(res):
     return md_table(["fragpool (default) against", "speed", "memory"], rows)
 
 
+# ---- threads and traces --------------------------------------------------------
+THREAD_ROWS = [(("native", "malloc_free"), "cudaMalloc/cudaFree (driver)"),
+               (("native", "mallocasync_freeasync"), "cudaMallocAsync/cudaFreeAsync (driver pool, kept)"),
+               (("fp", "malloc_free"), "fragpool (cudaMalloc/cudaFree)"),
+               (("fp", "mallocasync_freeasync"), "fragpool serving cudaMallocAsync")]
+
+
+def thread_rows(res):
+    return [r for r in host_rows(res) if r.get("table") == "threads" and r.get("mode") == "work32"]
+
+
+def thread_counts(res):
+    return sorted({r["threads"] for r in thread_rows(res)})
+
+
+def thread_row(res, variant, api, t):
+    return next((r for r in thread_rows(res) if (r["variant"], r["api"], r["threads"]) == (variant, api, t)), None)
+
+
+def thread_ns(res, variant, api, t):
+    """ns per pair of all threads together (wall time / pairs), median over the rounds."""
+    r = thread_row(res, variant, api, t)
+    return 1e9 / r["rate"] if r and r.get("rate") else None
+
+
+def trace_rows(res):
+    p = part(res, "traces")
+    return p["data"].get("rows", []) if p else []
+
+
+def trace_names(res):
+    return list(dict.fromkeys(r["trace"] for r in trace_rows(res)))
+
+
+def trace_row(res, trace, alloc):
+    return next((r for r in trace_rows(res) if r["trace"] == trace and r["allocator"] == alloc), None)
+
+
 def reproduce(res):
     calls = []
-    for name in ("cpu", "gpu-host", "offline", "real", "real-budget"):
+    for name in ("gpu-host", "traces", "real", "cpu", "offline", "real-budget"):
         p = (res.get("parts") or {}).get(name) or {}
         for c in p.get("calls") or [p]:
             inv = c.get("invocation")
@@ -277,7 +344,7 @@ def section_cpu(res, plots):
 
 
 def section_host(res, plots):
-    rows = host_rows(res)
+    rows = [r for r in host_rows(res) if r.get("table", "host") == "host"]
     out = ["## Host cost of an alloc+free pair on the GPU", ""]
     if not rows:
         return out + [NA + ".", ""]
@@ -309,37 +376,89 @@ def section_host(res, plots):
     return out
 
 
+def section_threads(res, plots):
+    out = ["## Threads: a training-like loop on 1 to 16 threads", ""]
+    counts = thread_counts(res)
+    if not counts:
+        return out + [NA + ".", ""]
+    d = part(res, "gpu-host")["data"]
+    out += ["`tests/gpu/bench_alloc.cu`'s work32 case: T threads, each with its own non-blocking stream and 32 "
+            "live blocks of log-uniform sizes (512 B to 4 MiB), free+alloc pairs, a small kernel writing a live "
+            "block every 16 pairs. **ns per pair = wall time / all threads' pairs** (lower is better), median "
+            f"over {d.get('rounds')} rounds [range]; the variants' runs alternate, the order rotated each round.",
+            ""]
+    table = []
+    for (v, api), txt in THREAD_ROWS:
+        cells = [txt]
+        for t in counts:
+            r = thread_row(res, v, api, t)
+            each = [1e9 / e for e in (r or {}).get("each_rate", []) if e]
+            ns = thread_ns(res, v, api, t)
+            cells.append("-" if ns is None else
+                         f"{num(ns)} [{num(min(each))}-{num(max(each))}]" if len(each) > 1 else num(ns))
+        table.append(cells)
+    fp1 = thread_ns(res, "fp", "malloc_free", counts[0])
+    table.append(["fragpool / its own 1-thread figure"] +
+                 [x(ratio(thread_ns(res, "fp", "malloc_free", t), fp1)) for t in counts])
+    table.append(["fragpool / driver pool"] +
+                 [x(ratio(thread_ns(res, "fp", "malloc_free", t), thread_ns(res, "native", "mallocasync_freeasync", t)))
+                  for t in counts])
+    out += md_table(["threads"] + [str(t) for t in counts], table)
+    plots["threads.svg"] = svg.line_chart("work32: ns per pair of all threads together", "threads", "ns per pair",
+                                          [(txt, [(t, thread_ns(res, v, api, t)) for t in counts])
+                                           for (v, api), txt in THREAD_ROWS])
+    return out + ["", "![threads](perf/threads.svg)", ""]
+
+
+def range_txt(vals, spec):
+    vals = [v for v in vals or [] if v is not None]
+    if len(vals) < 2:
+        return ""
+    return f" [{format(min(vals), spec)}-{format(max(vals), spec)}]"
+
+
 def section_real(res, plots):
     rows, bud = real_rows(res), budgets(res)
-    out = ["## Real work: PyTorch training with variable shapes", ""]
+    out = ["## Real work: PyTorch as people use it, with variable shapes", ""]
     p = part(res, "real")
     if not rows:
         return out + [NA + ".", ""]
     d = p["data"]
-    out += ["`tests/gpu/train_real.py` (docs/gpu.md): median step; NVML peak (device memory the process added); "
-            "peak reserved / peak allocated (fragpool: its summary; PyTorch: torch.cuda.max_memory_*); the smallest "
-            "free memory the run completes in (a ballast holds the rest; bisection, scripts/gpu_budget.py). "
-            "Ratios against the PyTorch-default run of the same group (runs of one group alternate).", ""]
+    out += ["`tests/gpu/train_real.py` and `tests/gpu/llm_generate.py` (docs/gpu.md), run by `scripts/gpu-real.sh`: "
+            f"{d.get('repeat')} rounds, every allocator once per round, the order rotated each round; median "
+            "[range] over the rounds of the median step (or of tokens/s). NVML peak: device memory the "
+            "process added, the largest of the rounds, no ballast. Smallest budget: the least free memory the "
+            "run completes in (a ballast holds the rest; bisection, `scripts/gpu_budget.py`, bounded by the "
+            "same call's NVML peaks). x PyTorch: against PyTorch's default in the same rounds. fragpool runs "
+            "with PyTorch's cache off (`fragpool run` sets it).", ""]
     for w in d.get("workloads", []):
+        rs = [r for r in rows if r["workload"] == w]
+        if not rs:
+            continue
+        llm = any(r.get("tokens_per_s") is not None for r in rs)
         table = []
-        for r in [r for r in rows if r["workload"] == w]:
+        for r in rs:
             b = bud.get((w, r["variant"]), {})
             bt = "-" if not b else (num(b.get("smallest_ok_mib")) if b.get("smallest_ok_mib") is not None else "none")
             if b and not b.get("complete"):
                 bt += " (incomplete)"
+            speed = (num(r.get("tokens_per_s"), ".1f") + range_txt(r.get("tps_each"), ".1f") if llm else
+                     num(r.get("step_ms"), ".2f") + range_txt(r.get("step_each"), ".2f"))
             table.append((VARIANT_TXT.get(r["variant"], r["variant"]) + ("" if r["group"] == "gpu-real" else " \u2020"),
-                          f"{r['ok_runs']}/{r['runs']}", num(r.get("step_ms"), ".2f"), x(r.get("x_ref_step"), 3),
+                          f"{r['ok_runs']}/{r['runs']}", speed,
+                          x(r.get("x_ref_tps") if llm else r.get("x_ref_step"), 3),
                           num(r.get("nvml_mib")), x(r.get("x_ref_nvml"), 3),
                           num(r.get("reserved_over_allocated"), ".3f"), bt, r.get("loss_vs_ref") or "-"))
-        out += [f"### {w}", ""] + md_table(
-            ["allocator", "ok", "step ms", "x PyTorch", "NVML peak MiB", "x PyTorch", "reserved / allocated",
-             "smallest budget MiB", "loss vs PyTorch"], table) + [""]
+        out += [f"### {w}: {WORKLOAD_TXT.get(w, w)}", ""] + md_table(
+            ["allocator", "ok runs", "tokens/s" if llm else "step ms", "x PyTorch", "NVML peak MiB", "x PyTorch",
+             "reserved / allocated", "smallest budget MiB", "output vs PyTorch" if llm else "loss vs PyTorch"],
+            table) + [""]
         name = f"real-{w}.svg"
-        rs = [r for r in rows if r["workload"] == w]
         plots[name] = svg.bar_chart(f"{w}: against PyTorch's default (1.0 = same)", "x PyTorch default",
-                                    ["step time", "NVML peak"],
+                                    ["tokens/s" if llm else "step time", "NVML peak"],
                                     [(r["variant"] + ("" if r["group"] == "gpu-real" else " (alt)"),
-                                      [r.get("x_ref_step"), r.get("x_ref_nvml")]) for r in rs], ref=1.0)
+                                      [r.get("x_ref_tps") if llm else r.get("x_ref_step"), r.get("x_ref_nvml")])
+                                     for r in rs], ref=1.0)
         out += [f"![{w}](perf/{name})", ""]
     if any(r["group"] != "gpu-real" for r in rows):
         drift = ", ".join(f"{w} {v:.3f}" for w, v in sorted((d.get("drift") or {}).items()) if v is not None)
@@ -349,6 +468,29 @@ def section_real(res, plots):
     if d.get("not_run"):
         out += ["Not run: " + ", ".join(d["not_run"]) + ".", ""]
     return out
+
+
+def section_traces(res):
+    out = ["## The same requests: recorded traces through each allocator", ""]
+    rows = trace_rows(res)
+    if not rows:
+        return out + [NA + ".", ""]
+    out += ["The allocation traces in tests/data/ (recorded from PyTorch on an H200) run through PyTorch's own "
+            "caching allocator on the GPU (`torch.cuda.caching_allocator_alloc` / `caching_allocator_delete`, "
+            "`tests/gpu/trace_torch.py`; smallest budget by bisection of `set_per_process_memory_fraction`) and "
+            "through `fragpool replay` (smallest budget by bisection of `--budget`). No timing noise: the same "
+            "requests in the same order, so the difference is the allocator's placement alone.", ""]
+    table = []
+    for t in trace_names(res):
+        ref = trace_row(res, t, "torch") or {}
+        for r in [r for r in rows if r["trace"] == t]:
+            mib = (lambda b: None if b is None else b / 2**20)
+            table.append((t, TRACE_TXT.get(r["allocator"], r["allocator"]), num(r.get("events")),
+                          num(mib(r.get("peak_allocated_B"))), num(mib(r.get("peak_reserved_B"))),
+                          x(ratio(r.get("peak_reserved_B"), ref.get("peak_reserved_B")), 3),
+                          num(r.get("smallest_budget_mib")) if r.get("smallest_budget_mib") is not None else "-"))
+    return out + md_table(["trace", "allocator", "events", "peak allocated MiB", "peak reserved MiB",
+                           "x PyTorch default", "smallest budget MiB"], table) + [""]
 
 
 def section_offline(res):
@@ -365,7 +507,7 @@ def section_offline(res):
 def section_runs(res):
     out = ["## Runs", ""]
     t = []
-    for name in ("cpu", "gpu-host", "real", "real-budget", "offline"):
+    for name in ("real", "real-budget", "traces", "gpu-host", "cpu", "offline"):
         p = (res.get("parts") or {}).get(name)
         if not p:
             t.append((name, NA, "", "", "", "", "", ""))
@@ -393,7 +535,8 @@ def page(res, plots):
         out += ["No measurements yet: nothing below is filled in until the commands here are run on a GPU "
                 "machine.", ""]
     out += glance(res) + ["", "Reproduce (each call under 10 minutes on one H200):", ""] + reproduce(res) + [""]
-    out += section_cpu(res, plots) + section_host(res, plots) + section_real(res, plots) + section_offline(res)
+    out += section_real(res, plots) + section_traces(res) + section_threads(res, plots)
+    out += section_host(res, plots) + section_cpu(res, plots) + section_offline(res)
     out += section_runs(res)
     return "\n".join(out)
 

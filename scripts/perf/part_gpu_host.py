@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """part_gpu_host.py - the "gpu-host" part of scripts/bench.sh: the host cost
 of one allocate+free pair on the GPU (tests/gpu/bench_alloc.cu), fixed sizes
-and random sizes with 128 live blocks, on 1 and 8 threads, for
+and random sizes with 128 live blocks, on 1 and 8 threads (table "host"),
+and the thread table: bench_alloc's work32 case (32 live blocks of 512 B to
+4 MiB per thread, a kernel every 16 pairs, a stream per thread) on 1 to 16
+threads, wall time / all threads' pairs (table "threads"), for
   native        raw cudaMalloc/cudaFree, and cudaMallocAsync/cudaFreeAsync
                 with the default pool kept (static cudart build)
   fp            under fragpool, static cudart (gpu_bench_alloc)
@@ -12,13 +15,17 @@ every variant alike.
 
   part_gpu_host.py --build DIR --out DIR [--budget S] [--rounds R] [--case-ms MS]
                    [--threads 1,8] [--variants "native fp fp-shared"] [--conf K:V,...]
+                   [--thread-table 1,2,4,8,16] [--thread-variants "native fp"]
 
+Each round runs every variant of both tables, the order rotated each round.
 Writes OUT/gpu-host.json; data:
-  {"runs": [{variant, round, rc, secs, served, summary}],
-   "rows": [{variant, api, mode, threads, median_us, each_us, rate}]}
+  {"runs": [{table, variant, round, rc, secs, served, summary}],
+   "rows": [{table, variant, api, mode, threads, median_us, each_us, rate, each_rate}]}
   median_us is the median over the rounds of each run's median pair
-  (each_us: every round's); api is malloc_free, mallocasync_freeasync or
-  cumemalloc_free; mode is the size in bytes or "random128".
+  (each_us: every round's); rate the median of the rounds' pairs per second
+  of all threads together (each_rate: every round's); api is malloc_free,
+  mallocasync_freeasync or cumemalloc_free; mode is the size in bytes,
+  "random128" or "work32".
 """
 import argparse
 import glob
@@ -78,9 +85,13 @@ def summary_of(out_dir, prefix):
     return bool(s["allocs"]) and not s["invalid_frees"] and not s["config_errors"], s
 
 
-def one_run(a, variant, rnd, timeout):
+# table -> (bench_alloc's case groups, the threads argument's option)
+TABLES = {"host": ("fixed,random,driver", "threads"), "threads": ("work", "thread_table")}
+
+
+def one_run(a, table, variant, rnd, timeout):
     exe = os.path.join(a.build, "bin", "gpu", BINARY[variant])
-    name = f"gpu-host-{variant}-r{rnd}"
+    name = f"gpu-host-{table}-{variant}-r{rnd}"
     env = dict(os.environ)
     for k in ("LD_PRELOAD", "FRAGPOOL_CONF"):
         env.pop(k, None)
@@ -88,7 +99,9 @@ def one_run(a, variant, rnd, timeout):
         lib = os.path.join(a.build, "lib", "libfragpool.so")
         conf = f"summary_format:json,summary:{a.out}/{name}-%p.json"
         env.update(LD_PRELOAD=lib, FRAGPOOL_CONF=conf + ("," + a.conf if a.conf else ""))
-    cmd = [exe, "20000", str(a.case_ms), a.threads]
+    groups, threads = TABLES[table]
+    cmd = [exe, "20000", str(a.case_ms), getattr(a, threads), "512,1048576,8388608,67108864,536870912",
+           groups]
     t0 = time.time()
     print(f"bench gpu-host: {name}: {'LD_PRELOAD ' if variant.startswith('fp') else ''}"
           f"{' '.join(cmd)} (timeout {timeout:.0f} s)", flush=True)
@@ -99,7 +112,7 @@ def one_run(a, variant, rnd, timeout):
         text, rc = common.as_text(e.stdout) + common.as_text(e.stderr), 124
     with open(os.path.join(a.out, name + ".out"), "w") as f:
         f.write(text)
-    run = {"variant": variant, "round": rnd, "rc": rc, "secs": round(time.time() - t0, 1),
+    run = {"table": table, "variant": variant, "round": rnd, "rc": rc, "secs": round(time.time() - t0, 1),
            "ok": rc == 0 and "CHECK bench_alloc OK" in text}
     if variant.startswith("fp"):
         run["served"], run["summary"] = summary_of(a.out, name)
@@ -117,49 +130,49 @@ def aggregate(results):
         if not run["ok"]:
             continue
         for r in rows:
-            k = (run["variant"], r["api"], r["mode"], r.get("threads", 1))
+            k = (run["table"], run["variant"], r["api"], r["mode"], r.get("threads", 1))
             e = acc.setdefault(k, {"each_us": [], "rate": []})
             e["each_us"].append(r["median_us"])
             if r.get("rate") is not None:
                 e["rate"].append(r["rate"])
     out = []
-    for (v, api, mode, t), e in sorted(acc.items()):
-        out.append({"variant": v, "api": api, "mode": mode, "threads": t,
+    for (table, v, api, mode, t), e in sorted(acc.items()):
+        out.append({"table": table, "variant": v, "api": api, "mode": mode, "threads": t,
                     "median_us": common.median(e["each_us"]), "each_us": e["each_us"],
-                    "rate": common.median(e["rate"])})
+                    "rate": common.median(e["rate"]), "each_rate": e["rate"]})
     return out
 
 
 def run(a):
     t0 = time.time()
-    variants = a.variants.split()
-    for v in variants:
+    variants, tvariants = a.variants.split(), a.thread_variants.split() if a.thread_table else []
+    for v in variants + tvariants:
         if v not in BINARY:
             raise common.BadInput(f"unknown gpu-host variant '{v}' (known: {' '.join(BINARY)})")
         common.need_exe(os.path.join(a.build, "bin", "gpu", BINARY[v]), BINARY[v])
-    if any(v.startswith("fp") for v in variants):
+    if any(v.startswith("fp") for v in variants + tvariants):
         lib = os.path.join(a.build, "lib", "libfragpool.so")
         if not os.path.isfile(lib):
             raise common.BadInput(f"no {lib} (build it first)")
     os.makedirs(a.out, exist_ok=True)
     for old in glob.glob(os.path.join(a.out, "gpu-host-*")):
         os.remove(old)
-    results, notes, status, k = [], [], "ok", 0
+    jobs = [("host", v) for v in variants] + [("threads", v) for v in tvariants]
+    results, notes, status = [], [], "ok"
     for rnd in range(1, a.rounds + 1):
-        order = variants[k % len(variants):] + variants[:k % len(variants)]
-        k += 1
-        for v in order:
+        k = (rnd - 1) % len(jobs)
+        for table, v in jobs[k:] + jobs[:k]:
             left = a.budget - (time.time() - t0)
             if left < 20:
-                notes.append(f"round {rnd} {v}: not run, the budget ({a.budget} s) is spent")
+                notes.append(f"round {rnd} {table} {v}: not run, the budget ({a.budget} s) is spent")
                 status = "partial"
                 continue
-            run_, rows = one_run(a, v, rnd, min(left - 5, 240))
+            run_, rows = one_run(a, table, v, rnd, min(left - 5, 240))
             results.append((run_, rows))
             if not run_["ok"]:
-                notes.append(f"{v} round {rnd} failed (rc {run_['rc']}): {run_.get('why', '')}")
+                notes.append(f"{table} {v} round {rnd} failed (rc {run_['rc']}): {run_.get('why', '')}")
                 status = "partial"
-    data = {"threads": a.threads, "case_ms": a.case_ms, "rounds": a.rounds,
+    data = {"threads": a.threads, "thread_table": a.thread_table, "case_ms": a.case_ms, "rounds": a.rounds,
             "runs": [r for r, _ in results], "rows": aggregate(results)}
     if not data["rows"]:
         status = "failed"
@@ -177,6 +190,8 @@ def main():
     p.add_argument("--threads", default="1,8")
     p.add_argument("--variants", default="native fp fp-shared")
     p.add_argument("--conf", default="", help="more FRAGPOOL_CONF entries for the fragpool runs")
+    p.add_argument("--thread-table", default="1,2,4,8,16", help="threads of the work32 table; '' for none")
+    p.add_argument("--thread-variants", default="native fp")
     return common.main_guard(lambda: run(p.parse_args()))
 
 

@@ -1,27 +1,29 @@
 #!/usr/bin/env python3
 """part_real.py - the "real" and "real-budget" parts of scripts/bench.sh:
-PyTorch training with variable shapes (tests/gpu/train_real.py) under each
-allocator.
+PyTorch as people use it with variable shapes (tests/gpu/train_real.py: GPT
+and ResNet-50 training; tests/gpu/llm_generate.py: an HF transformers
+generate loop) under each allocator.
 
-Variants of scripts/gpu-real.sh (torch, fp, fpsync, and whatever it learns
-later, e.g. fpvmm, fpvmm512) are passed to it through its environment knobs
-(REAL_VARIANTS, REAL_WORKLOADS, ...); a variant it does not know is skipped
-there and shows as "not run" here.  The PyTorch settings gpu-real.sh does not
-have are run here, with the same program and output format (OUT/real-alt),
-beside a PyTorch-default run of their own, so that each group has its own
-reference from the same minutes:
-  torch_exp       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  torch_async     PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+scripts/gpu-real.sh runs its variants (torch, torchexp, torchasync, fp,
+fpclassic, fpsync, ...) interleaved, the order rotated every workload and
+round, then (matrix --bisect) the smallest free memory each completes in,
+bounded by the same call's NVML peaks.  The PyTorch settings gpu-real.sh
+does not have are run here, with the same programs and output format
+(OUT/real-alt), beside a PyTorch-default run of their own, so that each
+group has its own reference from the same minutes:
   torch_split512  PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512
   nocache         PYTORCH_NO_CUDA_MEMORY_CACHING=1, no fragpool
 
-  part_real.py matrix --build DIR --out DIR [--budget S] [--workloads "gpt_sdpa cnn"]
-                      [--variants "..."] [--repeat N] [--args "..."]
+  part_real.py matrix --build DIR --out DIR [--budget S] [--workloads "gpt cnn llm"]
+                      [--variants "..."] [--repeat N] [--args "..."] [--bisect]
   part_real.py budget --build DIR --out DIR [--budget S] [--workloads ...] [--variants ...]
 
 matrix writes OUT/real.json; data: {"rows": [{workload, variant, group, runs, ok_runs,
-  step_ms, step_each, nvml_mib, reserved_B, allocated_B, reserved_over_allocated,
-  loss, x_ref_step, x_ref_nvml}], "not_run": [...], "drift": {...}}
+  step_ms, step_each, tokens_per_s, tps_each, nvml_mib, nvml_each, reserved_B, allocated_B,
+  reserved_over_allocated, loss, x_ref_step, x_ref_tps, x_ref_nvml}], "not_run": [...], "drift": {...}}
+  (step_ms / tokens_per_s: the median over the rounds; *_each: every round's);
+with --bisect, gpu-real.sh bisects in the same call, after the matrix, and
+OUT/real-budget.json is written too.
 budget writes OUT/real-budget.json; data: {"budgets": [{workload, variant,
   smallest_ok_mib, largest_failed_mib, complete, trials}]}  (scripts/gpu_budget.py)
 """
@@ -40,13 +42,12 @@ import gpu_real_judge  # noqa: E402  (parse_out, fp_summary: read, never changed
 
 ALT_ENV = {
     "torch": {},
-    "torch_exp": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
-    "torch_async": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
     "torch_split512": {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"},
     "nocache": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
 }
 ALT_ONLY = [v for v in ALT_ENV if v != "torch"]
-# gpu-real.sh's workloads (its workload_args), for the runs made here.
+# gpu-real.sh's train_real.py workloads (its workload_args), for the runs made
+# here; the PyTorch settings of this file's group run only these.
 WORKLOAD_ARGS = {
     "gpt": "--model gpt --attn mha", "gpt_sdpa": "--model gpt --attn sdpa",
     "gpt_sdpa_side": "--model gpt --attn sdpa --side-stream",
@@ -59,13 +60,13 @@ CLEAN = ("LD_PRELOAD", "FRAGPOOL_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTOR
 TRAIN = os.path.join(common.ROOT, "tests", "gpu", "train_real.py")
 
 
-def gpu_real_variants(path=os.path.join(common.ROOT, "scripts", "gpu-real.sh")):
-    """The variants gpu-real.sh's variant_env() knows (its case labels), read from the script."""
+def gpu_real_cases(func, path=os.path.join(common.ROOT, "scripts", "gpu-real.sh")):
+    """The case labels of gpu-real.sh's function func (variant_env, workload_args), read from the script."""
     known, inside = set(), False
     try:
         with open(path) as f:
             for ln in f:
-                if ln.startswith("variant_env()"):
+                if ln.startswith(func + "()"):
                     inside = True
                 elif inside and ln.startswith("}"):
                     break
@@ -76,6 +77,10 @@ def gpu_real_variants(path=os.path.join(common.ROOT, "scripts", "gpu-real.sh")):
     except OSError:
         pass
     return known
+
+
+def gpu_real_variants():
+    return gpu_real_cases("variant_env")
 
 
 def split_variants(variants, known):
@@ -116,11 +121,14 @@ def alt_run(a, out, w, v, rnd, left):
 
 def alt_matrix(a, out, workloads, variants, budget):
     os.makedirs(out, exist_ok=True)
+    skipped = [f"{w}: {', '.join(variants)} not run (only train_real.py workloads have them)"
+               for w in workloads if w not in WORKLOAD_ARGS]
+    workloads = [w for w in workloads if w in WORKLOAD_ARGS]
     for old in glob.glob(os.path.join(out, "*.out")) + glob.glob(os.path.join(out, "runs.tsv")):
         os.remove(old)
     with open(os.path.join(out, "runs.tsv"), "w") as f:
         f.write("name\tworkload\tvariant\tround\trc\tsecs\tstatus\n")
-    t0, k, skipped = time.time(), 0, []
+    t0, k = time.time(), 0
     for rnd in range(1, a.repeat + 1):
         for w in workloads:
             order = variants[k % len(variants):] + variants[:k % len(variants)]
@@ -143,8 +151,10 @@ def gpu_real(a, out, workloads, variants, budget, bisect=None):
         env["REAL_ARGS"] = a.args
     if os.environ.get("BENCH_COMMIT"):
         env["GPU_CHECK_COMMIT"] = os.environ["BENCH_COMMIT"]  # gpu-real.sh's header line
+    if bisect == "after":  # the matrix's later rounds leave the bisection its share
+        env["REAL_MATRIX_S"] = str(int(budget * a.matrix_share))
     if bisect:
-        env.update(REAL_BISECT="only", REAL_BISECT_WORKLOADS=" ".join(workloads),
+        env.update(REAL_BISECT="1" if bisect == "after" else "only", REAL_BISECT_WORKLOADS=" ".join(workloads),
                    REAL_BISECT_VARIANTS=" ".join(variants), REAL_BISECT_RES=str(a.resolution),
                    REAL_BISECT_ARGS=a.bisect_args)
     cmd = [os.path.join(common.ROOT, "scripts", "gpu-real.sh")]
@@ -182,11 +192,13 @@ def row_of(w, v, group, rs):
     first = min(good, key=lambda r: r["round"]) if good else {}
     row = {"workload": w, "variant": v, "group": group, "runs": len(rs), "ok_runs": len(good),
            "step_each": [r["step_ms"] for r in good if r.get("step_ms") is not None],
-           "nvml_mib": max(nv) if nv else None, "reserved_B": max(res) if res else None,
+           "tps_each": [r["tokens_per_s"] for r in good if r.get("tokens_per_s") is not None],
+           "nvml_mib": max(nv) if nv else None, "nvml_each": nv, "reserved_B": max(res) if res else None,
            "allocated_B": max(al) if al else None, "loss": first.get("loss"),
            "loss_hex": first.get("loss_hex"),
            "failed": [f"{r['name']}: rc {r['rc']} {r.get('check_line', '')}"[:200] for r in rs if not r["ok"]]}
     row["step_ms"] = common.median(row["step_each"])
+    row["tokens_per_s"] = common.median(row["tps_each"])
     if row["reserved_B"] and row["allocated_B"]:
         row["reserved_over_allocated"] = round(row["reserved_B"] / row["allocated_B"], 4)
     return row
@@ -209,11 +221,22 @@ def table(runs):
         ref = next((x for x in rows if x["workload"] == row["workload"] and x["group"] == row["group"]
                     and x["variant"] == "torch"), None)
         row["x_ref_step"] = ratio(row["step_ms"], ref and ref["step_ms"])
+        row["x_ref_tps"] = ratio(row["tokens_per_s"], ref and ref["tokens_per_s"])
         row["x_ref_nvml"] = ratio(row["nvml_mib"], ref and ref["nvml_mib"])
-        row["loss_vs_ref"] = None if not ref or ref.get("loss") is None or row.get("loss") is None else (
-            "bitwise" if row["loss_hex"] == ref["loss_hex"] else
-            f"rel {abs(row['loss'] - ref['loss']) / max(abs(ref['loss']), 1e-12):.1e}")
+        row["loss_vs_ref"] = loss_vs(row, ref)
     return rows
+
+
+def loss_vs(row, ref):
+    """The run's result against PyTorch's default: the loss (train_real.py) or the
+    generated tokens' hash (llm_generate.py, in loss_hex with no loss)."""
+    if not ref or not row.get("loss_hex") or not ref.get("loss_hex"):
+        return None
+    if row["loss_hex"] == ref["loss_hex"]:
+        return "bitwise" if row.get("loss") is not None else "tokens identical"
+    if row.get("loss") is None or ref.get("loss") is None:
+        return "tokens differ"
+    return f"rel {abs(row['loss'] - ref['loss']) / max(abs(ref['loss']), 1e-12):.1e}"
 
 
 def drift(rows):
@@ -245,11 +268,13 @@ def matrix(a, workloads, variants):
         notes.append("scripts/gpu-real.sh does not know the variant(s) " + ", ".join(unknown) + " yet: not run")
     real_out, alt_out = os.path.join(a.out, "real"), os.path.join(a.out, "real-alt")
     if main_v:
-        rc = gpu_real(a, real_out, workloads, main_v, share)
+        rc = gpu_real(a, real_out, workloads, main_v, share, bisect="after" if a.bisect else None)
         if rc:
             notes.append(f"scripts/gpu-real.sh exited {rc} (a run failed or a variant is unknown; see {real_out}/log.txt)")
     if alt_v:
         notes += alt_matrix(a, alt_out, workloads, alt_v, a.budget - (time.time() - t0) - 5)
+    if a.bisect:
+        write_budgets(a, workloads, main_v, t0, [])
     runs = read_runs(real_out, "gpu-real") + read_runs(alt_out, "alt")
     rows = table(runs)
     seen = {(r["workload"], r["variant"]) for r in rows}
@@ -319,13 +344,19 @@ def budget(a, workloads, variants):
         if rc:
             notes.append(f"scripts/gpu-real.sh (bisection) exited {rc}; see {real_out}/log.txt")
     os.makedirs(alt_out, exist_ok=True)
-    todo = [(w, v) for w in workloads for v in alt_v]
+    todo = [(w, v) for w in workloads if w in WORKLOAD_ARGS for v in alt_v]
     for i, (w, v) in enumerate(todo):
         each = (a.budget - (time.time() - t0) - 5) / (len(todo) - i)
         if each < 45:
             notes.append(f"budget {w} {v}: not run, {each:.0f} s left for it")
             continue
         alt_bisect(a, alt_out, w, v, each)
+    return write_budgets(a, workloads, variants, t0, notes)
+
+
+def write_budgets(a, workloads, variants, t0, notes):
+    """OUT/real-budget.json from the bisections' files in OUT/real and OUT/real-alt."""
+    real_out, alt_out = os.path.join(a.out, "real"), os.path.join(a.out, "real-alt")
     got = [b for b in read_budgets(real_out) + read_budgets(alt_out)
            if b["workload"] in workloads and b["variant"] in variants]
     missing = [f"{w} {v}" for w in workloads for v in variants
@@ -340,9 +371,10 @@ def budget(a, workloads, variants):
 
 def run(a):
     workloads, variants = a.workloads.split(), a.variants.split()
+    known = sorted(gpu_real_cases("workload_args") | set(WORKLOAD_ARGS))
     for w in workloads:
-        if w not in WORKLOAD_ARGS:
-            raise common.BadInput(f"unknown workload '{w}' (known: {' '.join(WORKLOAD_ARGS)})")
+        if w not in known:
+            raise common.BadInput(f"unknown workload '{w}' (known: {' '.join(known)})")
     if not variants:
         raise common.BadInput("no variants given")
     if not os.path.isfile(os.path.join(a.build, "lib", "libfragpool.so")):
@@ -356,8 +388,11 @@ def main():
     p.add_argument("--build", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--budget", type=float, default=540)
-    p.add_argument("--workloads", default="gpt_sdpa cnn")
-    p.add_argument("--variants", default="torch torch_exp torch_async torch_split512 nocache fp fpsync fpvmm fpvmm512")
+    p.add_argument("--workloads", default="gpt cnn llm")
+    p.add_argument("--variants", default="torch torchexp torchasync fp")
+    p.add_argument("--bisect", action="store_true", help="matrix: bisect the budgets after it, in the same call")
+    p.add_argument("--matrix-share", type=float, default=0.6,
+                   help="with --bisect: the part of the budget the matrix's rounds may take")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--args", default="", help="more train_real.py arguments for every run")
     p.add_argument("--resolution", type=int, default=512, help="bisection resolution, MiB")

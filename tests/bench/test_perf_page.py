@@ -62,22 +62,29 @@ class Page(unittest.TestCase):
         self.assertIn("0.99x NVML peak (gpt_sdpa)", r)     # 19800 / 20000
         self.assertIn("smallest budget 9,216 vs 9,728 MiB (gpt_sdpa)", r)
 
-    def test_glance_through_group_reference(self):
-        # fp is in gpu-real.sh's group, torch_exp in the other: 0.97 / 1.02
+    def test_glance_same_group_expandable(self):
         r = self.row("PyTorch, expandable_segments:True")
-        self.assertIn("0.95x step time (gpt_sdpa)", r)
-        self.assertIn("1.04x NVML peak (gpt_sdpa)", r)     # 0.99 / 0.95
+        self.assertIn("0.95x step time (gpt_sdpa)", r)     # 48.5 / 51.0
+        self.assertIn("1.04x NVML peak (gpt_sdpa)", r)     # 19800 / 19000
+        self.assertIn("same requests (recorded traces): 1.000x peak reserved (gpt_varlen)", r)
 
-    def test_glance_counterpart_mode(self):
-        # caching off against fragpool's free_policy:sync (1.2 / 3.6364), where both ran
+    def test_glance_through_group_reference(self):
+        # fp is in gpu-real.sh's group, nocache in part_real.py's: 0.97 / 3.6364, 0.99 / 1.025
         r = self.row("PyTorch, caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)")
-        self.assertIn("0.27x step time (gpt_sdpa)<br>fpsync: 0.33x step time (gpt_sdpa)", r)
-        self.assertNotIn("fpvmm:", self.row("PyTorch, expandable_segments:True"))
+        self.assertIn("0.27x step time (gpt_sdpa)", r)
+        self.assertIn("0.97x NVML peak (gpt_sdpa)", r)
+        self.assertNotIn("max_split_size_mb", self.text.split("Reproduce")[0])  # not measured: no row
+
+    def test_glance_llm_and_traces(self):
+        r = self.row("PyTorch caching allocator (default)")
+        self.assertIn("1.25x time per token (llm)", r)     # 500 / 400 tokens/s
+        self.assertIn("0.50x NVML peak (llm)", r)
+        self.assertIn("0.850x peak reserved (gpt_varlen)", r)   # 17 / 20 GiB
 
     def test_glance_missing_is_not_measured(self):
         r = self.row("PyTorch, backend:cudaMallocAsync")
         self.assertEqual(r.count("not measured"), 2)
-        self.assertIn("Not run: gpt_sdpa torch_async", self.text)
+        self.assertIn("Not run: gpt_sdpa torchasync", self.text)
 
     def test_glance_host_and_cpu(self):
         r = self.row("raw cudaMalloc/cudaFree")
@@ -99,11 +106,29 @@ class Page(unittest.TestCase):
         self.assertIn("fpvmm yet: not run", self.text)
         self.assertIn("scripts/bench.sh real-budget", self.text)
 
+    def test_llm_table(self):
+        self.assertIn("| allocator | ok runs | tokens/s | x PyTorch |", self.text)
+        self.assertIn("| fragpool, default (virtual-memory segments) | 3/3 | 400.0 [390.0-410.0] | 0.800x | "
+                      "15,000 | 0.500x | - | 14,336 (incomplete) | tokens differ |", self.text)
+
+    def test_threads_table(self):
+        self.assertIn("| threads | 1 | 2 | 4 |", self.text)
+        self.assertIn("| fragpool (cudaMalloc/cudaFree) | 1,000 [800-1,250] | 1,250 | 2,000 |", self.text)
+        self.assertIn("| fragpool / its own 1-thread figure | 1.00x | 1.25x | 2.00x |", self.text)
+        self.assertIn("| fragpool / driver pool | 0.40x | 0.25x | 0.25x |", self.text)
+        self.assertIn("| fragpool serving cudaMallocAsync | - | - | - |", self.text)
+
+    def test_traces_table(self):
+        self.assertIn("| gpt_varlen | PyTorch, expandable_segments:True | 18,659 | 16,384 | 17,408 | 0.850x | "
+                      "16,500 |", self.text)
+        self.assertIn("| gpt_varlen | fragpool replay, expandable_segments:False | 18,659 | 16,384 | 20,480 | "
+                      "1.000x | 17,000 |", self.text)
+
     def test_plots_are_svg_with_the_data(self):
         d = os.path.join(self.tmp, "docs", "perf")
         names = sorted(os.listdir(d))
         self.assertEqual(names, ["cpu.svg", "gpu-host-t1.svg", "gpu-host-t8.svg", "real-cnn.svg",
-                                 "real-gpt_sdpa.svg"])
+                                 "real-gpt_sdpa.svg", "real-llm.svg", "threads.svg"])
         for n in names:
             self.assertIn(f"](perf/{n})", self.text)
             root = ET.parse(os.path.join(d, n)).getroot()
@@ -183,8 +208,8 @@ class Merge(unittest.TestCase):
                                    rows=[r for r in rows if r["workload"] == "gpt_sdpa"]))
         cnn = dict(real, status="ok", notes=["second call"],
                    meta=dict(real["meta"], date="2000-01-02 00:00:00 UTC"),
-                   data=dict(real["data"], workloads=["cnn"], not_run=[], drift={},
-                             rows=[r for r in rows if r["workload"] == "cnn"]))
+                   data=dict(real["data"], workloads=["cnn", "llm"], not_run=[], drift={},
+                             rows=[r for r in rows if r["workload"] != "gpt_sdpa"]))
         a, b = self.put("a", "real", gpt), self.put("b", "real", cnn)
         out = os.path.join(self.tmp, "results.json")
         r = tool("merge.py", "-o", out, a, b)
@@ -192,7 +217,7 @@ class Merge(unittest.TestCase):
         with open(out) as f:
             p = json.load(f)["parts"]["real"]
         self.assertEqual(len(p["data"]["rows"]), len(rows))
-        self.assertEqual(p["data"]["workloads"], ["gpt_sdpa", "cnn"])
+        self.assertEqual(p["data"]["workloads"], ["gpt_sdpa", "cnn", "llm"])
         self.assertEqual(p["data"]["not_run"], ["gpt_sdpa fpvmm"])   # cnn fp ran in the second call
         self.assertEqual(len(p["calls"]), 2)
         self.assertEqual(p["status"], "partial")
@@ -223,13 +248,16 @@ class Parsers(unittest.TestCase):
 
     def test_host_aggregate_skips_failed_runs(self):
         line = "BENCH malloc_free 512 {} n=1 p10=1 p90=1"
-        res = [({"variant": "fp", "ok": True}, part_gpu_host.parse_bench(line.format(1.0))),
-               ({"variant": "fp", "ok": True}, part_gpu_host.parse_bench(line.format(3.0))),
-               ({"variant": "fp", "ok": True}, part_gpu_host.parse_bench(line.format(2.0))),
-               ({"variant": "fp", "ok": False}, part_gpu_host.parse_bench(line.format(99.0)))]
+        run = {"table": "host", "variant": "fp", "ok": True}
+        res = [(run, part_gpu_host.parse_bench(line.format(1.0))),
+               (run, part_gpu_host.parse_bench(line.format(3.0))),
+               (run, part_gpu_host.parse_bench(line.format(2.0))),
+               (dict(run, ok=False), part_gpu_host.parse_bench(line.format(99.0))),
+               (dict(run, table="threads"), part_gpu_host.parse_bench(line.format(7.0)))]
         agg = part_gpu_host.aggregate(res)
-        self.assertEqual(len(agg), 1)
-        self.assertEqual((agg[0]["median_us"], agg[0]["each_us"]), (2.0, [1.0, 3.0, 2.0]))
+        self.assertEqual(len(agg), 2)  # one row per table
+        self.assertEqual((agg[0]["table"], agg[0]["median_us"], agg[0]["each_us"]), ("host", 2.0, [1.0, 3.0, 2.0]))
+        self.assertEqual((agg[1]["table"], agg[1]["median_us"]), ("threads", 7.0))
 
     def test_gpu_real_variants(self):
         d = tempfile.mkdtemp()
@@ -238,10 +266,10 @@ class Parsers(unittest.TestCase):
         with open(path, "w") as f:
             f.write("x() {\n  torch) ;;\n}\nvariant_env() {\n  case $1 in\n    torch) ;;\n"
                     "    fp | fpsync | fpvmm)\n      conf=1\n      ;;\n    *) return 1 ;;\n  esac\n}\n")
-        known = part_real.gpu_real_variants(path)
+        known = part_real.gpu_real_cases("variant_env", path)
         self.assertEqual(known, {"torch", "fp", "fpsync", "fpvmm"})
-        main, alt, unknown = part_real.split_variants(["torch", "torch_exp", "fp", "fpvmm512"], known)
-        self.assertEqual((main, alt, unknown), (["torch", "fp"], ["torch", "torch_exp"], ["fpvmm512"]))
+        main, alt, unknown = part_real.split_variants(["torch", "nocache", "fp", "fpvmm512"], known)
+        self.assertEqual((main, alt, unknown), (["torch", "fp"], ["torch", "nocache"], ["fpvmm512"]))
 
     def test_real_table_ratios(self):
         def run(v, g, step, nv, rnd=1, ok=True):
@@ -260,6 +288,15 @@ class Parsers(unittest.TestCase):
         self.assertEqual(e["x_ref_step"], 1.1)                         # against its own group's torch
         self.assertEqual(e["reserved_over_allocated"], 1.5)            # PyTorch's MEM line
         self.assertEqual(part_real.drift(list(rows.values())), {"w": round(60 / 52, 4)})
+
+    def test_loss_vs_reference(self):
+        ref = {"loss": 2.0, "loss_hex": "0x1p+1"}
+        self.assertEqual(part_real.loss_vs({"loss": 2.0, "loss_hex": "0x1p+1"}, ref), "bitwise")
+        self.assertEqual(part_real.loss_vs({"loss": 2.2, "loss_hex": "0x1.1p+1"}, ref), "rel 1.0e-01")
+        tok = {"loss": None, "loss_hex": "ab12"}
+        self.assertEqual(part_real.loss_vs(dict(tok), tok), "tokens identical")
+        self.assertEqual(part_real.loss_vs({"loss": None, "loss_hex": "cd34"}, tok), "tokens differ")
+        self.assertIsNone(part_real.loss_vs({"loss": None, "loss_hex": None}, tok))
 
     def test_cpu_ratios(self):
         rows = [{"live": 100, "core": "fragpool", "ns_median": 50.0}, {"live": 100, "core": "tlsf", "ns_median": 40.0}]

@@ -19,6 +19,8 @@
 // Each case runs a warm-up, then up to <iters> timed pairs per thread or
 // <budget_ms> of timed pairs (at least 1000 pairs in all), whichever ends first.
 // Usage: bench_alloc [iters=20000] [budget_ms=1500] [threads=1] [sizes=512,1048576,...]
+//                    [cases=fixed,random,work,driver]
+// (cases: which groups run; the driver group runs with 1 thread only)
 // Prints "BENCH_INFO ..." once, then per case
 //   "BENCH <name> <size_or_random128> <median_us> n=.. p10=.. p90=.. threads=T rate=<pairs/s>"
 // and "CHECK bench_alloc OK" at the end.
@@ -339,6 +341,40 @@ static std::vector<size_t> parse_list(const char *what, const char *s, size_t lo
     return v;
 }
 
+enum { G_FIXED = 1, G_RANDOM = 2, G_WORK = 4, G_DRIVER = 8 };
+
+// "fixed,work" -> G_FIXED | G_WORK; an unknown name stops the program.
+static unsigned parse_groups(const char *s)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } known[] = {{"fixed", G_FIXED}, {"random", G_RANDOM}, {"work", G_WORK}, {"driver", G_DRIVER}};
+    unsigned groups = 0;
+    std::string str(s);
+    size_t at = 0;
+    while (at <= str.size()) {
+        size_t comma = str.find(',', at);
+        std::string item =
+            str.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        unsigned bit = 0;
+        for (const auto &k : known)
+            if (item == k.name)
+                bit = k.bit;
+        if (!bit) {
+            std::printf("CHECK bench_alloc FAIL the cases list '%s' wants names from fixed, "
+                        "random, work, driver separated by commas; nothing was run\n",
+                        s);
+            std::exit(2);
+        }
+        groups |= bit;
+        if (comma == std::string::npos)
+            break;
+        at = comma + 1;
+    }
+    return groups;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && std::atol(argv[1]) > 0)
@@ -348,6 +384,7 @@ int main(int argc, char **argv)
     std::vector<size_t> threads = parse_list("threads", argc > 3 ? argv[3] : "1", 1, 64);
     std::vector<size_t> sizes = parse_list(
         "sizes", argc > 4 ? argv[4] : "512,1048576,8388608,67108864,536870912", 1, (size_t)1 << 36);
+    unsigned groups = parse_groups(argc > 5 ? argv[5] : "fixed,random,work,driver");
     CK(cudaSetDevice(0));
     CK(cudaFree(0));
     cudaDeviceProp prop;
@@ -366,10 +403,13 @@ int main(int argc, char **argv)
     cudaGetLastError();
 
     for (size_t t : threads) {
-        fixed_cases(sizes, (int)t);
-        random_cases((int)t);
-        work_cases((int)t);
-        if (t == 1)
+        if (groups & G_FIXED)
+            fixed_cases(sizes, (int)t);
+        if (groups & G_RANDOM)
+            random_cases((int)t);
+        if (groups & G_WORK)
+            work_cases((int)t);
+        if (t == 1 && (groups & G_DRIVER))
             driver_cases(sizes);
     }
     CK(cudaDeviceSynchronize());

@@ -9,12 +9,16 @@
  * intact, and B ends up holding B's bytes.  The same when the slow stream
  * is destroyed with that work still queued, before or after the free (the
  * driver's destroy does not wait).  Also: same-stream reuse after
- * cuMemFreeAsync, and reuse with no fence after cuCtxSynchronize.  Run
+ * cuMemFreeAsync, and reuse with no fence after cuCtxSynchronize; the
+ * per-thread default stream of one thread is not another's (one handle,
+ * two streams); memory freed before a fence a stream waited for comes
+ * back on that stream with no second fence, and still safely.  Run
  * with free_policy:deferred (the default), with free_policy:sync, and
  * deferred on a driver without context events.
  */
 #include "shim_test.h"
 #include "fpsim.h"
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -220,6 +224,114 @@ static void same_stream_reuse(void **state)
     CU(cuStreamDestroy_v2(s));
 }
 
+/* Thread A frees a block on its per-thread default stream while slow work
+ * there still reads it; thread B allocates on its own per-thread default
+ * stream (the same handle, another stream) and writes: the write must
+ * wait for A's work.  A stays alive until then (its exit would drain its
+ * stream). */
+typedef struct pt_trial {
+    size_t n;
+    unsigned char x;
+    CUdeviceptr a;
+    slow_read r;
+    atomic_int freed, leave;
+} pt_trial;
+
+static void *pt_thread_a(void *arg)
+{
+    pt_trial *t = arg;
+    if (cuCtxSetCurrent(ctx) || cuMemAllocAsync(&t->a, t->n, CU_STREAM_PER_THREAD) ||
+        cuMemsetD8Async(t->a, t->x, t->n, CU_STREAM_PER_THREAD) ||
+        cuStreamSynchronize(CU_STREAM_PER_THREAD))
+        return NULL;
+    t->r = (slow_read){.a = (const unsigned char *)(uintptr_t)t->a, .n = t->n, .want = t->x};
+    if (cuLaunchHostFunc(CU_STREAM_PER_THREAD, slow_reader, &t->r) ||
+        cuMemFreeAsync(t->a, CU_STREAM_PER_THREAD))
+        t->a = 0;
+    atomic_store(&t->freed, 1);
+    for (int ms = 0; ms < 20000 && !atomic_load(&t->leave); ms++)
+        usleep(1000);
+    return NULL;
+}
+
+static void per_thread_streams(void **state)
+{
+    (void)state;
+    int met = 0;
+    for (int i = 0; i < 8; i++) {
+        static pt_trial t;
+        t = (pt_trial){.n = (size_t)(24 + i) << 20, .x = (unsigned char)(i + 40)};
+        pthread_t a;
+        assert_int_equal(pthread_create(&a, NULL, pt_thread_a, &t), 0);
+        for (int ms = 0; ms < 20000 && !atomic_load(&t.freed); ms++)
+            usleep(1000);
+        assert_true(t.a != 0);
+        release_before(&t.r, sync_policy || !ordered);
+        CUdeviceptr b;
+        CU(cuMemAllocAsync(&b, t.n, CU_STREAM_PER_THREAD));
+        met += b == t.a && !atomic_load(&t.r.done);
+        CU(cuMemsetD8Async(b, (unsigned char)~t.x, t.n, CU_STREAM_PER_THREAD));
+        atomic_store(&t.r.go, 1);
+        CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+        atomic_store(&t.leave, 1);
+        assert_int_equal(pthread_join(a, NULL), 0);
+        assert_true(atomic_load(&t.r.done) && atomic_load(&t.r.intact));
+        holds(b, t.n, (unsigned char)~t.x);
+        CU(cuMemFreeAsync(b, CU_STREAM_PER_THREAD));
+        CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    }
+    if (ordered)
+        assert_true(met > 0); /* the case was met: A's block, its work still queued */
+}
+
+/* Two blocks freed while slow work reads both; cuMemAllocAsync on another
+ * stream takes the first (a fence that stream waits for, covering both
+ * frees), then the second (no fence of its own: the stream already waits).
+ * Both writes must land after the reads. */
+static void stream_wait_covers(void **state)
+{
+    (void)state;
+    CUstream slow, other;
+    CU(cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING));
+    CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 8; i++) {
+        static slow_read r1, r2;
+        size_t n1 = (size_t)(40 + i) << 20, n2 = (size_t)(60 + i) << 20;
+        unsigned char x = (unsigned char)(i + 90);
+        CUdeviceptr a1, a2, b1, b2;
+        CU(cuMemAlloc_v2(&a1, n1));
+        CU(cuMemAlloc_v2(&a2, n2));
+        CU(cuMemsetD8_v2(a1, x, n1));
+        CU(cuMemsetD8_v2(a2, x, n2));
+        r1 = (slow_read){.a = (const unsigned char *)(uintptr_t)a1, .n = n1, .want = x};
+        r2 = (slow_read){.a = (const unsigned char *)(uintptr_t)a2, .n = n2, .want = x};
+        CU(cuLaunchHostFunc(slow, slow_reader, &r1));
+        CU(cuLaunchHostFunc(slow, slow_reader, &r2));
+        release_before(&r1, sync_policy);
+        release_before(&r2, sync_policy);
+        CU(cuMemFree_v2(a1));
+        CU(cuMemFree_v2(a2));
+        release_before(&r1, !ordered);
+        release_before(&r2, !ordered);
+        CU(cuMemAllocAsync(&b1, n1, other));
+        CU(cuMemAllocAsync(&b2, n2, other));
+        CU(cuMemsetD8Async(b1, (unsigned char)~x, n1, other));
+        CU(cuMemsetD8Async(b2, (unsigned char)~x, n2, other));
+        atomic_store(&r1.go, 1);
+        atomic_store(&r2.go, 1);
+        CU(cuStreamSynchronize(other));
+        CU(cuStreamSynchronize(slow));
+        assert_true(atomic_load(&r1.intact) && atomic_load(&r2.intact));
+        holds(b1, n1, (unsigned char)~x);
+        holds(b2, n2, (unsigned char)~x);
+        CU(cuMemFreeAsync(b1, other));
+        CU(cuMemFreeAsync(b2, other));
+        CU(cuStreamSynchronize(other));
+    }
+    CU(cuStreamDestroy_v2(slow));
+    CU(cuStreamDestroy_v2(other));
+}
+
 /* After the program's own cuCtxSynchronize, memory freed before the last
  * allocation that preceded it comes back with no fence and no
  * synchronization of fragpool's (a free since then may have come after
@@ -301,6 +413,8 @@ int main(void)
         cmocka_unit_test(race_blocking_and_legacy),
         cmocka_unit_test(race_destroyed_stream),
         cmocka_unit_test(same_stream_reuse),
+        cmocka_unit_test(per_thread_streams),
+        cmocka_unit_test(stream_wait_covers),
         cmocka_unit_test(synchronize_covers),
         cmocka_unit_test(double_free_of_deferred),
         cmocka_unit_test(idle_loop),
