@@ -44,7 +44,8 @@ enum {
     X(ctx_waits, "ctx_waits", " context wait", " context waits")                                   \
     X(stream_waits, "stream_waits", " stream wait", " stream waits")                               \
     X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses")                 \
-    X(stream_ordered, "stream_ordered", " reuse after a stream wait", " reuses after a stream wait") \
+    X(stream_ordered, "stream_ordered", " reuse after a stream wait",                              \
+      " reuses after a stream wait")                                                               \
     X(syncs, "syncs", " synchronization", " synchronizations")                                     \
     X(failed, "failed_fences", " failed fence", " failed fences")                                  \
     X(unmap_waits, "unmap_waits", " host wait before unmap", " host waits before unmap")
