@@ -35,6 +35,8 @@
 #   BENCH_OFFLINE_S [120] BENCH_OFFLINE_RUNS [3]   BENCH_TRACES_S [120]
 #   BENCH_REAL_S [540] BENCH_REAL_WORKLOADS ["gpt cnn llm"] BENCH_REAL_REPEAT [3] BENCH_REAL_ARGS
 #   BENCH_REAL_VARIANTS ["torch torchexp torchasync fp"] BENCH_REAL_BISECT [1]
+#   BENCH_REAL_MATRIX_SHARE [0.6: the part of BENCH_REAL_S the later rounds may take]
+#   BENCH_LLM_ARGS [gpu-real.sh's REAL_LLM_ARGS default]: llm_generate.py's arguments
 #     (gpu-real.sh's variants go to it; torch_split512 and nocache run in part_real.py)
 #   BENCH_BUDGET_S [540] BENCH_BUDGET_VARIANTS [as BENCH_REAL_VARIANTS] BENCH_BUDGET_RES [128 MiB]
 #   BENCH_PAGE [docs/PERFORMANCE.md]
@@ -125,11 +127,13 @@ part() {   # PART: run it
       local mode=matrix budget=${BENCH_REAL_S:-540} bisect=()
       local variants=${BENCH_REAL_VARIANTS:-torch torchexp torchasync fp}
       [ "${BENCH_REAL_BISECT:-1}" = 1 ] && bisect=(--bisect)
+      [ -n "${BENCH_LLM_ARGS:-}" ] && export REAL_LLM_ARGS=$BENCH_LLM_ARGS
       if [ "$1" = real-budget ]; then
         mode=budget budget=${BENCH_BUDGET_S:-540} variants=${BENCH_BUDGET_VARIANTS:-$variants} bisect=()
       fi
       python3 "$PERF/part_real.py" "$mode" --build "$BUILD" --out "$OUT_DIR" --budget "$budget" \
         --workloads "${BENCH_REAL_WORKLOADS:-gpt cnn llm}" --variants "$variants" "${bisect[@]}" \
+        --matrix-share "${BENCH_REAL_MATRIX_SHARE:-0.6}" \
         --repeat "${BENCH_REAL_REPEAT:-3}" --args "${BENCH_REAL_ARGS:-}" --resolution "${BENCH_BUDGET_RES:-128}" ;;
   esac
   rc=$?

@@ -5,10 +5,11 @@
  * and converts ticks to nanoseconds only when the summary is written,
  * from a calibration against CLOCK_MONOTONIC taken at setup and then.
  * Even the counter costs 8-21 ns a read on the machines we measured
- * (docs/benchmarks.md), so a thread times one call in FP_TIME_EVERY and
- * counts it that many times, while a call that waits for the device or
- * the driver (fp_time_slow: a fence, a synchronization, a segment
- * reserved or released) has that part timed exactly, every time.
+ * (docs/shim.md, "Measured: the shim's host cost on the simulated device"),
+ * so a thread times one call in FP_TIME_EVERY and counts it that many
+ * times, while a call that waits for the device or the driver
+ * (fp_time_slow: a fence, a synchronization, a segment reserved or
+ * released) has that part timed exactly, every time.
  *
  * Invariant: a thread's ticks reach fp_alloc_ticks every FP_TIME_FLUSH
  * calls and when it writes a summary (fp_time_flush); another thread's

@@ -6,8 +6,10 @@
  * also prints this machine's latency of one dependent random load at a few
  * working-set sizes, to put the numbers of different machines side by
  * side.  Each size runs with the record of requests off and at the
- * shim's default (record_mb:16), to show what recording costs.  Not a test: run build/bin/bench_pool and record the numbers in
- * docs/benchmarks.md.
+ * shim's default (record_mb:16), to show what recording costs.  Not a
+ * test: run build/bin/bench_pool by hand.  docs/PERFORMANCE.md holds the
+ * current numbers (scripts/bench.sh); docs/pool.md, "Measured: the pool on
+ * the CPU", the earlier ones of record.
  */
 #include "fp_pool.h"
 #include <math.h>

@@ -479,7 +479,11 @@ def section_traces(res):
             "caching allocator on the GPU (`torch.cuda.caching_allocator_alloc` / `caching_allocator_delete`, "
             "`tests/gpu/trace_torch.py`; smallest budget by bisection of `set_per_process_memory_fraction`) and "
             "through `fragpool replay` (smallest budget by bisection of `--budget`). No timing noise: the same "
-            "requests in the same order, so the difference is the allocator's placement alone.", ""]
+            "requests in the same order, so the difference is the allocator's placement alone. Both limits cap "
+            "what the allocator reserves (the CUDA context is outside them). PyTorch checks its fraction "
+            "against a request's segment size before it maps expandable_segments' 20 MiB pages, so under "
+            "expandable_segments it may reserve up to a page more than its limit: its smallest budget is a "
+            "little lower than a device of that size would be (`scripts/perf/part_traces.py`).", ""]
     table = []
     for t in trace_names(res):
         ref = trace_row(res, t, "torch") or {}

@@ -5,8 +5,9 @@
  * cuCtxSynchronize before the pool grows), each timed alone on an idle
  * GPU.  Plain C: it loads libcuda.so.1 with dlopen, so it builds without
  * the CUDA toolkit and cannot rot; scripts/gpu-check.sh runs it (not under
- * the shim) so the numbers in docs/benchmarks.md can be added up against
- * the measured cost of a cuMemAlloc+cuMemFree pair.  Also cuEventQuery on
+ * the shim) so the numbers in docs/gpu.md, "Measured: host cost and
+ * training on an H200", can be added up against the measured cost of a
+ * cuMemAlloc+cuMemFree pair.  Also cuEventQuery on
  * an event that has not completed, which costs far more than on one that
  * has.
  *
