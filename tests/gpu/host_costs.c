@@ -7,9 +7,8 @@
  * the CUDA toolkit and cannot rot; scripts/gpu-check.sh runs it (not under
  * the shim) so the numbers in docs/gpu.md, "Measured: host cost and
  * training on an H200", can be added up against the measured cost of a
- * cuMemAlloc+cuMemFree pair.  Also cuEventQuery on
- * an event that has not completed, which costs far more than on one that
- * has.
+ * cuMemAlloc+cuMemFree pair.  Also cuEventQuery on an event that has not
+ * completed, which costs far more than on one that has.
  *
  * Prints "COST <name> <ns per call>" lines, then "CHECK host_costs OK".
  */
