@@ -460,6 +460,12 @@ def section_real(res, plots):
                                       [r.get("x_ref_tps") if llm else r.get("x_ref_step"), r.get("x_ref_nvml")])
                                      for r in rs], ref=1.0)
         out += [f"![{w}](perf/{name})", ""]
+        if llm:
+            out += ["Generate is bound by the host (one decoding step per token), and fragpool serves nearly every "
+                    "allocation from its cache in either mode: what the allocator costs there, and why earlier "
+                    "single runs put the virtual-memory mode ahead of the classic one, is in docs/vmm.md, "
+                    "\"The LLM generate loop\". The generated tokens of two PyTorch runs are not bitwise equal "
+                    "either (random weights, bf16), so \"tokens differ\" alone says nothing.", ""]
     if any(r["group"] != "gpu-real" for r in rows):
         drift = ", ".join(f"{w} {v:.3f}" for w, v in sorted((d.get("drift") or {}).items()) if v is not None)
         out += ["\u2020 run by scripts/perf/part_real.py beside a PyTorch-default run of its own (the settings "

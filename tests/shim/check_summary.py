@@ -23,10 +23,12 @@ def devices(s):
 
 def defer(s):
     """Deferred reuse on a driver with context events: fences made, none
-    failed, no synchronization."""
+    failed, no synchronization; cuMemAllocAsync ordered by a stream wait, by
+    its stream's own free, and by a wait its stream made before."""
     d = s["devices"][0]["deferred"]
     ok = d["ctx_events"] == 1 and d["fences"] > 0 and d["ctx_waits"] > 0 and \
-        d["failed_fences"] == 0 and d["syncs"] == 0
+        d["failed_fences"] == 0 and d["syncs"] == 0 and d["stream_waits"] > 0 and \
+        d["stream_reuses"] > 0 and d["stream_ordered"] > 0
     return ok, d
 
 
