@@ -17,6 +17,7 @@
 
 #include "fp_pool.h"
 #include "fp_hmap.h"
+#include "fp_ranges.h"
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -124,10 +125,15 @@ fp_block *fp_map_get(const fp_map *m, uint64_t addr);
 void fp_map_prefetch(const fp_map *m, uint64_t addr); /* no lock needed */
 fp_block *fp_map_take(fp_map *m, uint64_t addr);
 
-/* Sorted array of segments by address, for "does the pool own addr". */
+/* Segments by address, for "does the pool own addr": base/'s range table
+ * (fp_ranges.h), [addr, addr+size) with the segment as its payload.  v
+ * and n are the same table read as an array, the segments in address
+ * order: pool_segs.c, the one writer, sets them after every change, and
+ * free(v) frees the table (a zeroed fp_segtab is an empty one). */
 typedef struct fp_segtab {
-    fp_segment **v;
-    size_t n, cap;
+    fp_ranges t;
+    fp_segment **v; /* t's payloads: v[0..n) by address        */
+    size_t n;       /* t.n                                     */
 } fp_segtab;
 
 /* The record of requests (pool_record.c): two generations of events. */

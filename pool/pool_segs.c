@@ -4,61 +4,49 @@
  * recycled block headers; and filing a new segment (fp_segment_file), the
  * one way pool.c and pool_vmm.c both add one.
  *
- * Invariants: v[0..n) is sorted by addr and the ranges do not overlap;
- * seg_head..seg_tail links every segment once; a header is in p->spare
- * or in exactly one segment.
+ * Invariants: the segment table is base/'s fp_ranges (sorted, disjoint),
+ * each segment filed as [addr, addr+size) with itself as the payload, and
+ * its v and n are those payloads and their count; seg_head..seg_tail
+ * links every segment once; a header is in p->spare or in exactly one
+ * segment.
  */
 #include "pool_internal.h"
 #include "pool_stats.h"
-#include "fp_vec.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Index of the first segment whose base is > addr. */
-static size_t upper(const fp_segtab *t, uint64_t addr)
+_Static_assert(sizeof(fp_segment *) % _Alignof(fp_range) == 0,
+               "a segment pointer fills its payload slot, so v indexes the payloads");
+
+/* v and n: the payloads and count of t, typed (after every change). */
+static void view(fp_segtab *t)
 {
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->v[mid]->addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    t->v = t->t.v;
+    t->n = t->t.n;
 }
 
 int fp_segtab_insert(fp_segtab *t, fp_segment *s)
 {
-    fp_segment **nv = fp_vec_grow(t->v, &t->cap, t->n + 1, sizeof *nv, 64);
-    if (!nv)
-        return ENOMEM;
-    t->v = nv;
-    size_t i = upper(t, s->addr);
-    memmove(t->v + i + 1, t->v + i, (t->n - i) * sizeof *t->v);
-    t->v[i] = s;
-    t->n++;
-    return 0;
+    if (!t->t.elem) /* the pool is calloc'd: the payload is set here */
+        fp_ranges_init(&t->t, sizeof s);
+    int err = fp_ranges_insert(&t->t, s->addr, s->size, &s);
+    view(t);
+    return err;
 }
 
 void fp_segtab_remove(fp_segtab *t, fp_segment *s)
 {
-    size_t i = upper(t, s->addr);
-    if (i == 0 || t->v[i - 1] != s)
-        return;
-    i--;
-    memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof *t->v);
-    t->n--;
+    size_t i = fp_ranges_at(&t->t, s->addr);
+    if (i != FP_RANGES_NONE && t->v[i] == s)
+        fp_ranges_erase(&t->t, i);
+    view(t);
 }
 
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr)
 {
-    size_t i = upper(t, addr);
-    if (i == 0)
-        return NULL;
-    fp_segment *s = t->v[i - 1];
-    return addr - s->addr < s->size ? s : NULL;
+    size_t i = fp_ranges_find(&t->t, addr);
+    return i == FP_RANGES_NONE ? NULL : t->v[i];
 }
 
 /* ---- segments in creation order ------------------------------------------ */

@@ -39,21 +39,22 @@
  * a free there (a double free, an interior pointer) is refused with one
  * line, and the driver never sees it (it would free the whole segment).
  *
- * Invariants: every live pooled block is in `blocks` (sorted by address,
- * disjoint) with its requested size and flags, and nothing else is; every
- * pooled free made while `pending` is false has been waited for; `ctxs`
- * holds the contexts the last fence pass found live (a stale event of a
- * reused handle is replaced when its record is refused); a segment goes
- * back to the driver only wholly free, with host_lock held and `pending`
- * false (so no work queued before its blocks' frees is still running),
- * inside the capture gate, and never at exit.  Locks: host_lock (ctxs,
- * fences) is taken before the pool's own lock (a free and its fence, a
- * trim) and never the other way; blocks_lock is a leaf.
+ * Invariants: every live pooled block is in `blocks` (base/'s fp_ranges:
+ * sorted by address, disjoint) with its requested size and flags, and
+ * nothing else is; every pooled free made while `pending` is false has
+ * been waited for; `ctxs` holds the contexts the last fence pass found
+ * live (a stale event of a reused handle is replaced when its record is
+ * refused); a segment goes back to the driver only wholly free, with
+ * host_lock held and `pending` false (so no work queued before its blocks'
+ * frees is still running), inside the capture gate, and never at exit.
+ * Locks: host_lock (ctxs, fences) is taken before the pool's own lock (a
+ * free and its fence, a trim) and never the other way; blocks_lock (the
+ * `blocks` table, which has no lock of its own) is a leaf.
  */
 #include "shim_host.h"
 #include "fp_pool.h"
+#include "fp_ranges.h"
 #include "fp_report.h"
-#include "fp_vec.h"
 #include "shim_clock.h"
 #include "shim_defer.h"
 #include "shim_pools.h"
@@ -70,12 +71,6 @@
 #define FP_HOST_MAX_CTXS     64
 #define FP_HOST_PAGE         ((size_t)4096)
 #define FP_HOST_SLACK        ((size_t)32 << 20) /* idle bytes kept beyond twice the peak */
-
-typedef struct host_block {
-    uint64_t addr;
-    size_t size;    /* requested bytes */
-    unsigned flags; /* as requested    */
-} host_block;
 
 typedef struct host_ctx {
     CUcontext ctx;
@@ -94,14 +89,14 @@ static struct {
     uint64_t fences, waits, syncs; /* under host_lock, for the summary    */
     uint64_t pass;                 /* fence passes made                   */
     pthread_mutex_t blocks_lock;
-    host_block *blocks;
-    size_t nblocks, capblocks;
+    fp_ranges blocks;        /* live blocks; payload: their flags   */
     atomic_ullong ticks;     /* time in the host allocator          */
     atomic_ullong to_driver; /* requests passed to the driver       */
     atomic_ullong fallbacks; /* of which: reuse could not be ordered */
 } H = {.pool_lock = PTHREAD_MUTEX_INITIALIZER,
        .host_lock = PTHREAD_MUTEX_INITIALIZER,
-       .blocks_lock = PTHREAD_MUTEX_INITIALIZER};
+       .blocks_lock = PTHREAD_MUTEX_INITIALIZER,
+       .blocks = {.elem = sizeof(unsigned)}};
 
 static FP_THREAD_LOCAL CUresult host_last_error;
 
@@ -155,34 +150,14 @@ static fp_pool *host_pool_existing(void)
     return __atomic_load_n(&H.pool, __ATOMIC_ACQUIRE);
 }
 
-/* ---- the live blocks ---------------------------------------------------- */
-
-/* Index of the first block with addr > a (blocks_lock held). */
-static size_t upper(uint64_t a)
-{
-    size_t lo = 0, hi = H.nblocks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (H.blocks[mid].addr <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+/* ---- the live blocks ------------------------------------------------------
+ * base/'s range table, each block as [addr, addr+requested size) with the
+ * flags asked as its payload; blocks_lock held around each use. */
 
 static int blocks_add(uint64_t addr, size_t size, unsigned flags)
 {
     pthread_mutex_lock(&H.blocks_lock);
-    host_block *nb = fp_vec_grow(H.blocks, &H.capblocks, H.nblocks + 1, sizeof *nb, 256);
-    int err = nb ? 0 : ENOMEM;
-    if (nb) {
-        H.blocks = nb;
-        size_t i = upper(addr);
-        memmove(&H.blocks[i + 1], &H.blocks[i], (H.nblocks - i) * sizeof *H.blocks);
-        H.blocks[i] = (host_block){addr, size, flags};
-        H.nblocks++;
-    }
+    int err = fp_ranges_insert(&H.blocks, addr, size, &flags);
     pthread_mutex_unlock(&H.blocks_lock);
     return err;
 }
@@ -190,22 +165,20 @@ static int blocks_add(uint64_t addr, size_t size, unsigned flags)
 static void blocks_remove(uint64_t addr)
 {
     pthread_mutex_lock(&H.blocks_lock);
-    size_t i = upper(addr);
-    if (i && H.blocks[i - 1].addr == addr) {
-        memmove(&H.blocks[i - 1], &H.blocks[i], (H.nblocks - i) * sizeof *H.blocks);
-        H.nblocks--;
-    }
+    fp_ranges_remove(&H.blocks, addr);
     pthread_mutex_unlock(&H.blocks_lock);
 }
 
 /* The live block holding p: true and *out, or false. */
-static bool blocks_find(uint64_t p, host_block *out)
+static bool blocks_find(uint64_t p, fp_host_found *out)
 {
     pthread_mutex_lock(&H.blocks_lock);
-    size_t i = upper(p);
-    bool hit = i && p - H.blocks[i - 1].addr < H.blocks[i - 1].size;
+    size_t i = fp_ranges_find(&H.blocks, p);
+    bool hit = i != FP_RANGES_NONE;
     if (hit)
-        *out = H.blocks[i - 1];
+        *out = (fp_host_found){.addr = H.blocks.r[i].start,
+                               .size = (size_t)H.blocks.r[i].size,
+                               .flags = *(const unsigned *)fp_ranges_val(&H.blocks, i)};
     pthread_mutex_unlock(&H.blocks_lock);
     return hit;
 }
@@ -547,13 +520,9 @@ int fp_host_free(void *p)
 int fp_host_lookup(uint64_t p, fp_host_found *out)
 {
     fp_pool *pool = host_pool_existing();
-    host_block b;
     if (!pool || !fp_pool_owns(pool, p, NULL))
         return ENOENT;
-    if (!blocks_find(p, &b))
-        return EINVAL;
-    *out = (fp_host_found){.addr = b.addr, .size = b.size, .flags = b.flags};
-    return 0;
+    return blocks_find(p, out) ? 0 : EINVAL;
 }
 
 /* ---- summary, fork -------------------------------------------------------------- */

@@ -1,9 +1,12 @@
 /* simdev/sim_registry.c: the registry of live allocations and the capacity
  * accounting of each device.
  *
- * Invariants (under the mem lock, rank 2 in sim.h):
- *   - v[0..n) is sorted by base and the ranges [base, base+size) are
- *     disjoint (they are distinct host allocations);
+ * Invariants (under the mem lock, rank 2 in sim.h; the tables have no
+ * lock of their own):
+ *   - `all` (base/'s fp_ranges) holds every live entry as [base,
+ *     base+size) with the entry as its payload: sorted by base, disjoint
+ *     (they are distinct host allocations; an insert that would overlap
+ *     is refused);
  *   - for each device, in_use equals the sum of `charged` over its live
  *     entries plus its VMM physical memory (phys); pinned host memory is
  *     never charged, nor are SIM_MEM_VMM mappings (their handles are);
@@ -17,12 +20,15 @@
  *   - the default pool of each device (sim_pool.c) hears of every live
  *     SIM_MEM_ASYNC entry's birth, free call (free_pending set, or a
  *     cuMemFree) and end, under the mem lock;
- *   - a table of VMM reservations (sim_vmm.c adds and removes them), so
- *     that pointer queries can answer a reservation's range.
+ *   - `g_res` (an fp_ranges too, no payload) holds the VMM reservations
+ *     (sim_vmm.c adds and removes them), so that pointer queries can
+ *     answer a reservation's range.
  * The device pointer of an allocation is its host address.
  */
 #include "sim.h"
 
+#include "fp_ranges.h"
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +42,12 @@ typedef struct mem_dev {
 
 static struct {
     pthread_mutex_t lock;
-    sim_alloc *v;  /* sorted by base */
-    size_t n, cap; /* entries used / allocated */
+    fp_ranges all; /* the live entries by base; payload: sim_alloc */
     mem_dev dev[SIM_MAX_DEVICES];
     unsigned fail_nth;      /* 0: off; else fail when seq reaches it */
     unsigned long long seq; /* counted allocations since armed */
     unsigned long long next_id;
-} g_mem = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} g_mem = {.lock = PTHREAD_MUTEX_INITIALIZER, .all = {.elem = sizeof(sim_alloc)}};
 
 static void mem_lock(void)
 {
@@ -71,60 +76,34 @@ void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth)
     mem_unlock();
 }
 
-/* ---- the sorted array ------------------------------------------------------ */
+/* ---- the table ------------------------------------------------------------ */
 
-/* Index of the first entry with base > p. */
-static size_t upper_bound(CUdeviceptr p)
+/* Entry i of the table, or NULL for FP_RANGES_NONE (mem lock held). */
+static sim_alloc *entry(size_t i)
 {
-    size_t lo = 0, hi = g_mem.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g_mem.v[mid].base <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return i == FP_RANGES_NONE ? NULL : fp_ranges_val(&g_mem.all, i);
 }
 
 /* Entry containing p, or NULL. */
 static sim_alloc *containing(CUdeviceptr p)
 {
-    size_t i = upper_bound(p);
-    if (i == 0)
-        return NULL;
-    sim_alloc *a = &g_mem.v[i - 1];
-    return p - a->base < a->size ? a : NULL;
+    return entry(fp_ranges_find(&g_mem.all, p));
 }
 
 static sim_alloc *exact(CUdeviceptr base)
 {
-    sim_alloc *a = containing(base);
-    return a != NULL && a->base == base ? a : NULL;
+    return entry(fp_ranges_at(&g_mem.all, base));
 }
 
-static bool insert(const sim_alloc *a)
+/* 0; EEXIST when a overlaps a live entry; ENOMEM. */
+static int insert(const sim_alloc *a)
 {
-    if (g_mem.n == g_mem.cap) {
-        size_t ncap = g_mem.cap ? g_mem.cap * 2 : 64;
-        sim_alloc *nv = realloc(g_mem.v, ncap * sizeof *nv);
-        if (nv == NULL)
-            return false;
-        g_mem.v = nv;
-        g_mem.cap = ncap;
-    }
-    size_t i = upper_bound(a->base);
-    memmove(&g_mem.v[i + 1], &g_mem.v[i], (g_mem.n - i) * sizeof *g_mem.v);
-    g_mem.v[i] = *a;
-    g_mem.n++;
-    return true;
+    return fp_ranges_insert(&g_mem.all, a->base, a->size, a);
 }
 
-static void erase(sim_alloc *a)
+static void erase(const sim_alloc *a)
 {
-    size_t i = (size_t)(a - g_mem.v);
-    memmove(&g_mem.v[i], &g_mem.v[i + 1], (g_mem.n - i - 1) * sizeof *g_mem.v);
-    g_mem.n--;
+    fp_ranges_remove(&g_mem.all, a->base);
 }
 
 /* ---- accounting ----------------------------------------------------------- */
@@ -214,7 +193,7 @@ static bool publish(sim_alloc *req, void *p)
     req->base = (CUdeviceptr)(uintptr_t)p;
     req->id = ++g_mem.next_id;
     req->free_pending = false;
-    if (!insert(req))
+    if (insert(req) != 0)
         return false;
     if (counted(req->kind))
         g_mem.dev[req->dev].c.live_allocations++;
@@ -319,14 +298,14 @@ void sim_mem_unmark_pending(CUdeviceptr base)
 void sim_mem_release_ctx(const sim_ctx *ctx)
 {
     mem_lock();
-    for (size_t i = g_mem.n; i-- > 0;) {
-        sim_alloc *a = &g_mem.v[i];
+    for (size_t i = g_mem.all.n; i-- > 0;) {
+        sim_alloc *a = entry(i);
         if (a->ctx != ctx)
             continue;
         sim_alloc gone = *a;
         uncharge(a, true, false);
         pool_gone(a);
-        erase(a);
+        fp_ranges_erase(&g_mem.all, i);
         release_host(&gone);
     }
     mem_unlock();
@@ -357,7 +336,7 @@ CUresult sim_mem_add_import(sim_alloc *req)
     req->id = ++g_mem.next_id;
     req->charged = 0;
     req->free_pending = false;
-    bool ok = containing(req->base) == NULL && insert(req);
+    bool ok = insert(req) == 0; /* refused too where it overlaps an entry */
     mem_unlock();
     return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -408,31 +387,12 @@ void sim_mem_remove_vmm(CUdeviceptr base)
 
 /* ---- VMM reservations -------------------------------------------------------- */
 
-typedef struct mem_range {
-    CUdeviceptr base;
-    size_t size;
-} mem_range;
-
-static struct {
-    mem_range *v;
-    size_t n, cap;
-} g_res; /* under the mem lock */
+static fp_ranges g_res = {.elem = 0}; /* under the mem lock */
 
 CUresult sim_mem_add_reservation(CUdeviceptr base, size_t size)
 {
     mem_lock();
-    bool ok = true;
-    if (g_res.n == g_res.cap) {
-        size_t ncap = g_res.cap ? g_res.cap * 2 : 16;
-        mem_range *nv = realloc(g_res.v, ncap * sizeof *nv);
-        ok = nv != NULL;
-        if (ok) {
-            g_res.v = nv;
-            g_res.cap = ncap;
-        }
-    }
-    if (ok)
-        g_res.v[g_res.n++] = (mem_range){base, size};
+    bool ok = fp_ranges_insert(&g_res, base, size, NULL) == 0;
     mem_unlock();
     return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -440,39 +400,24 @@ CUresult sim_mem_add_reservation(CUdeviceptr base, size_t size)
 void sim_mem_remove_reservation(CUdeviceptr base)
 {
     mem_lock();
-    for (size_t i = 0; i < g_res.n; i++)
-        if (g_res.v[i].base == base) {
-            g_res.v[i] = g_res.v[--g_res.n];
-            break;
-        }
+    fp_ranges_remove(&g_res, base);
     mem_unlock();
 }
 
 bool sim_mem_find_reservation(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 {
     mem_lock();
-    bool found = false;
-    for (size_t i = 0; i < g_res.n && !found; i++) {
-        found = p >= g_res.v[i].base && p - g_res.v[i].base < g_res.v[i].size;
-        if (found) {
-            *base = g_res.v[i].base;
-            *size = g_res.v[i].size;
-        }
+    size_t i = fp_ranges_find(&g_res, p);
+    bool found = i != FP_RANGES_NONE;
+    if (found) {
+        *base = g_res.r[i].start;
+        *size = (size_t)g_res.r[i].size;
     }
     mem_unlock();
     return found;
 }
 
 /* ---- registered host memory ------------------------------------------------ */
-
-/* True when [base, base+size) meets a live entry (mem lock held). */
-static bool overlaps_any(CUdeviceptr base, size_t size)
-{
-    if (containing(base) != NULL)
-        return true;
-    size_t i = upper_bound(base);
-    return i < g_mem.n && g_mem.v[i].base - base < size;
-}
 
 CUresult sim_mem_add_registered(sim_alloc *req)
 {
@@ -482,13 +427,11 @@ CUresult sim_mem_add_registered(sim_alloc *req)
     req->span = req->size;
     req->free_pending = false;
     req->kind = SIM_MEM_REGISTERED;
-    CUresult rc = CUDA_SUCCESS;
-    if (overlaps_any(req->base, req->size))
-        rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    else if (!insert(req))
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    int err = insert(req);
     mem_unlock();
-    return rc;
+    if (err == EEXIST)
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    return err ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 CUresult sim_mem_remove_registered(CUdeviceptr base)
