@@ -122,7 +122,7 @@ static bool release_oversize(fp_pool *p, size_t rounded, bool small)
         return true;
     }
     size_t n = 0, total = 0;
-    fp_segment **v = malloc((p->segs.n + 1) * sizeof *v);
+    fp_segment **v = malloc((fp_segtab_count(&p->segs) + 1) * sizeof *v);
     if (!v)
         return false;
     for (fp_segment *s = p->seg_head; s; s = s->next)
@@ -532,7 +532,7 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
     }
     fp_map_fini(&p->live);
     fp_record_fini(&p->rec);
-    free(p->segs.v);
+    fp_segtab_free(&p->segs);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }

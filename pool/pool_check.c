@@ -215,13 +215,15 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
                     t->free_small, t->free_large);
     if (p->live.count != t->used)
         return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count, t->used);
-    if (p->segs.n != t->nsegs)
-        return fail(msg, len, "segment table holds %zu, walk found %zu", p->segs.n, t->nsegs);
-    for (size_t i = 1; i < p->segs.n; i++)
-        if (p->segs.v[i - 1]->addr + p->segs.v[i - 1]->size > p->segs.v[i]->addr)
+    if (fp_segtab_count(&p->segs) != t->nsegs)
+        return fail(msg, len, "segment table holds %zu, walk found %zu", fp_segtab_count(&p->segs),
+                    t->nsegs);
+    for (size_t i = 1; i < fp_segtab_count(&p->segs); i++)
+        if (fp_segtab_at(&p->segs, i - 1)->addr + fp_segtab_at(&p->segs, i - 1)->size >
+            fp_segtab_at(&p->segs, i)->addr)
             return fail(msg, len, "segments %#llx and %#llx overlap",
-                        (unsigned long long)p->segs.v[i - 1]->addr,
-                        (unsigned long long)p->segs.v[i]->addr);
+                        (unsigned long long)fp_segtab_at(&p->segs, i - 1)->addr,
+                        (unsigned long long)fp_segtab_at(&p->segs, i)->addr);
     return 0;
 }
 
@@ -316,8 +318,8 @@ void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
     pthread_mutex_lock(&p->lock);
     size_t cap = 0;
     fp_block_info *v = NULL;
-    for (size_t i = 0; i < p->segs.n; i++) {
-        const fp_segment *s = p->segs.v[i];
+    for (size_t i = 0; i < fp_segtab_count(&p->segs); i++) {
+        const fp_segment *s = fp_segtab_at(&p->segs, i);
         if (!s->vmm) {
             size_t n = blocks_in(s, s->addr, s->addr + s->size, &v, &cap);
             fn(ud, s->addr, s->size, s->small, v, n);

@@ -131,9 +131,7 @@ fp_block *fp_map_take(fp_map *m, uint64_t addr);
  * order: pool_segs.c, the one writer, sets them after every change, and
  * free(v) frees the table (a zeroed fp_segtab is an empty one). */
 typedef struct fp_segtab {
-    fp_ranges t;
-    fp_segment **v; /* t's payloads: v[0..n) by address        */
-    size_t n;       /* t.n                                     */
+    fp_ranges t; /* payload: the fp_segment * of each range */
 } fp_segtab;
 
 /* The record of requests (pool_record.c): two generations of events. */
@@ -219,6 +217,9 @@ int fp_segment_file(fp_pool *p, fp_segment *s);
 int fp_segtab_insert(fp_segtab *t, fp_segment *s);
 void fp_segtab_remove(fp_segtab *t, fp_segment *s);
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr);
+size_t fp_segtab_count(const fp_segtab *t);             /* segments held     */
+fp_segment *fp_segtab_at(const fp_segtab *t, size_t i); /* by address, i < n */
+void fp_segtab_free(fp_segtab *t);                      /* the pool is freed */
 
 /* Virtual-memory segments (pool_vmm.c). */
 void fp_vmm_setup(fp_pool *p); /* sets page/vmm_range, or leaves 0 */

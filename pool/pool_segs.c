@@ -5,8 +5,8 @@
  * one way pool.c and pool_vmm.c both add one.
  *
  * Invariants: the segment table is base/'s fp_ranges (sorted, disjoint),
- * each segment filed as [addr, addr+size) with itself as the payload, and
- * its v and n are those payloads and their count; seg_head..seg_tail
+ * each segment filed as [addr, addr+size) with itself as the payload;
+ * seg_head..seg_tail
  * links every segment once; a header is in p->spare or in exactly one
  * segment.
  */
@@ -16,37 +16,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(fp_segment *) % _Alignof(fp_range) == 0,
-               "a segment pointer fills its payload slot, so v indexes the payloads");
-
-/* v and n: the payloads and count of t, typed (after every change). */
-static void view(fp_segtab *t)
-{
-    t->v = t->t.v;
-    t->n = t->t.n;
-}
-
 int fp_segtab_insert(fp_segtab *t, fp_segment *s)
 {
     if (!t->t.elem) /* the pool is calloc'd: the payload is set here */
         fp_ranges_init(&t->t, sizeof s);
-    int err = fp_ranges_insert(&t->t, s->addr, s->size, &s);
-    view(t);
-    return err;
+    return fp_ranges_insert(&t->t, s->addr, s->size, &s);
+}
+
+fp_segment *fp_segtab_at(const fp_segtab *t, size_t i)
+{
+    return *(fp_segment **)fp_ranges_val(&t->t, i);
+}
+
+size_t fp_segtab_count(const fp_segtab *t)
+{
+    return t->t.n;
 }
 
 void fp_segtab_remove(fp_segtab *t, fp_segment *s)
 {
     size_t i = fp_ranges_at(&t->t, s->addr);
-    if (i != FP_RANGES_NONE && t->v[i] == s)
+    if (i != FP_RANGES_NONE && fp_segtab_at(t, i) == s)
         fp_ranges_erase(&t->t, i);
-    view(t);
 }
 
 fp_segment *fp_segtab_find(const fp_segtab *t, uint64_t addr)
 {
     size_t i = fp_ranges_find(&t->t, addr);
-    return i == FP_RANGES_NONE ? NULL : t->v[i];
+    return i == FP_RANGES_NONE ? NULL : fp_segtab_at(t, i);
+}
+
+void fp_segtab_free(fp_segtab *t)
+{
+    fp_ranges_fini(&t->t);
 }
 
 /* ---- segments in creation order ------------------------------------------ */

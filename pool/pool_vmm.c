@@ -390,8 +390,8 @@ int fp_pool_is_vmm(const fp_pool *p)
 void fp_pool_walk_pages(fp_pool *p, fp_page_fn fn, void *ud)
 {
     pthread_mutex_lock(&p->lock);
-    for (size_t k = 0; k < p->segs.n; k++) {
-        const fp_segment *s = p->segs.v[k];
+    for (size_t k = 0; k < fp_segtab_count(&p->segs); k++) {
+        const fp_segment *s = fp_segtab_at(&p->segs, k);
         if (!s->vmm)
             continue;
         for (size_t i = 0; i < s->npages;) {
