@@ -6,6 +6,7 @@
 #define FP_CLI_H
 
 #include "fp_conf.h"
+#include "fp_groups.h"
 #include "fp_report.h"
 #include "fp_trace.h"
 #include <limits.h>
@@ -65,7 +66,7 @@ typedef struct fp_replay_report {
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
     fp_row trace_rows[2];
-    fp_group groups[4]; /* the shim's (null here), the trace's problems */
+    fp_group groups[FP_DEV_NGROUPS]; /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
     char conf[4096]; /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;

@@ -10,6 +10,7 @@
  */
 #include "cli.h"
 #include "fp_advise.h"
+#include "fp_groups.h"
 #include "fp_report.h"
 #include "fp_trace.h"
 #include "fp_vec.h"
@@ -51,13 +52,11 @@ void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     fp_report_fill_pool(&out->dev, p, &r->stats, out->leaks);
     out->dev.segments_why = fp_segments_why(c->pool.expandable_segments, fp_pool_is_vmm(p));
     /* The shim's groups are null in a replay (no driver, no deferral, no
-     * IPC): the JSON keeps the keys of the shim's summary. */
-    out->groups[0] = (fp_group){.key = "passthrough"};
-    out->groups[1] = (fp_group){.key = "deferred"};
-    fp_replay_trace_group(r, out->trace_rows, &out->groups[2]);
-    out->groups[3] = (fp_group){.key = "ipc"};
-    out->dev.groups = out->groups;
-    out->dev.ngroups = 4;
+     * IPC): report/'s table keeps their keys, as in the shim's summary. */
+    fp_report_groups_init(&out->dev, out->groups);
+    fp_group trace;
+    fp_replay_trace_group(r, out->trace_rows, &trace);
+    fp_report_group_set(out->groups, FP_GROUP_TRACE, &trace);
     size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf, sizeof out->conf);
     out->run = (fp_run_report){.pid = 0,
                                .rank = -1,

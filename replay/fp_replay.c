@@ -283,6 +283,5 @@ void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *
                        FP_ROW_COUNT,
                        r->dup_allocs,
                        0};
-    *g = (fp_group){
-        .key = "trace", .label = "Trace problems", .rows = rows, .nrows = 2, .zero = "none"};
+    *g = (fp_group){.rows = rows, .nrows = 2, .zero = "none"}; /* key and label: report/'s table */
 }

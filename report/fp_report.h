@@ -13,7 +13,9 @@
  *  - the text and the JSON summary walk the same rows (fp_row, below): the
  *    pool's from one list here, the caller's from the caller's groups, so
  *    every counter appears in both (tests/test_report.c walks the rows);
- *  - report/ knows nothing of the shim: its counters arrive as groups.
+ *  - report/ knows nothing of the shim: its counters arrive as groups,
+ *    whose names and order on a device are report/'s one table
+ *    (FP_DEV_GROUPS, fp_groups.h) and whose rows are the caller's.
  */
 #ifndef FP_REPORT_H
 #define FP_REPORT_H
@@ -42,7 +44,9 @@ typedef struct fp_leak {
  *
  * Adding a counter: the pool's, one line in FP_POOL_COUNTERS (fp_summary.c);
  * a caller's, one row in the caller's list (shim/shim_counts.h X-lists, or
- * the replay's rows in cli/cmd_replay.c).  Text and JSON follow. */
+ * the replay's rows in replay/fp_replay.c).  Adding a group of a device:
+ * one row in FP_DEV_GROUPS (fp_groups.h), filled by FP_GROUP_<ID>.  Text
+ * and JSON follow. */
 enum {
     FP_ROW_COUNT = 0, /* a count: text "N<one>" or "N<many>"            */
     FP_ROW_BYTES = 1, /* bytes: text "1.50 GiB<one>"                    */

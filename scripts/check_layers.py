@@ -3,7 +3,7 @@
 
 Usage: scripts/check_layers.py [repo-root] [--objects BUILD-DIR] [--graph FOLDER]
 
-Four rules, over the C sources of the tree (no build needed):
+Five rules, over the C sources of the tree (no build needed):
   (a) no circle between the files of one folder: no file calls (or reads a
       global of) a file that, directly or through others, calls it back;
   (b) no include and no call that points up a layer or sideways to a peer:
@@ -17,7 +17,15 @@ Four rules, over the C sources of the tree (no build needed):
       ranked_locks (shim/shim_life.c, the one ranked list of locks),
       registers its own with fp_life_rank_lock("<a row's name>", ...), or
       is listed in LOCKS_UNDER (its locks live in objects whose owner's row
-      takes them).
+      takes them);
+  (e) a device's summary groups have one author: FP_DEV_GROUPS in
+      report/fp_groups.h (GROUP_TABLE) writes their keys and labels in
+      order, and a file that names fp_group fills them through it, so it
+      neither indexes a slot by a number (g[2], out->groups[0]) nor spells
+      a group's key or label in a string literal of its own ("deferred",
+      "Deferred reuse").  A file in GROUP_KNOWN (one that predates the
+      table, in a folder someone is still to change) is said on stderr and
+      does not fail for the names it lists.
 And the layer table of docs/design.md (between its "layers" comments) must
 be LAYERS, row for row.
 Every violation is one line on stdout; the exit status is 1 when there is
@@ -94,6 +102,16 @@ RANK_ROW = re.compile(r'\{\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*\}')
 # state, and the capture gate, are taken by the "device pools" row.
 LOCKS_UNDER = {"shim/shim_defer.c": "device pools", "shim/shim_pages.c": "device pools",
                "shim/shim_streams.c": "device pools"}
+# Rule (e): the one table of the device's groups, its rows X(ID, "key",
+# "label"), and a slot indexed by a number (not a declaration's size).
+GROUP_TABLE = "report/fp_groups.h"
+GROUP_ROW = re.compile(r'\bX\(\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)')
+GROUP_SLOT = re.compile(r"\b(?:g|groups)\s*\[\s*\d+\s*\]")
+# Files that write a group's names themselves since before the table, and
+# the names each may write: said on stderr, not failing; the check says
+# when an entry is no longer needed.  fp_replay_trace_group (replay/) names
+# the "trace" group it fills; fp_report_group_set checks the names agree.
+GROUP_KNOWN = {}
 IDENT = re.compile(r"[A-Za-z_]\w*")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 KEYWORDS = set("""if while for switch return sizeof _Alignof alignof
@@ -112,15 +130,16 @@ def allowed_map():
     return allowed
 
 
-def strip(text):
-    """Blanks comments, literals and preprocessor lines; keeps newlines."""
+def strip(text, directives=False):
+    """Blanks comments, literals and preprocessor lines (directives: keeps
+    those); keeps newlines and every character's place."""
     out = []
     i, n = 0, len(text)
     line_start = True
     while i < n:
         c = text[i]
-        if line_start and c == "#" or (line_start and c in " \t" and
-                                       text[i:].lstrip(" \t").startswith("#")):
+        if not directives and (line_start and c == "#" or (line_start and c in " \t" and
+                                                           text[i:].lstrip(" \t").startswith("#"))):
             j = i
             while j < n:   # the directive with its continuation lines
                 k = text.find("\n", j)
@@ -541,6 +560,81 @@ def lock_problems(files):
     return problems
 
 
+def group_names(files):
+    """{name: what} of the keys and labels of GROUP_TABLE's rows, or None
+    when the tree has no table."""
+    text = files.get(GROUP_TABLE)
+    if text is None:
+        return None
+    names = {}
+    for gid, key, label in GROUP_ROW.findall(text):
+        names[key] = f"the key of FP_GROUP_{gid}"
+        names[label] = f"the label of FP_GROUP_{gid}"
+    return names
+
+
+def string_literals(text):
+    """[(line, content)] of the string literals of text outside comments."""
+    code = strip(text, directives=True)
+    return [(code.count("\n", 0, m.start()) + 1, text[m.start() + 1:m.end() - 1])
+            for m in re.finditer(r'"[^"\n]*"', code)]
+
+
+def declares(code, at):
+    """True when the name at index at is declared (fp_group g[4], int *g[2]),
+    not used (x = g[4], p->groups[0], &g[1], return g[1]): a type's name
+    comes before it.  (n * g[1] reads as a declaration too.)"""
+    before = code[:at].rstrip().rstrip("*").rstrip()
+    word = re.search(r"[A-Za-z_]\w*$", before)
+    return bool(word) and word.group(0) not in KEYWORDS | {"case", "else", "do", "goto"}
+
+
+def group_slots(rel, code):
+    """Rule (e)'s lines for the group slots code indexes by a number."""
+    return [f"{rel}:{code.count(chr(10), 0, m.start()) + 1}: {' '.join(m.group(0).split())} "
+            f"indexes a group slot by its number; use FP_GROUP_<ID> of {GROUP_TABLE} "
+            f"(fp_report_group_set)"
+            for m in GROUP_SLOT.finditer(code) if not declares(code, m.start())]
+
+
+def group_literals(rel, text, names):
+    """Rule (e)'s (problems, notes) for the literals of text that are a
+    group's key or label; GROUP_KNOWN's are notes."""
+    known = GROUP_KNOWN.get(rel, set())
+    problems, notes = [], []
+    for line, lit in string_literals(text):
+        if lit not in names:
+            continue
+        where = f'{rel}:{line}: "{lit}" is {names[lit]}'
+        if lit in known:
+            notes.append(f"known, not failing (GROUP_KNOWN in scripts/check_layers.py): {where}")
+        else:
+            problems.append(f"{where}; only {GROUP_TABLE} writes it (FP_DEV_GROUPS)")
+    if known and not notes:
+        notes.append(f"{rel} names no group of {GROUP_TABLE} any more: delete its "
+                     f"GROUP_KNOWN entry in scripts/check_layers.py")
+    return problems, notes
+
+
+def group_problems(files):
+    """Rule (e): (problems, notes) of the files that name fp_group and
+    write a group slot's number or a group's name of their own."""
+    names = group_names(files)
+    if names is None:
+        return [], []
+    problems, notes = [], []
+    if not names:
+        problems.append(f"{GROUP_TABLE}: no X(ID, \"key\", \"label\") row in FP_DEV_GROUPS")
+    for rel, text in sorted(files.items()):
+        code = strip(text)
+        if rel == GROUP_TABLE or not re.search(r"\bfp_group\b", code):
+            continue
+        more, said = group_literals(rel, text, names)
+        problems += group_slots(rel, code) + more
+        notes += said
+    return problems, notes
+
+
 def check(root, build=None):
     """(problems, notes): the lines that fail the check, and those that do not."""
     files = scan(root)
@@ -569,6 +663,9 @@ def check(root, build=None):
                             f"{', '.join(sorted(allowed[src]))}/")
     problems += prefix_problems({r: t for r, t in files.items() if folder_of(r) in allowed})
     problems += lock_problems(files)
+    more, said = group_problems(files)
+    problems += more
+    notes += said
     by_dir = {}
     for rel in edges:
         by_dir.setdefault(os.path.dirname(rel), []).append(rel)

@@ -19,6 +19,7 @@
  */
 #include "shim_summary.h"
 #include "fp_file.h"
+#include "fp_groups.h"
 #include "fp_report.h"
 #include "shim_clock.h"
 #include "shim_exitlock.h"
@@ -39,17 +40,17 @@
 #define FP_MAX_REPORTS 64
 
 /* The shim's counter groups of one device, rows built from the X-lists of
- * shim_counts.h. */
+ * shim_counts.h, in the slots of report/'s group table (fp_groups.h: the
+ * keys, labels and order are its; "trace" is a replay's and stays null). */
 #define FP_NDEFER_ROWS    (1 + FP_DEFER_COUNTS(FP_COUNT_ONE) 0)
 #define FP_NIPC_ROWS      (FP_IPC_COUNTS(FP_COUNT_ONE) 0)
 #define FP_COUNT_ONE(...) 1 +
-enum { FP_SHIM_GROUPS = 4 };
 
 typedef struct dev_groups {
     fp_row pt[FP_PT_NKINDS];
     fp_row defer[FP_NDEFER_ROWS];
     fp_row ipc[FP_NIPC_ROWS];
-    fp_group g[FP_SHIM_GROUPS];
+    fp_group g[FP_DEV_NGROUPS]; /* fp_report_groups_init's slots */
 } dev_groups;
 
 #define FP_STACK_TEXT 1024 /* a leak's frames as text (trace_stacks) */
@@ -80,14 +81,11 @@ static void pt_group(dev_groups *g, const uint64_t counts[FP_PT_NKINDS])
 {
     for (int k = 0; k < FP_PT_NKINDS; k++)
         g->pt[k] = (fp_row){pt_keys[k][0], pt_keys[k][1], NULL, FP_ROW_COUNT, counts[k], 0};
-    g->g[0] = (fp_group){.key = "passthrough",
-                         .label = "Passed to the driver",
-                         .rows = g->pt,
-                         .nrows = FP_PT_NKINDS,
-                         .per_line = 0};
+    fp_report_group_set(g->g, FP_GROUP_PASSTHROUGH,
+                        &(fp_group){.rows = g->pt, .nrows = FP_PT_NKINDS, .per_line = 0});
 }
 
-/* "deferred": null where there is no deferred reuse (free_policy:sync). */
+/* Deferred reuse: null where there is none (free_policy:sync). */
 static void defer_group(dev_groups *g, const fp_defer_counts *c)
 {
     size_t n = 0;
@@ -97,14 +95,12 @@ static void defer_group(dev_groups *g, const fp_defer_counts *c)
 #undef FP_DEFER_ROW
     g->defer[n++] = (fp_row){
         "ctx_events", "context events", NULL, FP_ROW_FLAG, c ? (uint64_t)c->ctx_events : 0, 0};
-    g->g[1] =
-        (fp_group){.key = "deferred",
-                   .label = "Deferred reuse",
-                   .rows = c ? g->defer : NULL,
-                   .nrows = n,
-                   .per_line = 2,
-                   .note = c && c->ctx_events ? "the device orders reuse (context events)"
-                                              : "reuse synchronizes (no context events here)"};
+    fp_group with = {.rows = c ? g->defer : NULL,
+                     .nrows = n,
+                     .per_line = 2,
+                     .note = c && c->ctx_events ? "the device orders reuse (context events)"
+                                                : "reuse synchronizes (no context events here)"};
+    fp_report_group_set(g->g, FP_GROUP_DEFERRED, &with);
 }
 
 static void ipc_group(dev_groups *g, const fp_ipc_counts *c)
@@ -114,8 +110,8 @@ static void ipc_group(dev_groups *g, const fp_ipc_counts *c)
     g->ipc[n++] = (fp_row){key, one, many, FP_ROW_COUNT, c->field, 0};
     FP_IPC_COUNTS(FP_IPC_ROW)
 #undef FP_IPC_ROW
-    g->g[3] = (fp_group){
-        .key = "ipc", .label = "IPC", .rows = g->ipc, .nrows = n, .per_line = 3, .zero = ""};
+    fp_report_group_set(g->g, FP_GROUP_IPC,
+                        &(fp_group){.rows = g->ipc, .nrows = n, .per_line = 3, .zero = ""});
 }
 
 /* The groups of device i; process-wide counters ride on the first. */
@@ -135,12 +131,10 @@ static void shim_groups(collect *c, fp_ctx_pool *d, fp_dev_report *r)
     bool deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
     if (deferred)
         fp_defer_counts_get(d->defer, &dc);
+    fp_report_groups_init(r, g->g); /* every group null until filled */
     pt_group(g, pt);
     defer_group(g, deferred ? &dc : NULL);
-    g->g[2] = (fp_group){.key = "trace", .label = "Trace problems"}; /* a replay's */
     ipc_group(g, &ipc);
-    r->groups = g->g;
-    r->ngroups = FP_SHIM_GROUPS;
 }
 
 static void add_pool(fp_ctx_pool *d, void *ud)

@@ -5,9 +5,10 @@ Each case writes a tree of a few C files into a temporary folder, runs the
 check on it as CI does (a separate python3 process) and looks at the exit
 status and the lines: a clean tree passes silently; a circle, an include or
 a call up a layer, a call to a peer, simdev/ beyond base/, an unplaced
-folder, a name prefix in two folders (or two modules of shim/) and a shim
-lock that no row of ranked_locks takes at fork each fail with one line that
-names the files; comments, strings,
+folder, a name prefix in two folders (or two modules of shim/), a shim
+lock that no row of ranked_locks takes at fork, and a device group's slot
+written by number or its key or label in a literal outside report/'s
+table each fail with one line that names the files; comments, strings,
 struct members, static functions and type names are not uses; KNOWN
 circles pass only while they stay within their files, and an entry whose
 circle is gone is said (these run check() in-process with a made-up KNOWN
@@ -34,15 +35,16 @@ def layers_module():
     return check_layers
 
 
-def check_known(root, known):
-    """(problems, notes) of check_layers.check(root) with KNOWN = known."""
+def check_known(root, known, table="KNOWN"):
+    """(problems, notes) of check_layers.check(root) with the table of
+    exceptions named (KNOWN, GROUP_KNOWN) set to known."""
     mod = layers_module()
-    saved = mod.KNOWN
-    mod.KNOWN = known
+    saved = getattr(mod, table)
+    setattr(mod, table, known)
     try:
         return mod.check(root)
     finally:
-        mod.KNOWN = saved
+        setattr(mod, table, saved)
 
 
 def run(root, *args):
@@ -166,6 +168,64 @@ class CheckLayers(unittest.TestCase):
                                             'void fp_ipc_setup(void) '
                                             '{ fp_life_rank_lock("IPC close", 0, 0); }\n'},
                         'shim/shim_ipc.c: fp_life_rank_lock("IPC close") names no row')
+
+    GROUPS = ('#include "fp_report.h"\n#define FP_DEV_GROUPS(X) \\\n'
+              '    X(DEFERRED, "deferred", "Deferred reuse") \\\n'
+              '    X(TRACE, "trace", "Trace problems")\n')
+
+    def test_groups_through_the_table_pass(self):
+        # by FP_GROUP_<ID>; a declaration's size, a comment, a file that
+        # does not name fp_group (a config word, another struct's g[0]) pass
+        rc, out, err = run(self.tree({
+            "report/fp_groups.h": self.GROUPS,
+            "shim/shim_summary.c": '/* the "deferred" group, g[1] */\n'
+                                   "static fp_group g[2];\n"
+                                   "static void fill(const fp_group *w) "
+                                   "{ fp_report_group_set(g, FP_GROUP_DEFERRED, w); }\n",
+            "cli/cli.h": "typedef struct rep { fp_group groups[4]; fp_group *more[2]; } rep;\n",
+            "config/fp_conf.c": '#include "fp_conf.h"\n'
+                                'static const char *const words[] = {"deferred", "sync"};\n'
+                                "int fp_conf_parse(const char *s) { return s == words[0]; }\n",
+            "pool/pool_record.c": "struct r { int g[2]; };\n"
+                                  "static int gen(struct r *r) { return r->g[0]; }\n",
+        }).root)
+        self.assertEqual((rc, out, err), (0, [], []))
+
+    def test_group_slot_by_number(self):
+        self.fails_with({"report/fp_groups.h": self.GROUPS,
+                         "cli/cmd_replay.c": "struct rep { fp_group groups[2]; };\n"
+                                             "static void fill(struct rep *o) "
+                                             "{ o->groups[1] = (fp_group){0}; }\n"},
+                        "cli/cmd_replay.c:2: groups[1] indexes a group slot by its number",
+                        "FP_GROUP_<ID> of report/fp_groups.h")
+
+    def test_group_name_in_a_literal(self):
+        self.fails_with({"report/fp_groups.h": self.GROUPS,
+                         "shim/shim_summary.c": "static fp_group g;\n"
+                                                'static void fill(void) { g.key = "deferred"; }\n'},
+                        'shim/shim_summary.c:2: "deferred" is the key of FP_GROUP_DEFERRED',
+                        "only report/fp_groups.h writes it")
+        # a label counts too, and a macro does not hide it
+        self.fails_with({"report/fp_groups.h": self.GROUPS,
+                         "cli/cmd_replay.c": '#define LABEL "Trace problems"\n'
+                                             "static fp_group g = {.label = LABEL};\n"},
+                        'cli/cmd_replay.c:1: "Trace problems" is the label of FP_GROUP_TRACE')
+
+    def test_group_known_file_passes_and_a_gone_one_is_said(self):
+        known = {"replay/fp_replay.c": {"trace"}}
+        tree = {"report/fp_groups.h": self.GROUPS,
+                "replay/fp_replay.c": 'void fp_replay_group(fp_group *g) { g->key = "trace"; }\n'}
+        problems, notes = check_known(self.tree(tree).root, known, "GROUP_KNOWN")
+        self.assertEqual(problems, [])
+        self.assertEqual(len(notes), 1, notes)
+        self.assertIn("known, not failing (GROUP_KNOWN", notes[0])
+        self.assertIn('replay/fp_replay.c:1: "trace" is the key of FP_GROUP_TRACE', notes[0])
+        # a name the entry does not list still fails
+        tree["replay/fp_replay.c"] = 'void fp_replay_group(fp_group *g) { g->key = "deferred"; }\n'
+        problems, notes = check_known(self.tree(tree).root, known, "GROUP_KNOWN")
+        self.assertEqual(len(problems), 1, problems)
+        self.assertEqual(notes, ["replay/fp_replay.c names no group of report/fp_groups.h any "
+                                 "more: delete its GROUP_KNOWN entry in scripts/check_layers.py"])
 
     def test_include_up_a_layer(self):
         self.fails_with({"pool/pool.c": '#include "fp_conf.h"\nint fp_pool_alloc(int n) { return n; }\n'},

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "fp_report.h"
+#include "fp_groups.h"
 #include "fp_merge.h"
 #include "fp_jread.h"
 
@@ -68,12 +69,13 @@ static const char *const conf_errors[2] = {
     "ctl\xff end",
 };
 
-/* Counter groups as a caller (the shim) hands them over: report/ knows
- * nothing of what they mean. */
+/* Counter groups as a caller (the shim) hands them over, in the slots of
+ * report/'s group table (fp_groups.h): report/ knows their keys and
+ * labels, nothing of what their rows mean. */
 static fp_row pt_rows[5], defer_rows[7], ipc_rows[7];
-static fp_group groups[4];
+static fp_group groups[FP_DEV_NGROUPS];
 
-static void make_groups(void)
+static void make_groups(fp_dev_report *d)
 {
     static const char *const pt[5][2] = {{"managed", " managed"},
                                          {"async_pool", " async_pool"},
@@ -95,17 +97,15 @@ static void make_groups(void)
                                        "opens_fragpool", "closes",           "own_segments"};
     for (int k = 0; k < 7; k++)
         ipc_rows[k] = (fp_row){ipc[k], " ipc", NULL, FP_ROW_COUNT, 0, 0};
-    groups[0] = (fp_group){
-        .key = "passthrough", .label = "Passed to the driver", .rows = pt_rows, .nrows = 5};
-    groups[1] = (fp_group){.key = "deferred",
-                           .label = "Deferred reuse",
-                           .rows = defer_rows,
-                           .nrows = 7,
-                           .per_line = 2,
-                           .note = "the device orders reuse (context events)"};
-    groups[2] = (fp_group){.key = "trace", .label = "Trace problems"}; /* absent */
-    groups[3] = (fp_group){
-        .key = "ipc", .label = "IPC", .rows = ipc_rows, .nrows = 7, .per_line = 3, .zero = ""};
+    fp_report_groups_init(d, groups); /* the trace group stays absent */
+    fp_report_group_set(groups, FP_GROUP_PASSTHROUGH, &(fp_group){.rows = pt_rows, .nrows = 5});
+    fp_report_group_set(groups, FP_GROUP_DEFERRED,
+                        &(fp_group){.rows = defer_rows,
+                                    .nrows = 7,
+                                    .per_line = 2,
+                                    .note = "the device orders reuse (context events)"});
+    fp_report_group_set(groups, FP_GROUP_IPC,
+                        &(fp_group){.rows = ipc_rows, .nrows = 7, .per_line = 3, .zero = ""});
 }
 
 static const fp_kv conf_entries[3] = {
@@ -127,9 +127,7 @@ static void make_run(int rank)
     dev.stats = known_stats();
     dev.idle_now = FP_GIB;
     dev.alloc_ns = 1234567;
-    make_groups();
-    dev.groups = groups;
-    dev.ngroups = 4;
+    make_groups(&dev);
     dev.leaks = leaks;
     dev.nleaks = 3;
     dev.leak_count = 12;
@@ -613,7 +611,7 @@ static void json_nulls(void **state)
     dev.device_name = NULL;
     dev.total_capacity = 0;
     dev.device_free = (size_t)-1;
-    groups[1].rows = NULL; /* no deferred reuse: null */
+    groups[FP_GROUP_DEFERRED].rows = NULL; /* no deferred reuse: null */
     memset(&dev.stats, 0, sizeof dev.stats);
     fp_jdoc d;
     parse(&d, json_summary());
