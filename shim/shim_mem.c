@@ -304,14 +304,18 @@ static bool owned(CUdeviceptr p)
     return d != NULL;
 }
 
+/* The capture check comes first, so that the free itself finds the pool
+ * (one lock round): only a failed check or a capture asks whose p is. */
 static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real,
                            fp_PFN_cuStreamIsCapturing is_capturing, fp_PFN_cuStreamSynchronize sync)
 {
-    bool ours = p && fp_shim_init() && owned(p), cap = false;
-    CUresult r = ours ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS)
+    bool served = p && fp_shim_init(), cap = false;
+    CUresult r = served ? stream_capturing(is_capturing, s, &cap) : CUDA_SUCCESS;
+    if ((r != CUDA_SUCCESS || cap) && !owned(p))
+        served = false; /* not ours: the driver answers, capture or not */
+    else if (r != CUDA_SUCCESS)
         return r; /* the block stays allocated */
-    if (cap) {
+    else if (cap) {
         fp_say("cuMemFreeAsync(0x%llx) during stream capture of a block fragpool owns: "
                "unsupported, the block stays allocated; returning "
                "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
@@ -320,7 +324,7 @@ static CUresult free_async(CUdeviceptr p, CUstream s, fp_PFN_cuMemFreeAsync real
     }
     CUresult res;
     fp_ipc_block_freed(p);
-    if (ours && release(p, s, true, sync, "cuMemFreeAsync", &res) == 0)
+    if (served && release(p, s, true, sync, "cuMemFreeAsync", &res) == 0)
         return res;
     if (p)
         count(FP_PT_OTHER);
