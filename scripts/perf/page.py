@@ -193,10 +193,11 @@ def glance_real(res, alt_v, fp_v="fp"):
         if s is not None:
             speed.append(f"{x(s)} {'time per token' if llm else 'step time'} ({w})")
         if m is not None:
-            mem.append(f"{x(m)} NVML peak ({w})")
-        bf, ba = bud.get((w, fp_v), {}).get("smallest_ok_mib"), bud.get((w, alt_v), {}).get("smallest_ok_mib")
-        if bf is not None and ba is not None:
-            mem.append(f"smallest budget {num(bf)} vs {num(ba)} MiB ({w})")
+            mem.append(f"{x(m, 3)} NVML peak ({w})")
+        bf, ba = bud.get((w, fp_v), {}), bud.get((w, alt_v), {})
+        if bf.get("smallest_ok_mib") is not None and ba.get("smallest_ok_mib") is not None:
+            cut = "" if bf.get("complete") and ba.get("complete") else ", bisection cut short"
+            mem.append(f"smallest budget {num(bf['smallest_ok_mib'])} vs {num(ba['smallest_ok_mib'])} MiB ({w}{cut})")
     return "; ".join(speed) or NA, "; ".join(mem) or NA
 
 
@@ -305,13 +306,15 @@ def trace_row(res, trace, alloc):
 
 
 def reproduce(res):
-    calls = []
+    """One line per call: the parts measured with the same settings go together."""
+    calls = {}
     for name in ("gpu-host", "traces", "real", "cpu", "offline", "real-budget"):
         p = (res.get("parts") or {}).get(name) or {}
         for c in p.get("calls") or [p]:
-            inv = c.get("invocation")
-            if inv and inv not in calls:
-                calls.append(inv)
+            env, _, part_name = (c.get("invocation") or f"scripts/bench.sh {name}").rpartition("scripts/bench.sh ")
+            if part_name not in calls.setdefault(env, []):
+                calls[env].append(part_name)
+    calls = [f"{env}scripts/bench.sh {' '.join(parts)}" for env, parts in calls.items()]
     if calls:
         calls.append("scripts/bench.sh page OUT1 OUT2 ...   # merge the calls' result folders, write this page")
     return ["```sh"] + (calls or DEFAULT_CALLS) + ["```"]
@@ -431,8 +434,10 @@ def section_real(res, plots):
             "run completes in (a ballast holds the rest; bisection, `scripts/gpu_budget.py`, bounded by the "
             "same call's NVML peaks). x PyTorch: against PyTorch's default in the same rounds. fragpool runs "
             "with PyTorch's cache off (`fragpool run` sets it).", ""]
+    order = {v: i for i, v in enumerate(list(VARIANT_TXT) + d.get("variants", []))}
     for w in d.get("workloads", []):
-        rs = [r for r in rows if r["workload"] == w]
+        rs = sorted((r for r in rows if r["workload"] == w),
+                    key=lambda r: (r["group"] != "gpu-real", order.get(r["variant"], len(order))))
         if not rs:
             continue
         llm = any(r.get("tokens_per_s") is not None for r in rs)

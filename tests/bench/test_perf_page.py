@@ -59,26 +59,26 @@ class Page(unittest.TestCase):
         r = self.row("PyTorch caching allocator (default)")
         self.assertIn("0.97x step time (gpt_sdpa)", r)     # 48.5 / 50.0
         self.assertIn("1.01x step time (cnn)", r)          # 101 / 100
-        self.assertIn("0.99x NVML peak (gpt_sdpa)", r)     # 19800 / 20000
+        self.assertIn("0.990x NVML peak (gpt_sdpa)", r)     # 19800 / 20000
         self.assertIn("smallest budget 9,216 vs 9,728 MiB (gpt_sdpa)", r)
 
     def test_glance_same_group_expandable(self):
         r = self.row("PyTorch, expandable_segments:True")
         self.assertIn("0.95x step time (gpt_sdpa)", r)     # 48.5 / 51.0
-        self.assertIn("1.04x NVML peak (gpt_sdpa)", r)     # 19800 / 19000
+        self.assertIn("1.042x NVML peak (gpt_sdpa)", r)     # 19800 / 19000
         self.assertIn("same requests (recorded traces): 1.000x peak reserved (gpt_varlen)", r)
 
     def test_glance_through_group_reference(self):
         # fp is in gpu-real.sh's group, nocache in part_real.py's: 0.97 / 3.6364, 0.99 / 1.025
         r = self.row("PyTorch, caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)")
         self.assertIn("0.27x step time (gpt_sdpa)", r)
-        self.assertIn("0.97x NVML peak (gpt_sdpa)", r)
+        self.assertIn("0.966x NVML peak (gpt_sdpa)", r)
         self.assertNotIn("max_split_size_mb", self.text.split("Reproduce")[0])  # not measured: no row
 
     def test_glance_llm_and_traces(self):
         r = self.row("PyTorch caching allocator (default)")
         self.assertIn("1.25x time per token (llm)", r)     # 500 / 400 tokens/s
-        self.assertIn("0.50x NVML peak (llm)", r)
+        self.assertIn("0.500x NVML peak (llm)", r)
         self.assertIn("0.850x peak reserved (gpt_varlen)", r)   # 17 / 20 GiB
 
     def test_glance_missing_is_not_measured(self):
@@ -104,7 +104,7 @@ class Page(unittest.TestCase):
         self.assertIn("| real | partial |", self.text)
         self.assertIn("| fragpool, free_policy:sync | 0/1 | - | not measured | - |", self.text)  # a failed run
         self.assertIn("fpvmm yet: not run", self.text)
-        self.assertIn("scripts/bench.sh real-budget", self.text)
+        self.assertIn("scripts/bench.sh gpu-host traces real cpu offline real-budget\n", self.text)  # one call
 
     def test_llm_table(self):
         self.assertIn("| allocator | ok runs | tokens/s | x PyTorch |", self.text)
