@@ -289,6 +289,19 @@ class Parsers(unittest.TestCase):
         self.assertEqual(e["reserved_over_allocated"], 1.5)            # PyTorch's MEM line
         self.assertEqual(part_real.drift(list(rows.values())), {"w": round(60 / 52, 4)})
 
+    def test_pytorch_settings_need_no_fragpool_summary(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        with open(os.path.join(d, "runs.tsv"), "w") as f:
+            f.write("name\tworkload\tvariant\tround\trc\tsecs\tstatus\n")
+            for v in ("torch", "torchexp", "torchasync", "fp"):
+                f.write(f"cnn-{v}-r1\tcnn\t{v}\t1\t0\t10\t\n")
+                with open(os.path.join(d, f"cnn-{v}-r1.out"), "w") as o:
+                    o.write("STEP_MS 29.5 30 29 31\nCHECK train_real OK\n")
+        ok = {r["variant"]: r["ok"] for r in part_real.read_runs(d, "gpu-real")}
+        # PyTorch's own settings are judged by their check line; fp needs its summary (none here)
+        self.assertEqual(ok, {"torch": True, "torchexp": True, "torchasync": True, "fp": False})
+
     def test_loss_vs_reference(self):
         ref = {"loss": 2.0, "loss_hex": "0x1p+1"}
         self.assertEqual(part_real.loss_vs({"loss": 2.0, "loss_hex": "0x1p+1"}, ref), "bitwise")
