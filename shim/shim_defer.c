@@ -100,7 +100,7 @@ struct fp_defer {
 };
 
 static atomic_ullong next_thread = 1;
-static _Thread_local uint64_t tl_thread;
+static FP_THREAD_LOCAL uint64_t tl_thread; /* this thread's number, 0 until asked */
 
 static fp_stream_id stream_id(CUstream s)
 {
