@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "fp_groups.h"
 #include "fp_report.h"
 #include "fp_tune.h"
 
@@ -306,9 +307,11 @@ static void counts_trace_problems(void **state)
     assert_int_equal(r.ooms, 0); /* a refusal of a live id is no OOM */
     assert_int_equal(r.stats.num_allocs, 1);
     fp_row rows[2];
-    fp_group g;
+    fp_group g, groups[FP_DEV_NGROUPS];
     fp_replay_trace_group(&r, rows, &g);
-    fp_dev_report d = {.stats = r.stats, .groups = &g, .ngroups = 1, .device_free = (size_t)-1};
+    fp_dev_report d = {.stats = r.stats, .device_free = (size_t)-1};
+    fp_report_groups_init(&d, groups); /* as the CLI does: the key and label from report/'s table */
+    fp_report_group_set(groups, FP_GROUP_TRACE, &g);
     fp_run_report run = {.rank = -1, .devs = &d, .ndevs = 1};
     static char buf[1 << 16];
     fp_sink s = fp_sink_buffer(buf, sizeof buf);
@@ -318,7 +321,7 @@ static void counts_trace_problems(void **state)
     s = fp_sink_buffer(buf, sizeof buf);
     assert_int_equal(fp_report_json(&run, &s), 0);
     has(buf, "\"trace\":{\"unknown_frees\":2,\"duplicate_allocs\":1}");
-    g.rows = NULL; /* a group the caller has no rows for: null */
+    groups[FP_GROUP_TRACE].rows = NULL; /* a group the caller has no rows for: null */
     s = fp_sink_buffer(buf, sizeof buf);
     assert_int_equal(fp_report_json(&run, &s), 0);
     has(buf, "\"trace\":null");
