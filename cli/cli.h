@@ -59,6 +59,7 @@ void fp_cli_usage(FILE *f, const fp_cli_spec *s);
 void fp_cli_put_options(FILE *f, const fp_cli_spec *s);
 #define FP_CLI_MAX_OPTS 8
 
+/* ---- the summary of a replay (cli_replay_report.c: replay and report) ---- */
 /* The summary of a replay, as the shim would write it: the pool p after
  * replaying, its result r, the settings c and the device budget. */
 typedef struct fp_replay_report {
@@ -104,5 +105,12 @@ typedef struct fp_paths {
 } fp_paths;
 /* 0, or ENOENT after one line on stderr that says where it looked. */
 int fp_find_paths(fp_paths *p);
+/* For run and demo (cli_common.c): name=value:old in the environment
+ * (name=value when old is unset or empty), built whole; 0 or an errno. */
+int fp_cli_prepend_env(const char *name, const char *value);
+/* libfragpool.so first in LD_PRELOAD, with simulate the simulated driver
+ * first in LD_LIBRARY_PATH, and conf (unless NULL) as FRAGPOOL_CONF: 0,
+ * or an errno after one line on stderr. */
+int fp_cli_arm_env(const fp_paths *p, int simulate, const char *conf);
 
 #endif

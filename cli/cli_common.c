@@ -1,10 +1,13 @@
 /* cli_common.c - the small helpers the commands share: sizes, the
- * configuration a command is given, and where the libraries are.  Moved
- * out of main.c so that main.c calls the commands and none calls it back.
+ * configuration a command is given, where the libraries are, and putting
+ * them into a program's environment (run and demo).  Moved out of main.c
+ * so that main.c calls the commands and none calls it back, and out of
+ * the cmd_*.c files so that no command calls into another.
  *
  * Invariants: the libraries are found relative to this executable, in the
- * build tree or in an installed prefix, never through a search path; a
- * bad size or config is one line on stderr.
+ * build tree or in an installed prefix, never through a search path;
+ * environment values are built at their full length, never cut; a bad
+ * size or config is one line on stderr.
  */
 #include "cli.h"
 #include <errno.h>
@@ -141,4 +144,36 @@ int fp_find_paths(fp_paths *p)
             "%s/../lib (build tree); build it, or install fragpool again\n",
             bin, FP_BIN_TO_LIB, bin);
     return ENOENT;
+}
+
+/* name=value:old (or name=value when old is unset or empty), whole. */
+int fp_cli_prepend_env(const char *name, const char *value)
+{
+    const char *old = getenv(name);
+    size_t n = strlen(value), m = old && *old ? strlen(old) : 0;
+    char *buf = malloc(n + m + 2);
+    if (!buf)
+        return ENOMEM;
+    memcpy(buf, value, n);
+    buf[n] = '\0';
+    if (m) {
+        buf[n] = ':';
+        memcpy(buf + n + 1, old, m + 1);
+    }
+    int rc = setenv(name, buf, 1) ? errno : 0;
+    free(buf);
+    return rc;
+}
+
+/* Puts libfragpool.so (and the simulated driver) into the environment. */
+int fp_cli_arm_env(const fp_paths *p, int simulate, const char *conf)
+{
+    int rc = fp_cli_prepend_env("LD_PRELOAD", p->lib);
+    if (!rc && simulate)
+        rc = fp_cli_prepend_env("LD_LIBRARY_PATH", p->simdev);
+    if (!rc && conf && setenv("FRAGPOOL_CONF", conf, 1))
+        rc = errno;
+    if (rc)
+        fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
+    return rc;
 }

@@ -1,27 +1,19 @@
-/* cmd_run.c - `fragpool run` and `fragpool demo`.
- *
- * run: puts libfragpool.so first in LD_PRELOAD (and with --simulate, the
- * simulated libcuda.so.1 first in LD_LIBRARY_PATH) and executes the
- * command.  PyTorch keeps a cache of its own in front of fragpool; a
- * Python command (python*, or a script whose #! line runs python) gets
- * PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that its tensors reach fragpool,
- * said in one line.  FRAGPOOL_PYTORCH_CACHE=off|keep tells the shim the
- * same for a process that turns out to be PyTorch only when it runs (a
- * shell script, a C++ program: docs/shim.md, "PyTorch").
- * --keep-framework-cache leaves PyTorch's cache on.
- *
- * demo: runs the bundled workload straight on the driver, then under
- * fragpool within a limit where PyTorch's rules (classic segments, set by
- * name: fragpool's default is virtual memory) run out of memory, takes
- * the fix fragpool's OOM message proves, runs it verbatim within the same
- * limit, and ends with one line: memory and time, before and after.  On
- * the real GPU when one answers, else on the simulated device, and says
- * which (docs/advice.md).
+/* cmd_run.c - `fragpool run`: puts libfragpool.so first in LD_PRELOAD
+ * (and with --simulate, the simulated libcuda.so.1 first in
+ * LD_LIBRARY_PATH) and executes the command.  PyTorch keeps a cache of
+ * its own in front of fragpool; a Python command (python*, or a script
+ * whose #! line runs python) gets PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
+ * that its tensors reach fragpool, said in one line.
+ * FRAGPOOL_PYTORCH_CACHE=off|keep tells the shim the same for a process
+ * that turns out to be PyTorch only when it runs (a shell script, a C++
+ * program: docs/shim.md, "PyTorch").  --keep-framework-cache leaves
+ * PyTorch's cache on.  `fragpool demo` is cmd_demo.c.
  *
  * Invariants: environment values are built at their full length, never
- * cut; a usage error prints one line and the usage, exits with status 2
- * and runs nothing; the libraries are found from this executable's own
- * path (fp_find_paths), so an installed fragpool runs its own.
+ * cut (fp_cli_arm_env, cli_common.c); a usage error prints one line and
+ * the usage, exits with status 2 and runs nothing; the libraries are
+ * found from this executable's own path (fp_find_paths), so an installed
+ * fragpool runs its own.
  */
 #include "cli.h"
 #include <ctype.h>
@@ -33,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define FP_NO_CACHE_VAR    "PYTORCH_NO_CUDA_MEMORY_CACHING"
@@ -51,38 +42,6 @@ typedef struct run_opts {
     const char *conf; /* --conf's value, or NULL           */
     char **cmd;       /* the command and its arguments     */
 } run_opts;
-
-/* name=value:old (or name=value when old is unset or empty), whole. */
-static int prepend_env(const char *name, const char *value)
-{
-    const char *old = getenv(name);
-    size_t n = strlen(value), m = old && *old ? strlen(old) : 0;
-    char *buf = malloc(n + m + 2);
-    if (!buf)
-        return ENOMEM;
-    memcpy(buf, value, n);
-    buf[n] = '\0';
-    if (m) {
-        buf[n] = ':';
-        memcpy(buf + n + 1, old, m + 1);
-    }
-    int rc = setenv(name, buf, 1) ? errno : 0;
-    free(buf);
-    return rc;
-}
-
-/* Puts libfragpool.so (and the simulated driver) into the environment. */
-static int arm_env(const fp_paths *p, int simulate, const char *conf)
-{
-    int rc = prepend_env("LD_PRELOAD", p->lib);
-    if (!rc && simulate)
-        rc = prepend_env("LD_LIBRARY_PATH", p->simdev);
-    if (!rc && conf && setenv("FRAGPOOL_CONF", conf, 1))
-        rc = errno;
-    if (rc)
-        fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
-    return rc;
-}
 
 /* ---- before the program starts ------------------------------------------ */
 
@@ -258,7 +217,7 @@ int fp_cmd_run(int argc, char **argv)
         return 2;
     }
     driver_hint(o.simulate);
-    if (fp_find_paths(&p) || arm_env(&p, o.simulate, o.conf))
+    if (fp_find_paths(&p) || fp_cli_arm_env(&p, o.simulate, o.conf))
         return 1;
     if ((rc = framework_cache(&o)) != 0) {
         fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
@@ -267,150 +226,4 @@ int fp_cmd_run(int argc, char **argv)
     execvp(o.cmd[0], o.cmd);
     fprintf(stderr, "fragpool run: cannot execute '%s': %s\n", o.cmd[0], strerror(errno));
     return 127;
-}
-
-/* ---- fragpool demo --------------------------------------------------------- */
-
-/* True when the system's driver loads and sees a GPU. */
-static int have_gpu(void)
-{
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return 0;
-    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
-    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
-    int n = 0;
-    int ok = init && count && init(0) == 0 && count(&n) == 0 && n > 0;
-    return ok;
-}
-
-/* The demo's limit: between what the workload needs under PyTorch's rules
- * (328 MiB, replayed) and with virtual-memory segments (288 MiB). */
-#define DEMO_LIMIT_MB 312
-#define DEMO_OUT      16384
-
-/* Runs the workload (under fragpool with conf unless conf is NULL), its
- * stdout and stderr echoed as they come and the first DEMO_OUT - 1 bytes
- * kept in out; returns its exit status (1 when it could not run). */
-static int run_workload(const fp_paths *p, const char *conf, int simulate, char *out)
-{
-    int fd[2];
-    size_t used = 0;
-    out[0] = '\0';
-    fflush(stdout);
-    if (pipe(fd))
-        return 1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        if (simulate && prepend_env("LD_LIBRARY_PATH", p->simdev))
-            _exit(1);
-        if (conf && arm_env(p, 0, conf))
-            _exit(1);
-        execl(p->workload, p->workload, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-        if (n <= 0)
-            continue;
-        fwrite(buf, 1, (size_t)n, stdout);
-        size_t k = (size_t)n < DEMO_OUT - 1 - used ? (size_t)n : DEMO_OUT - 1 - used;
-        memcpy(out + used, buf, k);
-        out[used += k] = '\0';
-    }
-    fflush(stdout);
-    close(fd[0]);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return 1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
-/* The text after key in out up to the first character of stop, into
- * val[len]; 0 when found. */
-static int take_field(const char *out, const char *key, const char *stop, char *val, size_t len)
-{
-    const char *at = strstr(out, key);
-    if (!at)
-        return ENOENT;
-    at += strlen(key);
-    size_t n = strcspn(at, stop);
-    if (n >= len)
-        return ENOSPC;
-    memcpy(val, at, n);
-    val[n] = '\0';
-    return 0;
-}
-
-static void demo_intro(int gpu)
-{
-    printf("fragpool demo: %s\n", gpu ? "a real GPU answered; running on it"
-                                      : "no GPU found; running on fragpool's simulated device");
-    printf("workload: variable-shape training steps (activations, gradients, optimizer "
-           "temporaries),\nevery buffer written and checked; it fragments a cache with "
-           "PyTorch's rules\n\n");
-}
-
-/* The last line: memory and time, before and after. */
-static void demo_verdict(const char *driver_out, const char *oom_out, const char *fixed_out,
-                         const char *conf, int gpu)
-{
-    char drv[32] = "?", fp[32] = "?", need[32] = "?", live[32] = "?";
-    take_field(driver_out, "cuMemAlloc+cuMemFree: ", " ", drv, sizeof drv);
-    take_field(fixed_out, "cuMemAlloc+cuMemFree: ", " ", fp, sizeof fp);
-    take_field(oom_out, "up to this failure fits in ", " ", need, sizeof need);
-    take_field(fixed_out, "peak live: ", " ", live, sizeof live);
-    printf("\n== before and after%s\n", gpu ? "" : " (figures from fragpool's simulated device)");
-    printf("before: PyTorch's rules ran out of memory within %d MiB; after: FRAGPOOL_CONF=%s "
-           "completed within it (its replay needed %s MiB up to the failure; %s MiB live at "
-           "peak); time per allocate+free pair: %s us straight on the driver, %s us under "
-           "fragpool\n",
-           DEMO_LIMIT_MB, conf, need, live, drv, fp);
-}
-
-int fp_cmd_demo(int argc, char **argv)
-{
-    (void)argc, (void)argv;
-    fp_paths p;
-    if (fp_find_paths(&p))
-        return 1;
-    if (access(p.workload, X_OK)) {
-        fprintf(stderr,
-                "fragpool demo: the workload %s is missing; build or install fragpool "
-                "again\n",
-                p.workload);
-        return 1;
-    }
-    static char driver_out[DEMO_OUT], oom_out[DEMO_OUT], fixed_out[DEMO_OUT];
-    char limit[64], conf[1024];
-    int gpu = have_gpu();
-    demo_intro(gpu);
-    printf("== 1. straight on the driver (cuMemAlloc/cuMemFree per buffer)\n");
-    if (run_workload(&p, NULL, !gpu, driver_out))
-        return 1;
-    snprintf(limit, sizeof limit, "max_reserved_mb:%d,summary:off,expandable_segments:False",
-             DEMO_LIMIT_MB);
-    printf("\n== 2. under fragpool, PyTorch's rules (classic segments, PyTorch's default; "
-           "fragpool's is virtual memory), within %d MiB: FRAGPOOL_CONF=%s\n",
-           DEMO_LIMIT_MB, limit);
-    int rc = run_workload(&p, limit, !gpu, oom_out);
-    if (rc != 3 || take_field(oom_out, "fragpool: fix: FRAGPOOL_CONF=", " \n", conf, sizeof conf)) {
-        fprintf(stderr,
-                "fragpool demo: expected an out-of-memory failure with a proven fix "
-                "(exit status %d)\n",
-                rc);
-        return 1;
-    }
-    printf("\n== 3. the fix, verbatim: FRAGPOOL_CONF=%s\n", conf);
-    if ((rc = run_workload(&p, conf, !gpu, fixed_out)) != 0) {
-        fprintf(stderr, "fragpool demo: the fix did not complete (exit status %d)\n", rc);
-        return 1;
-    }
-    demo_verdict(driver_out, oom_out, fixed_out, conf, gpu);
-    return 0;
 }
