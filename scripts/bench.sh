@@ -20,8 +20,12 @@
 #   page  [DIR...]  merge, then write $BENCH_PAGE (default docs/PERFORMANCE.md) and its plots
 #   all          every measuring part in one go (more than 10 minutes: for machines without a limit)
 # Everything does not fit in one 10-minute call on one H200; run (one call each):
-#   BENCH_REAL_WORKLOADS=gpt BENCH_REAL_S=330 scripts/bench.sh gpu-host traces real
-#   BENCH_REAL_WORKLOADS="cnn llm" BENCH_REAL_S=500 scripts/bench.sh cpu offline real
+#   BENCH_REAL_WORKLOADS=cnn BENCH_REAL_S=380 scripts/bench.sh gpu-host traces real
+#   BENCH_REAL_WORKLOADS="gpt llm" BENCH_REAL_S=470 scripts/bench.sh real cpu offline
+# (measured on an H200, 2026-12-02: the build 18 s, gpu-host 55 s, traces 27 s, a
+# round of four allocators 50 s on cnn, 60-70 s each on gpt and llm; what is
+# left of BENCH_REAL_S after the rounds goes to the bisections, which then
+# do not all finish: give those a call of their own with real-budget)
 #   scripts/bench.sh page DIR1 DIR2   (no GPU needed: the calls' $BENCH_OUT folders;
 #                                      real and real-budget of several calls are combined)
 # A call builds first (cmake, Release, into $BENCH_BUILD_DIR) unless BENCH_SKIP_BUILD=1.
@@ -32,7 +36,7 @@
 #   BENCH_GPU_HOST_S [240] BENCH_GPU_HOST_ROUNDS [3] BENCH_GPU_HOST_CASE_MS [300]
 #   BENCH_GPU_HOST_THREADS [1,8] BENCH_GPU_HOST_VARIANTS ["native fp fp-shared"] BENCH_CONF [extra FRAGPOOL_CONF]
 #   BENCH_THREAD_TABLE [1,2,4,8,16] BENCH_THREAD_VARIANTS ["native fp"]
-#   BENCH_OFFLINE_S [120] BENCH_OFFLINE_RUNS [3]   BENCH_TRACES_S [120]
+#   BENCH_OFFLINE_S [120] BENCH_OFFLINE_RUNS [3]   BENCH_TRACES_S [180]
 #   BENCH_REAL_S [540] BENCH_REAL_WORKLOADS ["gpt cnn llm"] BENCH_REAL_REPEAT [3] BENCH_REAL_ARGS
 #   BENCH_REAL_VARIANTS ["torch torchexp torchasync fp"] BENCH_REAL_BISECT [1]
 #   BENCH_REAL_MATRIX_SHARE [0.6: the part of BENCH_REAL_S the later rounds may take]
@@ -122,7 +126,7 @@ part() {   # PART: run it
       python3 "$PERF/part_offline.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_OFFLINE_S:-120}" \
         --runs "${BENCH_OFFLINE_RUNS:-3}" ;;
     traces)
-      python3 "$PERF/part_traces.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_TRACES_S:-120}" ;;
+      python3 "$PERF/part_traces.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_TRACES_S:-180}" ;;
     real | real-budget)
       local mode=matrix budget=${BENCH_REAL_S:-540} bisect=()
       local variants=${BENCH_REAL_VARIANTS:-torch torchexp torchasync fp}

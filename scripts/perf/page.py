@@ -51,8 +51,8 @@ API_TXT = {
     ("native-shared", "malloc_free"): "cudaMalloc+cudaFree (shared cudart)",
 }
 DEFAULT_CALLS = [
-    "BENCH_REAL_WORKLOADS=gpt BENCH_REAL_S=330 scripts/bench.sh gpu-host traces real      # call 1",
-    'BENCH_REAL_WORKLOADS="cnn llm" BENCH_REAL_S=500 scripts/bench.sh cpu offline real     # call 2',
+    "BENCH_REAL_WORKLOADS=cnn BENCH_REAL_S=380 scripts/bench.sh gpu-host traces real      # call 1",
+    'BENCH_REAL_WORKLOADS="gpt llm" BENCH_REAL_S=470 scripts/bench.sh real cpu offline     # call 2',
     "scripts/bench.sh page OUT1 OUT2   # no GPU needed: merge the calls' result folders, write this page",
 ]
 NA = "not measured"
