@@ -85,6 +85,15 @@ def meta():
     return m
 
 
+def write_doc(path, doc):
+    """doc as JSON at path, whole: written to a temporary name, then renamed."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
 def write_part(out_dir, name, data, status, budget_s, t0, notes):
     doc = {"fragpool_bench": FORMAT, "part": name, "meta": meta(), "status": status,
            "invocation": os.environ.get("BENCH_INVOCATION"),
@@ -92,11 +101,7 @@ def write_part(out_dir, name, data, status, budget_s, t0, notes):
            "data": data}
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name + ".json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_doc(path, doc)
     print(f"bench {name}: {status}, {doc['elapsed_s']} s, wrote {path}")
     for n in notes:
         print(f"bench {name}: note: {n}")

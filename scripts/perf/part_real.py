@@ -31,7 +31,6 @@ budget writes OUT/real-budget.json; data: {"budgets": [{workload, variant,
 """
 import argparse
 import glob
-import json
 import os
 import re
 import subprocess
@@ -310,11 +309,7 @@ def reread(a):
     doc["status"] = summarize(doc["data"], os.path.join(a.out, "real"), os.path.join(a.out, "real-alt"))
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     doc["notes"] = (doc.get("notes") or []) + [f"rows read again from the runs' output ({when}, part_real.py reread)"]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    common.write_doc(path, doc)
     print(f"bench real: {doc['status']}, rows read again, wrote {path}")
     return 0 if doc["status"] == "ok" else 1
 
