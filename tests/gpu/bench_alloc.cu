@@ -315,16 +315,25 @@ static void driver_cases(const std::vector<size_t> &sizes)
     }
 }
 
+// "a,b,c" -> {"a", "b", "c"} (an empty item stays, for the callers to refuse).
+static std::vector<std::string> split_commas(const char *s)
+{
+    std::vector<std::string> items;
+    std::string str(s);
+    size_t at = 0, comma;
+    while ((comma = str.find(',', at)) != std::string::npos) {
+        items.push_back(str.substr(at, comma - at));
+        at = comma + 1;
+    }
+    items.push_back(str.substr(at));
+    return items;
+}
+
 // "1,8" -> {1, 8}; every item must be a number in [lo, hi].
 static std::vector<size_t> parse_list(const char *what, const char *s, size_t lo, size_t hi)
 {
     std::vector<size_t> v;
-    std::string str(s);
-    size_t at = 0;
-    while (at <= str.size()) {
-        size_t comma = str.find(',', at);
-        std::string item =
-            str.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    for (const std::string &item : split_commas(s)) {
         char *end = nullptr;
         unsigned long long x = std::strtoull(item.c_str(), &end, 10);
         if (item.empty() || *end || x < lo || x > hi) {
@@ -334,9 +343,6 @@ static std::vector<size_t> parse_list(const char *what, const char *s, size_t lo
             std::exit(2);
         }
         v.push_back((size_t)x);
-        if (comma == std::string::npos)
-            break;
-        at = comma + 1;
     }
     return v;
 }
@@ -351,12 +357,7 @@ static unsigned parse_groups(const char *s)
         unsigned bit;
     } known[] = {{"fixed", G_FIXED}, {"random", G_RANDOM}, {"work", G_WORK}, {"driver", G_DRIVER}};
     unsigned groups = 0;
-    std::string str(s);
-    size_t at = 0;
-    while (at <= str.size()) {
-        size_t comma = str.find(',', at);
-        std::string item =
-            str.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    for (const std::string &item : split_commas(s)) {
         unsigned bit = 0;
         for (const auto &k : known)
             if (item == k.name)
@@ -368,9 +369,6 @@ static unsigned parse_groups(const char *s)
             std::exit(2);
         }
         groups |= bit;
-        if (comma == std::string::npos)
-            break;
-        at = comma + 1;
     }
     return groups;
 }
