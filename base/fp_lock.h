@@ -33,6 +33,17 @@ static inline void fp_mutex_init_brief(pthread_mutex_t *m)
     pthread_mutex_init(m, NULL);
 }
 
+/* One step of a spin-wait: tells the core that this thread waits, so a
+ * sibling hyperthread runs on. */
+static inline void fp_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* After fork, a mutex the prepare handler took: given back in the parent,
  * made new in the child (whose threads, all but one, are gone). */
 static inline void fp_mutex_fork_after(pthread_mutex_t *m, bool child)

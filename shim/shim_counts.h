@@ -35,7 +35,8 @@ enum {
  * made the context / the allocating stream wait for one; stream_reuses:
  * cuMemAllocAsync served by its stream's own cuMemFreeAsync, no call;
  * stream_ordered: cuMemAllocAsync served memory freed before a fence its
- * stream already waited for, no call;
+ * stream already waited for, no call; fence_joins: reuses covered by a
+ * fence (or synchronization) another thread made meanwhile, no call;
  * syncs: reuses that synchronized instead (no context events, or a fence
  * refused); failed: fences the driver refused; unmap_waits: host waits
  * (fence event or context) before VMM pages were unmapped. */
@@ -46,6 +47,8 @@ enum {
     X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses")                 \
     X(stream_ordered, "stream_ordered", " reuse after a stream wait",                              \
       " reuses after a stream wait")                                                               \
+    X(joins, "fence_joins", " reuse covered by another thread's fence",                           \
+      " reuses covered by another thread's fence")                                                 \
     X(syncs, "syncs", " synchronization", " synchronizations")                                     \
     X(failed, "failed_fences", " failed fence", " failed fences")                                  \
     X(unmap_waits, "unmap_waits", " host wait before unmap", " host waits before unmap")

@@ -115,6 +115,8 @@ typedef struct sim_state {
     bool forked;             /* a fork child of an initialized process:
                                  cuInit and every call fail (sim_core.c) */
     int ndev;                /* FRAGPOOL_SIM_DEVICES */
+    unsigned fence_us;       /* FRAGPOOL_SIM_FENCE_US: host time a context
+                                wait takes, as a real one with busy streams */
     bool vmm;                /* FRAGPOOL_SIM_VMM: the devices have virtual
                                  memory management (default 1) */
     sim_device dev[SIM_MAX_DEVICES];

@@ -95,6 +95,7 @@ static void setup_once(void)
                                        SIM_DRIVER_VERSION);
     g_sim.ndev = ndev;
     g_sim.vmm = env_number("FRAGPOOL_SIM_VMM", 1, 0, 1) != 0;
+    g_sim.fence_us = (unsigned)env_number("FRAGPOOL_SIM_FENCE_US", 0, 0, 1000000);
     for (int d = 0; d < ndev; d++) {
         g_sim.dev[d].primary.dev = d;
         g_sim.dev[d].primary.primary = true;

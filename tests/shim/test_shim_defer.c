@@ -12,7 +12,9 @@
  * cuMemFreeAsync, and reuse with no fence after cuCtxSynchronize; the
  * per-thread default stream of one thread is not another's (one handle,
  * two streams); memory freed before a fence a stream waited for comes
- * back on that stream with no second fence, and still safely.  Run
+ * back on that stream with no second fence, and still safely; several
+ * threads reusing at the same moment (one fence covering the others, who
+ * wait for it or queue behind it) are as safe as one.  Run
  * with free_policy:deferred (the default), with free_policy:sync, and
  * deferred on a driver without context events.
  */
@@ -284,6 +286,90 @@ static void per_thread_streams(void **state)
         assert_true(met > 0); /* the case was met: A's block, its work still queued */
 }
 
+/* ---- several threads reusing at once -------------------------------------- */
+
+#define TT_THREADS 4
+#define TT_TRIALS 12
+
+typedef struct tt_arg {
+    int k;
+    pthread_barrier_t *start;
+    atomic_int *broken, *early;
+} tt_arg;
+
+/* One thread's trial: its block A read by slow work on its own stream, A
+ * freed, all threads reusing at once (one fence covers several: the
+ * others wait for it or queue behind it), B written on another stream. */
+static int tt_trial(tt_arg *t, CUstream slow, CUstream other, size_t n, unsigned char x)
+{
+    CUdeviceptr a, b;
+    if (cuMemAlloc_v2(&a, n) || cuMemsetD8_v2(a, x, n))
+        return 1;
+    slow_read r = {.a = (const unsigned char *)(uintptr_t)a, .n = n, .want = x};
+    if (cuLaunchHostFunc(slow, slow_reader, &r))
+        return 1;
+    if (sync_policy || !ordered)
+        atomic_store(&r.go, 1); /* the host waits somewhere: let the work finish */
+    if (cuMemFree_v2(a))
+        return 1;
+    pthread_barrier_wait(t->start);
+    if (cuMemAlloc_v2(&b, n))
+        return 1;
+    if (overlaps(a, n, b, n) && !atomic_load(&r.done))
+        atomic_fetch_add(t->early, 1);
+    int err = cuMemsetD8Async(b, (unsigned char)~x, n, other) != CUDA_SUCCESS;
+    atomic_store(&r.go, 1);
+    err |= cuStreamSynchronize(other) || cuStreamSynchronize(slow);
+    err |= !atomic_load(&r.intact);
+    const unsigned char *p = (const unsigned char *)(uintptr_t)b;
+    for (size_t i = 0; i < n; i += 4093)
+        err |= p[i] != (unsigned char)~x;
+    return err | (cuMemFree_v2(b) != CUDA_SUCCESS);
+}
+
+static void *tt_thread(void *arg)
+{
+    tt_arg *t = arg;
+    CUstream slow, other;
+    if (cuCtxSetCurrent(ctx) || cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING) ||
+        cuStreamCreate(&other, CU_STREAM_NON_BLOCKING)) {
+        atomic_fetch_add(t->broken, 1);
+        for (int i = 0; i < TT_TRIALS; i++) /* keep the barrier's count */
+            pthread_barrier_wait(t->start);
+        return NULL;
+    }
+    for (int i = 0; i < TT_TRIALS; i++) {
+        size_t n = ((size_t)(t->k + 1) << 20) + ((size_t)i << 12); /* a size of its own */
+        if (tt_trial(t, slow, other, n, (unsigned char)(16 * t->k + i + 1)))
+            atomic_fetch_add(t->broken, 1);
+    }
+    cuStreamDestroy_v2(slow);
+    cuStreamDestroy_v2(other);
+    return NULL;
+}
+
+/* TT_THREADS threads race as above at the same moments: no write lands
+ * while the work queued before the free still reads. */
+static void threads_reuse_at_once(void **state)
+{
+    (void)state;
+    pthread_barrier_t start;
+    atomic_int broken = 0, early = 0;
+    assert_int_equal(pthread_barrier_init(&start, NULL, TT_THREADS), 0);
+    pthread_t th[TT_THREADS];
+    tt_arg args[TT_THREADS];
+    for (int k = 0; k < TT_THREADS; k++) {
+        args[k] = (tt_arg){k, &start, &broken, &early};
+        assert_int_equal(pthread_create(&th[k], NULL, tt_thread, &args[k]), 0);
+    }
+    for (int k = 0; k < TT_THREADS; k++)
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+    pthread_barrier_destroy(&start);
+    assert_int_equal(atomic_load(&broken), 0);
+    if (ordered) /* the case was met: a block back while its old work ran */
+        assert_true(atomic_load(&early) > 0);
+}
+
 /* Two blocks freed while slow work reads both; cuMemAllocAsync on another
  * stream takes the first (a fence that stream waits for, covering both
  * frees), then the second (no fence of its own: the stream already waits).
@@ -414,6 +500,7 @@ int main(void)
         cmocka_unit_test(race_destroyed_stream),
         cmocka_unit_test(same_stream_reuse),
         cmocka_unit_test(per_thread_streams),
+        cmocka_unit_test(threads_reuse_at_once),
         cmocka_unit_test(stream_wait_covers),
         cmocka_unit_test(synchronize_covers),
         cmocka_unit_test(double_free_of_deferred),
