@@ -66,8 +66,8 @@ static void debug_check(fp_ctx_pool *d)
     }
 }
 
-/* trace:PATH and snapshot:PATH - a live block of d (before a free: while
- * live). */
+/* trace:PATH and snapshot:PATH - a block of d just allocated (its free is
+ * recorded inside the free: record_free). */
 static void trace_block(fp_ctx_pool *d, char op, uint64_t addr, CUstream s)
 {
     size_t size;
@@ -139,16 +139,35 @@ static CUresult sync_before_free(fp_ctx_pool *d, CUstream s, fp_PFN_cuStreamSync
 
 typedef struct free_req {
     CUdeviceptr p;
+    CUstream s;
+    fp_ctx_pool *d; /* the pool asked now */
     uint64_t stamp;
     size_t size;
     int err;
     int refused; /* the first error of a pool whose segments hold p */
 } free_req;
 
+/* trace:PATH and snapshot:PATH - the free of a block, under its pool's
+ * lock (fp_free_seen): its rows come before any reuse of its memory. */
+static void record_free(void *ud, const fp_freed *f)
+{
+    free_req *r = ud;
+    fp_tracer_event('f', fp_pools_trace_id(r->d, f->seq), f->requested, r->s);
+    fp_snap_freed(r->d->dev, r->p, f->requested, r->s);
+}
+
+/* One lock round of d's pool: the free, and its record when recording. */
 static bool try_free(fp_ctx_pool *d, void *ud)
 {
     free_req *r = ud;
-    r->err = fp_pool_free_at(d->pool, r->p, &r->stamp, &r->size);
+    fp_freed f;
+    r->d = d;
+    bool rec = fp_tracer_on() || fp_snap_on();
+    r->err = fp_pool_free_seen(d->pool, r->p, &f, rec ? record_free : NULL, r);
+    if (!r->err) {
+        r->stamp = f.freed_at;
+        r->size = f.size;
+    }
     if (r->err && r->err != ENOENT && !r->refused)
         r->refused = r->err;
     return r->err == 0;
@@ -172,13 +191,22 @@ static fp_ctx_pool *owner_of(CUdeviceptr p)
 }
 
 /* The pool that held r->p (held: fp_pools_put), which is freed now
- * (r->err says how that went), or NULL when no pool has it.  Deferred and untraced, the free
- * itself finds the pool: one lock per pool asked, none of them held long. */
-static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchronize sync,
-                               CUresult *res)
+ * (r->err says how that went), or NULL when no pool has it.
+ *
+ * Lock rounds of a pool's lock: deferred (traced or not), the free itself
+ * finds the pool and records it in the same locked step: one round of
+ * each pool asked (the pool that holds p is asked once).  free_policy:sync
+ * takes two rounds of the owner's lock: the synchronization must come
+ * after the owner is known (its context, or whether the block is ours at
+ * all: a foreign pointer goes to the driver unsynchronized) and before
+ * the block is back in best fit, and the owner is known only under its
+ * lock (a pool's segment table is covered by that lock); synchronizing
+ * under the lock instead would make every allocation of the pool wait for
+ * the device, and one a device wait depends on could deadlock. */
+static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, CUresult *res)
 {
     *res = CUDA_SUCCESS;
-    if (deferred() && !fp_tracer_on() && !fp_snap_on()) {
+    if (deferred()) {
         fp_ctx_pool *d = fp_pools_find(try_free, r);
         if (d || !r->refused)
             return d;
@@ -186,12 +214,10 @@ static fp_ctx_pool *free_block(free_req *r, CUstream s, fp_PFN_cuStreamSynchroni
         return fp_pools_owner(r->p);
     }
     fp_ctx_pool *d = owner_of(r->p);
-    if (d && !deferred())
-        *res = sync_before_free(d, s, sync);
-    if (d && *res == CUDA_SUCCESS) {
-        trace_block(d, 'f', r->p, s);
+    if (d)
+        *res = sync_before_free(d, r->s, sync);
+    if (d && *res == CUDA_SUCCESS)
         try_free(d, r);
-    }
     return d;
 }
 
@@ -202,9 +228,9 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
                    const char *who, CUresult *res)
 {
     uint64_t t0 = fp_time_begin();
-    free_req r = {.p = p};
+    free_req r = {.p = p, .s = s};
     uint64_t so = fp_mempool_take(p); /* a stream-ordered block: out before it is reusable */
-    fp_ctx_pool *d = free_block(&r, s, sync, res);
+    fp_ctx_pool *d = free_block(&r, sync, res);
     fp_time_end(t0);
     if (d && *res != CUDA_SUCCESS)
         fp_mempool_untake(p, so); /* not freed: still live */

@@ -17,6 +17,9 @@ bool fp_snap_on(void);
  * frames) or 'f' (about to be freed), its address and requested size. */
 void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, CUstream s);
 void fp_snap_oom(int dev, size_t size, CUstream s);
+/* A block of device dev freed, under its pool's lock (as fp_snap_segment):
+ * its pair free_requested + free_completed, ahead of any later use of addr. */
+void fp_snap_freed(int dev, uint64_t addr, size_t size, CUstream s);
 /* A segment reserved ('s') or released ('r'), or pages of a virtual-memory
  * range mapped ('m') or unmapped ('u'), under its pool's lock. */
 void fp_snap_segment(int dev, char op, uint64_t addr, size_t size);
