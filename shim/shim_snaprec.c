@@ -50,7 +50,7 @@
 #define FP_SNAP_SKIP 8          /* frames taken beyond N: the shim's */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_bool on;
+atomic_bool fp_snap_recording;
 static fp_snap_entry *ring;
 static void **pcs;               /* FP_SNAP_RING x nstack, or NULL   */
 static unsigned nstack;          /* trace_stacks                     */
@@ -60,11 +60,6 @@ static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
 static fp_snap_entry *pend; /* segment events not yet in the ring */
 static size_t npend, pend_cap;
 static uint64_t pend_lost; /* out of memory for the list       */
-
-bool fp_snap_on(void)
-{
-    return atomic_load_explicit(&on, memory_order_relaxed);
-}
 
 /* The address range of the object (all its PT_LOAD segments) that holds
  * ud: libfragpool.so itself. */
@@ -100,7 +95,7 @@ void fp_snap_fork_after(bool child)
         pthread_mutex_unlock(&lock);
         return;
     }
-    atomic_store(&on, false); /* the parent's entries are the parent's */
+    atomic_store(&fp_snap_recording, false); /* the parent's entries are the parent's */
     pthread_mutex_init(&lock, NULL);
 }
 
@@ -133,7 +128,7 @@ void fp_snap_open(void)
         backtrace(warm, 4);
         dl_iterate_phdr(find_own, (void *)(uintptr_t)&fp_snap_open);
     }
-    atomic_store(&on, true);
+    atomic_store(&fp_snap_recording, true);
 }
 
 static int64_t now_us(void)

@@ -6,13 +6,21 @@
 
 #include "fp_cuda.h"
 #include "fp_snapshot.h"
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* At setup (first CUDA call): the ring, when snapshot:PATH is set. */
 void fp_snap_open(void);
-bool fp_snap_on(void);
+/* Set while snapshot:PATH records (shim_snaprec.c). */
+extern atomic_bool fp_snap_recording;
+/* Whether the recorder is on.  Inline, one relaxed load: every allocation
+ * and free asks it. */
+static inline bool fp_snap_on(void)
+{
+    return atomic_load_explicit(&fp_snap_recording, memory_order_relaxed);
+}
 /* A block of device dev: op 'a' (allocated; key: its trace id, for its
  * frames) or 'f' (about to be freed), its address and requested size. */
 void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, CUstream s);
