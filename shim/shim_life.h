@@ -1,7 +1,7 @@
 /* shim_life.h - the shim's lifetime (shim_life.c), the one orchestrator:
  * configuration before main, setup on the first CUDA call, fork, exit.
- * Only the interposers (shim_mem.c, shim_capture.c, shim_ipc.c,
- * shim_hooks.c) call it; it calls every core file and none of them.
+ * Only the interposers (shim_mem.c, shim_ctx_api.c, shim_capture.c,
+ * shim_ipc.c, shim_hooks.c, ...) call it; it calls every core file and none of them.
  */
 #ifndef FP_SHIM_LIFE_H
 #define FP_SHIM_LIFE_H

@@ -22,7 +22,8 @@ static inline bool fp_snap_on(void)
     return atomic_load_explicit(&fp_snap_recording, memory_order_relaxed);
 }
 /* A block of device dev: op 'a' (allocated; key: its trace id, for its
- * frames) or 'f' (about to be freed), its address and requested size. */
+ * frames) or 'f' (about to be freed; the core records a free inside it
+ * instead: fp_snap_freed), its address and requested size. */
 void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, CUstream s);
 void fp_snap_oom(int dev, size_t size, CUstream s);
 /* A block of device dev freed, under its pool's lock (as fp_snap_segment):

@@ -12,7 +12,7 @@
  * A capture is over when its end succeeds or the driver says its stream
  * captures no more (shim_capture.c asks after a failed end), when its
  * stream is destroyed, or when its context is destroyed or reset
- * (shim_mem.c reports those).  Nothing else ends one, so a capture the
+ * (shim_ctx_api.c reports those).  Nothing else ends one, so a capture the
  * program never ends keeps fences out for good; the hot path asks the
  * driver nothing.
  *

@@ -1,7 +1,7 @@
 /* shim_streams.h - the registry of graph captures and the gate that keeps
  * fences out of them (shim_streams.c).  A pure registry: it calls no other
  * file of shim/; the capture wrappers (shim_capture.c) and the context
- * wrappers (shim_mem.c) report to it.
+ * wrappers (shim_ctx_api.c) report to it.
  */
 #ifndef FP_SHIM_STREAMS_H
 #define FP_SHIM_STREAMS_H
