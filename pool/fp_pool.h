@@ -231,6 +231,23 @@ uint64_t fp_pool_clock(const fp_pool *p);
  * NULL). */
 int fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size);
 
+/* What a free hands back, read in the same locked step as the free. */
+typedef struct fp_freed {
+    size_t size;       /* the block's whole size                          */
+    size_t requested;  /* its requested bytes (fp_pool_lookup's size)     */
+    uint64_t seq;      /* its allocation sequence number (fp_pool_lookup's) */
+    uint64_t freed_at; /* the stamp of the free                           */
+} fp_freed;
+/* Called under the pool's lock just after a block is freed, before any
+ * other caller can be handed its memory: for a recorder whose row of the
+ * free must come before the memory's next allocation.  It may take only
+ * a lock that is never held while calling into a pool. */
+typedef void (*fp_free_seen)(void *ud, const fp_freed *f);
+/* fp_pool_free_at with the block's fp_freed in *out, and seen (when not
+ * NULL) called with it under the lock on success: one lock round for a
+ * free and its record. */
+int fp_pool_free_seen(fp_pool *p, uint64_t addr, fp_freed *out, fp_free_seen seen, void *ud);
+
 /* 1 when addr lies inside a segment of this pool, else 0. If it is the
  * start of a live block, *size gets its requested size (else 0). */
 int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size);

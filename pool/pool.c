@@ -456,28 +456,41 @@ static int not_live(fp_pool *p, uint64_t addr, bool foreign_ok)
     return EINVAL;
 }
 
-static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, uint64_t *freed_at, size_t *size)
+static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, fp_freed *out)
 {
     fp_block *b = fp_map_take(&p->live, addr);
     if (!b)
         return not_live(p, addr, foreign_ok);
-    if (size)
-        *size = b->size;
+    fp_freed f = {.size = b->size, .requested = b->requested, .seq = b->stamp};
     fp_record_free(p, b->stamp, b->requested);
     free_block(p, b);
     p->st.num_frees++;
-    if (freed_at)
-        *freed_at = p->clock;
+    f.freed_at = p->clock;
+    if (out)
+        *out = f;
     return 0;
+}
+
+int fp_pool_free_seen(fp_pool *p, uint64_t addr, fp_freed *out, fp_free_seen seen, void *ud)
+{
+    fp_map_prefetch(&p->live, addr);
+    pthread_mutex_lock(&p->lock);
+    int err = free_locked(p, addr, true, out);
+    if (!err && seen)
+        seen(ud, out);
+    pthread_mutex_unlock(&p->lock);
+    check_whole(p);
+    return err;
 }
 
 int fp_pool_free_at(fp_pool *p, uint64_t addr, uint64_t *freed_at, size_t *size)
 {
-    fp_map_prefetch(&p->live, addr);
-    pthread_mutex_lock(&p->lock);
-    int err = free_locked(p, addr, true, freed_at, size);
-    pthread_mutex_unlock(&p->lock);
-    check_whole(p);
+    fp_freed f;
+    int err = fp_pool_free_seen(p, addr, &f, NULL, NULL);
+    if (!err && freed_at)
+        *freed_at = f.freed_at;
+    if (!err && size)
+        *size = f.size;
     return err;
 }
 
@@ -485,7 +498,7 @@ int fp_pool_free(fp_pool *p, uint64_t addr)
 {
     fp_map_prefetch(&p->live, addr);
     pthread_mutex_lock(&p->lock);
-    int err = free_locked(p, addr, false, NULL, NULL);
+    int err = free_locked(p, addr, false, NULL);
     pthread_mutex_unlock(&p->lock);
     check_whole(p);
     return err;

@@ -3,7 +3,7 @@
 
 Usage: scripts/check_layers.py [repo-root] [--objects BUILD-DIR] [--graph FOLDER]
 
-Five rules, over the C sources of the tree (no build needed):
+Six rules, over the C sources of the tree (no build needed):
   (a) no circle between the files of one folder: no file calls (or reads a
       global of) a file that, directly or through others, calls it back;
   (b) no include and no call that points up a layer or sideways to a peer:
@@ -25,7 +25,15 @@ Five rules, over the C sources of the tree (no build needed):
       a group's key or label in a string literal of its own ("deferred",
       "Deferred reuse").  A file in GROUP_KNOWN (one that predates the
       table, in a folder someone is still to change) is said on stderr and
-      does not fail for the names it lists.
+      does not fail for the names it lists;
+  (f) the path of an allocation stays short (docs/design.md, "The
+      allocation path"): the interposer of cuMemAlloc and cuMemFree
+      (ALLOC_INTERPOSER) includes only the shim headers ALLOC_INCLUDES and
+      calls functions of the allocation core (ALLOC_CORE) only; the core
+      calls functions of ALLOC_PATH (the default path) and of ALLOC_ASIDE
+      (files it calls only off that path, each with its reason) only.  A
+      check of another file that every call makes is a static inline load
+      in that file's header, which is no call.
 And the layer table of docs/design.md (between its "layers" comments) must
 be LAYERS, row for row.
 Every violation is one line on stdout; the exit status is 1 when there is
@@ -112,6 +120,18 @@ GROUP_SLOT = re.compile(r"\b(?:g|groups)\s*\[\s*\d+\s*\]")
 # when an entry is no longer needed.  fp_replay_trace_group (replay/) names
 # the "trace" group it fills; fp_report_group_set checks the names agree.
 GROUP_KNOWN = {}
+# Rule (f): the files one allocation and free may run code of.
+ALLOC_INTERPOSER = "shim/shim_mem.c"
+ALLOC_INCLUDES = {"shim_core.h", "shim_life.h", "shim_real.h", "shim_state.h"}
+ALLOC_CORE = "shim/shim_core.c"
+ALLOC_PATH = {"shim/shim_pools.c", "shim/shim_defer.c"}
+ALLOC_ASIDE = {
+    "shim/shim_advice.c": "at an OOM",
+    "shim/shim_trace.c": "while trace:PATH records",
+    "shim/shim_snaprec.c": "while snapshot:PATH records",
+    "shim/shim_mempool.c": "for stream-ordered blocks (cuMemAllocAsync)",
+    "shim/shim_state.c": "fp_say, at an invalid free or a refused capture",
+}
 IDENT = re.compile(r"[A-Za-z_]\w*")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 KEYWORDS = set("""if while for switch return sizeof _Alignof alignof
@@ -525,6 +545,60 @@ def prefix_problems(files):
     return problems
 
 
+def functions(code):
+    """The names of the non-static functions that code defines."""
+    names = set()
+    for head, body in top_level_chunks(code):
+        head = drop_attributes(head)
+        if not body or {"static", "typedef", "extern"} & set(IDENT.findall(head)):
+            continue
+        m = re.search(r"([A-Za-z_]\w*)\s*\((?:[^()]|\([^()]*\))*\)\s*$", head)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def calls_into(files, rel):
+    """{file: a function of it}: the other shim/ files whose functions rel names."""
+    owner = {}
+    for other, text in files.items():
+        if other != rel and other.startswith("shim/") and other.endswith(".c"):
+            for name in functions(strip(text)):
+                owner.setdefault(name, other)
+    found = {}
+    for name in sorted(uses(strip(files[rel]))):
+        if name in owner:
+            found.setdefault(owner[name], name)
+    return found
+
+
+def alloc_problems(files):
+    """Rule (f): the allocation interposer's includes and calls, and the
+    core's calls, outside their lists."""
+    if ALLOC_INTERPOSER not in files:
+        return []
+    problems = []
+    for inc in INCLUDE.findall(files[ALLOC_INTERPOSER]):
+        name = os.path.basename(inc)
+        if name.startswith("shim_") and name not in ALLOC_INCLUDES:
+            problems.append(f"{ALLOC_INTERPOSER}: includes {name}; the allocation interposer "
+                            f"includes only {', '.join(sorted(ALLOC_INCLUDES))} of shim/ "
+                            f"(ALLOC_INCLUDES): what it needs goes through {ALLOC_CORE}")
+    for dst, name in sorted(calls_into(files, ALLOC_INTERPOSER).items()):
+        if dst != ALLOC_CORE:
+            problems.append(f"{ALLOC_INTERPOSER} -> {dst} (uses {name}): the allocation "
+                            f"interposer calls {ALLOC_CORE} only")
+    if ALLOC_CORE not in files:
+        return problems
+    for dst, name in sorted(calls_into(files, ALLOC_CORE).items()):
+        if dst not in ALLOC_PATH and dst not in ALLOC_ASIDE:
+            problems.append(f"{ALLOC_CORE} -> {dst} (uses {name}): the allocation path runs "
+                            f"code of {', '.join(sorted(ALLOC_PATH))} only; make a check "
+                            f"every call makes a static inline load in the header, or list "
+                            f"a call off that path in ALLOC_ASIDE with its reason")
+    return problems
+
+
 def ranked_rows(files):
     """[(name, prepare, after)] of ranked_locks in shim/shim_life.c, or None."""
     text = files.get("shim/shim_life.c")
@@ -663,6 +737,7 @@ def check(root, build=None):
                             f"{', '.join(sorted(allowed[src]))}/")
     problems += prefix_problems({r: t for r, t in files.items() if folder_of(r) in allowed})
     problems += lock_problems(files)
+    problems += alloc_problems(files)
     more, said = group_problems(files)
     problems += more
     notes += said

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh - every GPU check of fragpool in one run (docs/gpu.md).
 #
-# Builds fragpool and the GPU programs of tests/gpu/programs.txt (cmake;
-# nvcc directly for any the CMake build did not produce), then runs each
+# Builds fragpool and the GPU programs of tests/gpu/programs.txt with cmake
+# only (a program cmake did not build is a FAIL of the build row, with one
+# line saying why; nothing else compiles it), then runs each
 # group of checks (the GROUP_TABLE table below) under
 # `timeout`, the fragpool runs with
 #   LD_PRELOAD=libfragpool.so FRAGPOOL_CONF=summary_format:json,summary:$OUT_DIR/<check>-%p.json
@@ -371,66 +372,41 @@ gpu_program_names() {
   gpu_program_lines | awk '{printf "%s%s", (n++ ? " " : ""), $1}'
 }
 
-# nvcc_cmd NAME SOURCE [shared] [driver]: sets NVCC, the nvcc command line of
-# one program (NVCC_LIBDIR: the toolkit's lib directory, for the rpath).
-nvcc_cmd() {
-  local name=$1 src=$2 w
-  NVCC=(nvcc -arch=sm_90 -O2 -lineinfo -o "$BIN/$name" "tests/gpu/$src")
-  for w in "${@:3}"; do
-    case $w in
-      shared) NVCC+=(-cudart shared ${NVCC_LIBDIR:+-Xlinker -rpath -Xlinker "$NVCC_LIBDIR"}) ;;
-      driver) NVCC+=(-lcuda) ;;
-      *) echo "tests/gpu/programs.txt: $name: unknown word '$w' (shared, driver); ignored" ;;
-    esac
-  done
-}
-
-# nvcc straight, for any GPU program the CMake build did not produce.
-nvcc_fallback() {
-  local pids=() p rc=0 line
-  command -v nvcc >/dev/null || { echo "no nvcc on PATH"; return 1; }
-  NVCC_LIBDIR=$(cuda_libdir || true)
-  mkdir -p "$BIN"
-  while read -r line; do
-    set -- $line
-    [ -x "$BIN/$1" ] && continue
-    nvcc_cmd "$@"
-    echo "nvcc: $1"
-    timeout 300 "${NVCC[@]}" & pids+=($!)
-  done < <(gpu_program_lines)
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  return $rc
-}
-
-# The plan of the build, for a dry run.
+# The plan of the build, for a dry run: cmake builds every program, as a
+# target of tests/CMakeLists.txt (CUDA language), into $BIN.
 plan_build() {
   local line
   echo "PLAN build: cmake -S . -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD_DIR -j$(nproc)"
-  NVCC_LIBDIR=$(cuda_libdir || true)
   while read -r line; do
     set -- $line
-    nvcc_cmd "$@"
-    echo "PLAN program $1 (nvcc only where cmake did not build it): ${NVCC[*]}"
+    echo "PLAN program $1 (cmake target, CUDA language): tests/gpu/$2${3:+ [${*:3}]} -> $BIN/$1"
   done < <(gpu_program_lines)
-  record build PLAN "GPU programs: $(gpu_program_names)"
+  record build PLAN "GPU programs (cmake only): $(gpu_program_names)"
 }
 
-# The two plain C benchmarks live with the C tests, which need cmocka; where
-# the tests could not be configured, build them with cc directly.
-cc_fallback() {
-  local cc=${CC:-cc} rc=0
-  mkdir -p "$BIN"
-  if [ ! -x "$BUILD_DIR/bin/bench_pool" ] && [ -f "$BUILD_DIR/lib/libfp_pool.a" ]; then
-    echo "cc: bench_pool"
-    $cc -O2 -std=c11 -D_GNU_SOURCE -Ipool -o "$BUILD_DIR/bin/bench_pool" tests/bench_pool.c \
-      "$BUILD_DIR/lib/libfp_pool.a" -lm -lpthread || rc=1
+# Why cmake built no GPU program NAME, from the build's log.
+why_not_built() {
+  local log=$1 how=$2
+  if [[ $how == *"without the C tests"* ]]; then
+    echo "the configure with the C tests failed, and tests/CMakeLists.txt builds the GPU programs"
+  elif grep -aq 'fragpool: no CUDA compiler' "$log"; then
+    echo "CMake found no CUDA compiler (put nvcc on PATH or set CUDACXX)"
+  else
+    echo "its target failed to build"
   fi
-  if [ ! -x "$BIN/gpu_host_costs" ]; then
-    echo "cc: gpu_host_costs"
-    $cc -O2 -std=c11 -D_GNU_SOURCE -DFP_CUDA_API= -Ibase -o "$BIN/gpu_host_costs" \
-      tests/gpu/host_costs.c -ldl -lpthread || rc=1
-  fi
-  return $rc
+}
+
+# One line per GPU program that cmake did not build: nothing else builds
+# it, so the build row FAILs.
+say_not_built() {
+  local log=$1 how=$2 line why
+  why=$(why_not_built "$log" "$how")
+  while read -r line; do
+    set -- $line
+    [ -x "$BIN/$1" ] && continue
+    echo "gpu-check: GPU program $1 (tests/gpu/$2) was not built by cmake: $why; see $log" |
+      tee -a "$log"
+  done < <(gpu_program_lines)
 }
 
 do_build() {
@@ -452,7 +428,7 @@ do_build() {
     rc=1
   else
     if ! timeout 300 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1; then
-      echo "configure failed (see $log); again without the C tests (cmocka missing?)" | tee -a "$log"
+      echo "configure failed (see $log); again without the C tests, which leaves out the GPU programs" | tee -a "$log"
       how="cmake without the C tests"
       timeout 300 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DFP_TESTS=OFF >>"$log" 2>&1 || rc=1
     fi
@@ -463,18 +439,10 @@ do_build() {
   grep -aE 'error|warning|CUDA|fragpool:' "$log" | grep -v '^--.*Looking' | head -n 40
   progs=$(gpu_program_names)
   for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "not built by cmake: ${missing[*]}; building them with nvcc" | tee -a "$log"
-    how="$how + nvcc for ${#missing[@]} GPU programs"
-    nvcc_fallback >>"$log" 2>&1
-    tail -n 20 "$log"
-  fi
-  cc_fallback >>"$log" 2>&1 || how="$how; bench_pool or gpu_host_costs did not build"
-  missing=()
-  for b in $progs; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+  [ ${#missing[@]} -gt 0 ] && say_not_built "$log" "$how"
   local note="$how, $((SECONDS - t0))s"
   [ "$rc" != 0 ] && note="$note; the build reported errors (see build.out)"
-  [ ${#missing[@]} -gt 0 ] && note="$note; MISSING ${missing[*]}"
+  [ ${#missing[@]} -gt 0 ] && note="$note; NOT BUILT BY CMAKE: ${missing[*]}"
   if ! have "$LIB"; then
     record build FAIL "no libfragpool.so; $note"
   elif [ ${#missing[@]} -gt 0 ]; then

@@ -34,7 +34,9 @@
  *   shim_host_api.c   cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, queries;
  *   shim_ranges.c     cuMemGetAddressRange, cuPointerGetAttribute(s): blocks;
  *   shim_mempool.c    the stream-ordered pool API (cuMemPool*, syncs);
- *   shim_mem.c        allocation, free, info, contexts (cuMem*, cuCtx*);
+ *   shim_core.c       the allocation core: what is served, and how;
+ *   shim_mem.c        allocation and free (cuMemAlloc*, cuMemFree*): translates;
+ *   shim_ctx_api.c    memory info, counted pass-throughs, peers, contexts;
  *   shim_hooks.c      dlsym and cuGetProcAddress hand out the wrappers.
  *
  * The shim never calls through its own exported symbols: every driver call
@@ -66,5 +68,6 @@
 #include "shim_life.h"
 #include "shim_ipc.h"
 #include "shim_mempool.h"
+#include "shim_core.h"
 
 #endif

@@ -2,8 +2,8 @@
  *
  * FP_HOOKED_FUNCS: the functions that fragpool replaces.  Each has a
  * wrapper of the same name and signature in one interposer file
- * (shim_mem.c, shim_capture.c, shim_ipc.c, shim_host_api.c, shim_ranges.c,
- * shim_mempool.c, shim_hooks.c), and shim_hooks.c
+ * (shim_mem.c, shim_ctx_api.c, shim_capture.c, shim_ipc.c, shim_host_api.c,
+ * shim_ranges.c, shim_mempool.c, shim_hooks.c), and shim_hooks.c
  * hands that wrapper out where a program looks the driver's own up.
  * FP_FORWARDED_FUNCS: the functions the shim only calls.
  * FP_REAL_FUNCS: both; shim_real.c resolves every one from libcuda.so.1.
@@ -44,7 +44,7 @@
     X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)    \
     X(cuDeviceSetMemPool) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) \
     X(cuEventSynchronize)                                                   \
-    /* virtual-memory segments: shim_mem.c */                               \
+    /* virtual-memory segments: shim_ctx_api.c */                           \
     X(cuCtxEnablePeerAccess)
 
 #define FP_FORWARDED_FUNCS(X)                                               \
@@ -58,7 +58,7 @@
     X(cuDeviceGetDefaultMemPool) /* shim_mempool.c */                       \
     /* pinned host memory: shim_host.c */                                   \
     X(cuEventQuery)                                                         \
-    /* virtual-memory segments: shim_pages.c, shim_mem.c */                   \
+    /* virtual-memory segments: shim_pages.c, shim_ctx_api.c */               \
     X(cuCtxGetDevice_v2) X(cuMemGetAllocationGranularity) X(cuMemSetAccess) \
     X(cuMemUnmap) X(cuMemRelease) X(cuMemAddressFree)                       \
     /* IPC of virtual-memory blocks: shim_pages.c, shim_ipc_vmm.c */          \

@@ -21,7 +21,8 @@
  *   - ipc_export:refuse: such an export fails with
  *     CUDA_ERROR_NOT_SUPPORTED and one line saying what to set.
  * own_segment_mb:N sends allocations of N MiB or more to the driver, each a
- * segment of its own, so that their handles need nothing of the above.
+ * segment of its own, so that their handles need nothing of the above (the
+ * allocation core, shim_core.c, decides and counts that).
  * docs/shim.md ("IPC") gives the reasons and the limits.
  *
  * Invariants: a registry slot is written whole (pwrite) and carries a
@@ -64,15 +65,6 @@
 static void bump(atomic_ullong *c)
 {
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-}
-
-bool fp_ipc_own_segment(size_t bytes)
-{
-    size_t n = fp_shim.conf.own_segment;
-    if (!n || bytes < n)
-        return false;
-    bump(&fp_state_ipc_tallies.own);
-    return true;
 }
 
 /* ---- the handle and the registry's layout --------------------------------- */
@@ -147,7 +139,6 @@ static struct {
     fp_hmap index;        /* block address -> slot + 1, live exports   */
     uint32_t *free_slots; /* slots given back (a stack), REG_SLOTS     */
     uint32_t nfree, next; /* its depth; the first slot never used      */
-    atomic_bool any;      /* a fragpool handle was ever given          */
 } reg = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static void reg_drop_all_locked(void)
@@ -316,16 +307,16 @@ static int reg_export(reg_slot want, CUipcMemHandle *out)
     pthread_mutex_unlock(&reg.lock);
     if (err)
         return err;
-    atomic_store(&reg.any, true);
+    atomic_store(&fp_ipc_any_export, true);
     memcpy(w.magic, WIRE_MAGIC, 8);
     memcpy(out->reserved, &w, sizeof w);
     return 0;
 }
 
-void fp_ipc_block_freed(uint64_t addr)
+atomic_bool fp_ipc_any_export;
+
+void fp_ipc_block_freed_slow(uint64_t addr)
 {
-    if (!atomic_load_explicit(&reg.any, memory_order_relaxed) || !addr)
-        return;
     pthread_mutex_lock(&reg.lock);
     long i = reg.fd >= 0 && reg.pid == getpid() ? reg_find_locked(addr) : -1;
     uint64_t dead = 0;

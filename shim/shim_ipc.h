@@ -1,19 +1,26 @@
-/* shim_ipc.h - what shim_mem.c asks of the IPC support (shim_ipc.c).
+/* shim_ipc.h - what the allocation core (shim_core.c) and the range
+ * queries ask of the IPC support (shim_ipc.c).
  *
  * Invariant: a block that is freed has no fragpool IPC handle left.
  */
 #ifndef FP_SHIM_IPC_H
 #define FP_SHIM_IPC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* True (and counted) when an allocation of bytes goes to the driver whole
- * (own_segment_mb). */
-bool fp_ipc_own_segment(size_t bytes);
-/* A block about to be freed loses its fragpool IPC handle. */
-void fp_ipc_block_freed(uint64_t addr);
+/* A fragpool handle was ever given (shim_ipc.c sets it once). */
+extern atomic_bool fp_ipc_any_export;
+/* A block about to be freed loses its fragpool IPC handle.  Inline, one
+ * relaxed load while the process has exported nothing: every free asks. */
+void fp_ipc_block_freed_slow(uint64_t addr);
+static inline void fp_ipc_block_freed(uint64_t addr)
+{
+    if (atomic_load_explicit(&fp_ipc_any_export, memory_order_relaxed) && addr)
+        fp_ipc_block_freed_slow(addr);
+}
 /* Whether cuIpcGetMemHandle gives a handle for a live block (of a
  * virtual-memory segment or not, at its segment's start or not). */
 bool fp_ipc_exportable(bool vmm, bool at_segment_start);

@@ -338,8 +338,9 @@ static void setup(void)
     fp_shim.ready = true;
 }
 
-bool fp_shim_init(void)
+bool fp_shim_init_slow(void)
 {
     pthread_once(&once, setup);
+    atomic_store_explicit(&fp_shim.set_up, true, memory_order_release);
     return fp_shim.ready;
 }

@@ -27,7 +27,7 @@
  * every synchronization.  cuMemPoolTrimTo trims the device's idle memory
  * to max(keep, used).  cuDeviceSetMemPool: while the program has made
  * another pool current on a device, cuMemAllocAsync there goes to the
- * driver untouched (shim_mem.c asks fp_mempool_foreign).
+ * driver untouched (shim_core.c asks fp_mempool_foreign).
  *
  * Trimming is as safe as empty_cache: a classic pool synchronizes its
  * context first (not while a graph is captured: then it keeps its
@@ -187,7 +187,7 @@ static uint64_t reserved_of(CUdevice dev)
     return r;
 }
 
-/* ---- what shim_mem.c reports ----------------------------------------------- */
+/* ---- what shim_core.c reports ---------------------------------------------- */
 
 void fp_mempool_allocated(CUdevice dev, CUdeviceptr p, size_t size)
 {

@@ -1,5 +1,5 @@
 /* shim_mempool.h - the driver's stream-ordered pool API over fragpool's
- * pools (shim_mempool.c): what shim_mem.c tells it about the blocks it
+ * pools (shim_mempool.c): what shim_core.c tells it about the blocks it
  * serves to cuMemAllocAsync, and the checks it makes on its hot paths.
  *
  * Invariant: each inline check here is one relaxed atomic load when the

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static atomic_bool passthrough;
+atomic_bool fp_tools_to_driver;
 
 static const char *injected(void)
 {
@@ -52,14 +52,9 @@ void fp_tools_detect(void)
                why);
         return;
     }
-    atomic_store(&passthrough, true);
+    atomic_store(&fp_tools_to_driver, true);
     fp_say("%s is set (a CUDA tool such as compute-sanitizer or Nsight is attached): every "
            "allocation of this process goes to the driver, so the tool sees each one "
            "(tools:pool keeps the pool)",
            why);
-}
-
-bool fp_tools_passthrough(void)
-{
-    return atomic_load_explicit(&passthrough, memory_order_relaxed);
 }

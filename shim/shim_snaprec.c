@@ -21,6 +21,9 @@
  * they go to a pending list under a leaf mutex of their own, and move into
  * the ring (in order, before the allocation they belong to) under the
  * ring's mutex: the ring's mutex is never taken with a pool's lock held.
+ * A free's pair is recorded the same way, inside the free's locked step
+ * (fp_snap_freed), so it is in order before the next allocation of its
+ * address without a second round of the pool's lock.
  *
  * Invariants: lock order ring -> pool -> pending, and pending is a leaf;
  * the writer holds the ring's mutex (fp_snap_lock) through its walk of
@@ -47,7 +50,7 @@
 #define FP_SNAP_SKIP 8          /* frames taken beyond N: the shim's */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_bool on;
+atomic_bool fp_snap_recording;
 static fp_snap_entry *ring;
 static void **pcs;               /* FP_SNAP_RING x nstack, or NULL   */
 static unsigned nstack;          /* trace_stacks                     */
@@ -57,11 +60,6 @@ static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
 static fp_snap_entry *pend; /* segment events not yet in the ring */
 static size_t npend, pend_cap;
 static uint64_t pend_lost; /* out of memory for the list       */
-
-bool fp_snap_on(void)
-{
-    return atomic_load_explicit(&on, memory_order_relaxed);
-}
 
 /* The address range of the object (all its PT_LOAD segments) that holds
  * ud: libfragpool.so itself. */
@@ -97,7 +95,7 @@ void fp_snap_fork_after(bool child)
         pthread_mutex_unlock(&lock);
         return;
     }
-    atomic_store(&on, false); /* the parent's entries are the parent's */
+    atomic_store(&fp_snap_recording, false); /* the parent's entries are the parent's */
     pthread_mutex_init(&lock, NULL);
 }
 
@@ -130,7 +128,7 @@ void fp_snap_open(void)
         backtrace(warm, 4);
         dl_iterate_phdr(find_own, (void *)(uintptr_t)&fp_snap_open);
     }
-    atomic_store(&on, true);
+    atomic_store(&fp_snap_recording, true);
 }
 
 static int64_t now_us(void)
@@ -214,6 +212,20 @@ void fp_snap_oom(int dev, size_t size, CUstream s)
                false, 0);
 }
 
+/* One entry onto the pending list (taking its leaf lock). */
+static void put_pending(const fp_snap_entry *e)
+{
+    pthread_mutex_lock(&pend_lock);
+    fp_snap_entry *v = fp_vec_grow(pend, &pend_cap, npend + 1, sizeof *v, 256);
+    if (v)
+        pend = v;
+    if (npend < pend_cap)
+        pend[npend++] = *e;
+    else
+        pend_lost++;
+    pthread_mutex_unlock(&pend_lock);
+}
+
 /* Under a pool's lock: to the pending list, never to the ring. */
 void fp_snap_segment(int dev, char op, uint64_t addr, size_t size)
 {
@@ -227,15 +239,24 @@ void fp_snap_segment(int dev, char op, uint64_t addr, size_t size)
                                  : op == 'm' ? FP_SNAP_SEGMENT_MAP
                                  : op == 'u' ? FP_SNAP_SEGMENT_UNMAP
                                              : FP_SNAP_SEGMENT_FREE};
-    pthread_mutex_lock(&pend_lock);
-    fp_snap_entry *v = fp_vec_grow(pend, &pend_cap, npend + 1, sizeof *v, 256);
-    if (v)
-        pend = v;
-    if (npend < pend_cap)
-        pend[npend++] = e;
-    else
-        pend_lost++;
-    pthread_mutex_unlock(&pend_lock);
+    put_pending(&e);
+}
+
+/* Under a pool's lock, like a segment event: the pair of a free, before
+ * any later allocation of its address reaches the ring. */
+void fp_snap_freed(int dev, uint64_t addr, size_t size, CUstream s)
+{
+    if (!fp_snap_on())
+        return;
+    fp_snap_entry e = {.addr = addr,
+                       .size = size,
+                       .stream = (uint64_t)(uintptr_t)s,
+                       .device = dev,
+                       .time_us = now_us(),
+                       .action = FP_SNAP_FREE_REQUESTED};
+    put_pending(&e);
+    e.action = FP_SNAP_FREE_COMPLETED;
+    put_pending(&e);
 }
 
 /* ---- writing (under lock) --------------------------------------------- */

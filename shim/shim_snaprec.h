@@ -6,17 +6,29 @@
 
 #include "fp_cuda.h"
 #include "fp_snapshot.h"
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* At setup (first CUDA call): the ring, when snapshot:PATH is set. */
 void fp_snap_open(void);
-bool fp_snap_on(void);
+/* Set while snapshot:PATH records (shim_snaprec.c). */
+extern atomic_bool fp_snap_recording;
+/* Whether the recorder is on.  Inline, one relaxed load: every allocation
+ * and free asks it. */
+static inline bool fp_snap_on(void)
+{
+    return atomic_load_explicit(&fp_snap_recording, memory_order_relaxed);
+}
 /* A block of device dev: op 'a' (allocated; key: its trace id, for its
- * frames) or 'f' (about to be freed), its address and requested size. */
+ * frames) or 'f' (about to be freed; the core records a free inside it
+ * instead: fp_snap_freed), its address and requested size. */
 void fp_snap_block(int dev, char op, uint64_t addr, size_t size, uint64_t key, CUstream s);
 void fp_snap_oom(int dev, size_t size, CUstream s);
+/* A block of device dev freed, under its pool's lock (as fp_snap_segment):
+ * its pair free_requested + free_completed, ahead of any later use of addr. */
+void fp_snap_freed(int dev, uint64_t addr, size_t size, CUstream s);
 /* A segment reserved ('s') or released ('r'), or pages of a virtual-memory
  * range mapped ('m') or unmapped ('u'), under its pool's lock. */
 void fp_snap_segment(int dev, char op, uint64_t addr, size_t size);

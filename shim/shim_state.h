@@ -22,6 +22,8 @@ typedef struct fp_shim_state {
     atomic_bool exiting; /* set by the exit handler            */
     atomic_bool used;    /* this process made a pool call      */
     bool ready;          /* fp_real resolved                   */
+    atomic_bool set_up;  /* the first call's setup has run (then
+                            ready says how it went); fp_shim_init */
 } fp_shim_state;
 
 extern fp_shim_state fp_shim;

@@ -12,7 +12,7 @@
  * A capture is over when its end succeeds or the driver says its stream
  * captures no more (shim_capture.c asks after a failed end), when its
  * stream is destroyed, or when its context is destroyed or reset
- * (shim_mem.c reports those).  Nothing else ends one, so a capture the
+ * (shim_ctx_api.c reports those).  Nothing else ends one, so a capture the
  * program never ends keeps fences out for good; the hot path asks the
  * driver nothing.
  *
@@ -24,7 +24,7 @@
  * A pure registry: this file calls no other file of shim/.  Lock order:
  * the gate, then the registry's lock.
  *
- * Invariant: captures == the registered captures + untracked ones (begun
+ * Invariant: fp_streams_captures == the registered captures + untracked ones (begun
  * while the table was full), all begun through the driver API since
  * fragpool loaded and not yet over.
  */
@@ -43,14 +43,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards the rest */
 static capture table[FP_CAPTURES];
 static int untracked; /* begun while the table was full */
 static uint64_t next_token;
-static atomic_int captures;
+atomic_int fp_streams_captures;
 static _Thread_local __attribute__((tls_model("initial-exec"))) CUstreamCaptureMode thread_mode =
     CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-bool fp_streams_capturing(void)
-{
-    return atomic_load_explicit(&captures, memory_order_acquire) > 0;
-}
 
 bool fp_capture_gate_enter(void)
 {
@@ -100,7 +95,7 @@ static void add(const fp_capture_desc *d)
 static void drop(capture *c)
 {
     c->token = 0;
-    atomic_fetch_sub(&captures, 1);
+    atomic_fetch_sub(&fp_streams_captures, 1);
 }
 
 static bool same_stream(const capture *c, CUstream s, bool per_thread)
@@ -121,7 +116,7 @@ void fp_capture_begin_open(const fp_capture_desc *began)
     if (began) {
         pthread_mutex_lock(&lock);
         add(began);
-        atomic_fetch_add(&captures, 1);
+        atomic_fetch_add(&fp_streams_captures, 1);
         pthread_mutex_unlock(&lock);
     }
     pthread_rwlock_unlock(&gate);
@@ -147,7 +142,7 @@ void fp_capture_over(uint64_t token, bool ended)
     pthread_mutex_lock(&lock);
     if (!token && untracked > 0) {
         untracked--;
-        atomic_fetch_sub(&captures, 1);
+        atomic_fetch_sub(&fp_streams_captures, 1);
     }
     for (int i = 0; i < FP_CAPTURES && token; i++)
         if (table[i].token == token)
@@ -184,7 +179,7 @@ void fp_capture_thread_mode(CUstreamCaptureMode mode)
     thread_mode = mode;
 }
 
-bool fp_capture_refuses_unsafe(void)
+bool fp_capture_refuses_unsafe_slow(void)
 {
     if (!fp_streams_capturing() || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
         return false;

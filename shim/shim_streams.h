@@ -1,13 +1,14 @@
 /* shim_streams.h - the registry of graph captures and the gate that keeps
  * fences out of them (shim_streams.c).  A pure registry: it calls no other
  * file of shim/; the capture wrappers (shim_capture.c) and the context
- * wrappers (shim_mem.c) report to it.
+ * wrappers (shim_ctx_api.c) report to it.
  */
 #ifndef FP_SHIM_STREAMS_H
 #define FP_SHIM_STREAMS_H
 
 #include "fp_cuda.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,8 +24,15 @@ typedef struct fp_capture_desc {
     CUstreamCaptureMode mode;
 } fp_capture_desc;
 
-/* True while any capture begun through the driver API is under way. */
-bool fp_streams_capturing(void);
+/* The captures under way (shim_streams.c's invariant); read through
+ * fp_streams_capturing. */
+extern atomic_int fp_streams_captures;
+/* True while any capture begun through the driver API is under way.
+ * Inline, one load: every allocation asks it. */
+static inline bool fp_streams_capturing(void)
+{
+    return atomic_load_explicit(&fp_streams_captures, memory_order_acquire) > 0;
+}
 /* True (and captures cannot begin until fp_capture_gate_leave) when no
  * capture is under way; false, holding nothing, when one is. */
 bool fp_capture_gate_enter(void);
@@ -49,9 +57,13 @@ void fp_capture_thread_mode(CUstreamCaptureMode mode);
 /* True when the driver refuses "potentially unsafe" calls (cuMemAlloc,
  * cuMemFree, ...) from the calling thread now: it runs in global mode and
  * a global capture is under way, or it runs in global or thread-local
- * mode and has begun a capture that is not relaxed.  One atomic load when
- * no capture is under way. */
-bool fp_capture_refuses_unsafe(void);
+ * mode and has begun a capture that is not relaxed.  Inline, one atomic
+ * load when no capture is under way (then no code of shim_streams.c runs). */
+bool fp_capture_refuses_unsafe_slow(void);
+static inline bool fp_capture_refuses_unsafe(void)
+{
+    return fp_streams_capturing() && fp_capture_refuses_unsafe_slow();
+}
 void fp_capture_gate_fork_prepare(void);
 void fp_capture_gate_fork_after(bool child);
 

@@ -15,7 +15,7 @@
  * device, or another user's file).  A failed open records nothing; a
  * failed write stops the recording; a failed close at exit is reported.
  * Each is one line on stderr naming the file, so an incomplete trace is
- * never mistaken for a whole one.  fd is atomic: the exit handler and a
+ * never mistaken for a whole one.  fp_tracer_fd is atomic: the exit handler and a
  * failed write close it while other threads check it.
  *
  * Writes never raise SIGXFSZ (fp_write_capped): past RLIMIT_FSIZE a write
@@ -42,17 +42,12 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char buf[FP_TRACE_BUF];
 static size_t used;
-static atomic_int fd = -1;
+atomic_int fp_tracer_fd = -1;
 static char name[FP_OUT_PATH_MAX];
 static uint64_t written; /* bytes that reached the file */
 static uint64_t seq;
 static CUstream streams[FP_TRACE_STREAMS];
 static unsigned nstreams;
-
-bool fp_tracer_on(void)
-{
-    return atomic_load_explicit(&fd, memory_order_relaxed) >= 0;
-}
 
 void fp_tracer_open(void)
 {
@@ -77,13 +72,13 @@ void fp_tracer_open(void)
     fp_path_claimed("trace", f, name);
     memcpy(buf, header, sizeof header - 1);
     used = sizeof header - 1;
-    atomic_store(&fd, f);
+    atomic_store(&fp_tracer_fd, f);
 }
 
 /* Closes the trace after what; one line when that, or the close, failed. */
 static void stop_locked(int err, const char *what)
 {
-    int f = atomic_exchange(&fd, -1);
+    int f = atomic_exchange(&fp_tracer_fd, -1);
     if (close(f) != 0 && !err) {
         err = errno;
         what = "closing";
@@ -95,7 +90,7 @@ static void stop_locked(int err, const char *what)
 
 static void flush_locked(void)
 {
-    int f = atomic_load_explicit(&fd, memory_order_relaxed);
+    int f = atomic_load_explicit(&fp_tracer_fd, memory_order_relaxed);
     for (size_t off = 0; f >= 0 && off < used;) {
         ssize_t w = fp_write_capped(f, buf + off, used - off);
         if (w < 0 && errno == EINTR)
@@ -119,7 +114,7 @@ bool fp_tracer_flush(const struct timespec *by)
     if (!fp_exit_lock(&lock, by))
         return false;
     flush_locked();
-    if (atomic_load(&fd) >= 0)
+    if (atomic_load(&fp_tracer_fd) >= 0)
         stop_locked(0, "");
     pthread_mutex_unlock(&lock);
     return true;
@@ -147,7 +142,7 @@ void fp_tracer_fork_parent(void)
 
 void fp_tracer_fork_child(void)
 {
-    int f = atomic_exchange(&fd, -1);
+    int f = atomic_exchange(&fp_tracer_fd, -1);
     if (f >= 0)
         close(f);
     used = 0;
@@ -180,7 +175,7 @@ void fp_tracer_event(char op, uint64_t id, uint64_t size, CUstream s)
     if (!fp_tracer_on())
         return;
     pthread_mutex_lock(&lock);
-    if (atomic_load_explicit(&fd, memory_order_relaxed) < 0) { /* stopped meanwhile */
+    if (atomic_load_explicit(&fp_tracer_fd, memory_order_relaxed) < 0) { /* stopped meanwhile */
         pthread_mutex_unlock(&lock);
         return;
     }

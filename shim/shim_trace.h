@@ -8,12 +8,20 @@
 #define FP_SHIM_TRACE_H
 
 #include "fp_cuda.h"
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
 void fp_tracer_open(void);
-bool fp_tracer_on(void);
+/* The trace file, -1 when none is being written (shim_trace.c). */
+extern atomic_int fp_tracer_fd;
+/* Whether a trace is being recorded.  Inline, one relaxed load: every
+ * allocation and free asks it. */
+static inline bool fp_tracer_on(void)
+{
+    return atomic_load_explicit(&fp_tracer_fd, memory_order_relaxed) >= 0;
+}
 void fp_tracer_event(char op, uint64_t id, uint64_t size, CUstream s);
 /* At exit: flush and close, waiting for the lock until by at most;
  * false when it could not be had (the rows are lost). */

@@ -227,6 +227,42 @@ class CheckLayers(unittest.TestCase):
         self.assertEqual(notes, ["replay/fp_replay.c names no group of report/fp_groups.h any "
                                  "more: delete its GROUP_KNOWN entry in scripts/check_layers.py"])
 
+    ALLOC = {
+        "shim/shim_pools.c": "int fp_pools_take(int n) { return n; }\n",
+        "shim/shim_trace.c": "int fp_tracer_row(int n) { return n; }\n",
+        "shim/shim_core.c": '#include "shim_pools.h"\nint fp_pools_take(int n);\n'
+                            "int fp_tracer_row(int n);\n"
+                            "int fp_core_alloc(int n) { return fp_pools_take(n) + fp_tracer_row(n); }\n",
+        "shim/shim_mem.c": '#include "shim_core.h"\n#include "shim_life.h"\n'
+                           "int fp_core_alloc(int n);\n"
+                           "int cuMemAlloc_v2(int n) { return fp_core_alloc(n); }\n",
+    }
+
+    def test_alloc_path_passes(self):
+        # the interposer over the core, the core over the pools and a
+        # file it calls off the default path (ALLOC_ASIDE)
+        rc, out, err = run(self.tree(self.ALLOC).root)
+        self.assertEqual((rc, out, err), (0, [], []))
+
+    def test_alloc_interposer_includes_another_shim_header(self):
+        self.fails_with(dict(self.ALLOC, **{"shim/shim_mem.c": self.ALLOC["shim/shim_mem.c"] +
+                                            '#include "shim_pools.h"\n'}),
+                        "shim/shim_mem.c: includes shim_pools.h", "ALLOC_INCLUDES")
+
+    def test_alloc_interposer_calls_past_the_core(self):
+        self.fails_with(dict(self.ALLOC, **{"shim/shim_mem.c": self.ALLOC["shim/shim_mem.c"] +
+                                            "int fp_mem_more(void) { return fp_pools_take(1); }\n"}),
+                        "shim/shim_mem.c -> shim/shim_pools.c (uses fp_pools_take)",
+                        "calls shim/shim_core.c only")
+
+    def test_alloc_core_calls_a_file_off_its_lists(self):
+        self.fails_with(dict(self.ALLOC, **{
+            "shim/shim_clock.c": "int fp_time_begin(void) { return 0; }\n",
+            "shim/shim_core.c": self.ALLOC["shim/shim_core.c"] +
+                                "int fp_core_more(void) { return fp_time_begin(); }\n"}),
+                        "shim/shim_core.c -> shim/shim_clock.c (uses fp_time_begin)",
+                        "static inline", "ALLOC_ASIDE")
+
     def test_include_up_a_layer(self):
         self.fails_with({"pool/pool.c": '#include "fp_conf.h"\nint fp_pool_alloc(int n) { return n; }\n'},
                         "pool/pool.c -> config/fp_conf.h", "includes fp_conf.h", "up a layer")
@@ -314,14 +350,14 @@ class CheckLayers(unittest.TestCase):
         if not cc or not nm:
             self.skipTest("needs cc and nm")
         t = self.tree({"shim/shim_list.h": "#define FP_LIST(X) X(fp_wrap)\nint fp_wrap(void);\n",
-                       "shim/shim_mem.c": "int fp_back(void);\n"
+                       "shim/shim_wrap.c": "int fp_back(void);\n"
                                           "int fp_wrap(void) { return fp_back(); }\n",
                        "shim/shim_hook.c": '#include "shim_list.h"\n#define CALL(n) n() +\n'
                                            "int fp_back(void) { return FP_LIST(CALL) 0; }\n"})
         self.assertEqual(run(t.root)[0], 0)   # the sources alone do not show it
         objdir = os.path.join(t.root, "build", "shim", "CMakeFiles", "fragpool.dir")
         os.makedirs(objdir)
-        for name in ("shim_mem.c", "shim_hook.c"):
+        for name in ("shim_wrap.c", "shim_hook.c"):
             subprocess.run([cc, "-c", os.path.join(t.root, "shim", name), "-o",
                             os.path.join(objdir, name + ".o")], check=True)
         rc, out, _ = run(t.root, "--objects", os.path.join(t.root, "build"))

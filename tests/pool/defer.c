@@ -2,7 +2,8 @@
  * and free stamps of fp_pool_alloc_grant/fp_pool_free_at (merge keeps the
  * newest stamp, a split its block's), and unsafe_from (a block freed too
  * recently is passed over; EAGAIN with nothing released when no segment can
- * be had).  Every pool call is followed by fp_pool_check.
+ * be had), and fp_pool_free_seen (the free and what a recorder needs of it
+ * in one locked step).  Every pool call is followed by fp_pool_check.
  */
 #include "pool_test.h"
 
@@ -94,11 +95,69 @@ static void test_grant_unsafe_from(void **state)
     fixture_close(&f);
 }
 
+/* What fp_pool_free_seen's callback saw, and whether the pool's lock was
+ * held then. */
+typedef struct seen_log {
+    fp_pool *p;
+    int calls;
+    int locked;
+    fp_freed f;
+} seen_log;
+
+static void seen(void *ud, const fp_freed *f)
+{
+    seen_log *l = ud;
+    l->calls++;
+    l->locked = !fp_pool_lock_free(l->p);
+    l->f = *f;
+}
+
+/* fp_pool_free_seen: the block's whole size, requested bytes, allocation
+ * number (fp_pool_lookup's, taken before the free) and stamp, handed back
+ * and to the callback under the pool's lock; a failed free calls nothing
+ * and keeps fp_pool_free_at's codes. */
+static void test_free_seen(void **state)
+{
+    (void)state;
+    pool_fixture f;
+    fixture_open(&f, NULL, SIZE_MAX);
+    grant_ok(f.p, 700, UINT64_MAX);
+    fp_grant a = grant_ok(f.p, 1000, UINT64_MAX);
+    size_t req = 0;
+    uint64_t seq = 0;
+    EQ(fp_pool_lookup(f.p, a.addr, &req, &seq), 0);
+    seen_log l = {.p = f.p};
+    fp_freed out;
+    EQ(fp_pool_free_seen(f.p, a.addr, &out, seen, &l), 0);
+    check_pool(f.p);
+    EQ(l.calls, 1);
+    TRUE(l.locked);
+    EQ(out.requested, 1000);
+    EQ(out.requested, req);
+    EQ(out.seq, seq);
+    EQ(out.size, 1024);
+    EQ(out.freed_at, 2);
+    EQ(l.f.size, out.size);
+    EQ(l.f.seq, out.seq);
+    EQ(l.f.freed_at, out.freed_at);
+    TRUE(fp_pool_lock_free(f.p));
+    EQ(fp_pool_free_seen(f.p, a.addr, &out, seen, &l), EINVAL); /* freed already */
+    EQ(fp_pool_free_seen(f.p, 0x1000, &out, seen, &l), ENOENT); /* not the pool's */
+    EQ(l.calls, 1);
+    EQ(stats_of(f.p).num_invalid_frees, 1);
+    fp_grant b = grant_ok(f.p, 1000, UINT64_MAX);
+    EQ(fp_pool_free_seen(f.p, b.addr, &out, NULL, NULL), 0); /* no callback */
+    EQ(out.requested, 1000);
+    check_pool(f.p);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grant_stamps),
         cmocka_unit_test(test_grant_unsafe_from),
+        cmocka_unit_test(test_free_seen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

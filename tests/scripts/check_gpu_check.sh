@@ -4,7 +4,9 @@
 # default group, every program of tests/gpu/programs.txt, and builds and
 # runs nothing), the group mechanism on tests/gpu/example_group.sh (rows
 # from PASS/FAIL/SKIP lines, a failing exit status, exit 77, the exit
-# status of the whole run) and a GPU_CHECK_ONLY name that is no group.
+# status of the whole run), a GPU_CHECK_ONLY name that is no group, and a
+# build where cmake built no GPU program (a stub cmake on PATH): one line
+# per program saying so, and the build row FAILs (cmake is the one build).
 #
 # Usage: check_gpu_check.sh SCRATCH_DIR   (ctest gives it one in the build)
 set -u
@@ -82,6 +84,32 @@ OUT=$SCRATCH/bogus GPU_CHECK_DRY=1 GPU_CHECK_ONLY="nosuch race" "$GC" >"$SCRATCH
 has "$SCRATCH/bogus.txt" "^gpu-check: GPU_CHECK_ONLY names 'nosuch', which is no group \(groups: alloc .*\); left out$" \
     "unknown group: its line"
 has "$SCRATCH/bogus.txt" '^PLAN race_fp ' "unknown group: the others still planned"
+
+# 4. cmake built no GPU program (a stub that makes libfragpool.so only and
+# says what tests/CMakeLists.txt says without a CUDA compiler): nothing
+# else builds them; one line each, the build row FAILs, the run exits 1.
+mkdir -p "$SCRATCH/stub"
+cat >"$SCRATCH/stub/cmake" <<'STUB'
+#!/bin/sh
+case $1 in
+  -S) echo "-- fragpool: no CUDA compiler (or sanitizer/fuzz build): tests/gpu not built" ;;
+  --build) mkdir -p "$2/lib" && : >"$2/lib/libfragpool.so" ;;
+esac
+exit 0
+STUB
+chmod +x "$SCRATCH/stub/cmake"
+PATH=$SCRATCH/stub:$PATH OUT=$SCRATCH/nocuda GPU_CHECK_ONLY="example" \
+  GPU_CHECK_BUILD_DIR="$SCRATCH/nocuda-build" "$GC" >"$SCRATCH/nocuda.txt" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "no GPU program built: exit status $rc, expected 1"
+while read -r name src _; do
+  case $name in ''|'#'*) continue ;; esac
+  has "$SCRATCH/nocuda.txt" "^gpu-check: GPU program $name \\(tests/gpu/$src\\) was not built by cmake: CMake found no CUDA compiler" \
+      "no GPU program built: the line of $name"
+done <"$ROOT/tests/gpu/programs.txt"
+has "$SCRATCH/nocuda.txt" '^build +\| FAIL +\| cmake, [0-9]+s; NOT BUILT BY CMAKE: gpu_' \
+    "no GPU program built: the build row"
+grep -aq '^nvcc: gpu_' "$SCRATCH/nocuda.txt" && fail "no GPU program built: nvcc was run"
 
 if [ "$fails" -gt 0 ]; then
   echo "check_gpu_check: $fails failures (outputs in $SCRATCH)"
