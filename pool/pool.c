@@ -474,11 +474,14 @@ static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, fp_freed *out
 int fp_pool_free_seen(fp_pool *p, uint64_t addr, fp_freed *out, fp_free_seen seen, void *ud)
 {
     fp_map_prefetch(&p->live, addr);
+    fp_freed f;
     pthread_mutex_lock(&p->lock);
-    int err = free_locked(p, addr, true, out);
+    int err = free_locked(p, addr, true, &f);
     if (!err && seen)
-        seen(ud, out);
+        seen(ud, &f);
     pthread_mutex_unlock(&p->lock);
+    if (!err && out)
+        *out = f;
     check_whole(p);
     return err;
 }

@@ -15,7 +15,8 @@
  * Lock rounds of a pool's lock per free: deferred (traced or not), the
  * free finds its pool and records itself in one locked step of each pool
  * asked (fp_pool_free_seen; the pool that holds the block is asked once);
- * free_policy:sync takes two rounds of the owner's lock: see free_block.
+ * free_policy:sync, one round for a block of the current context's pool,
+ * and two more for another context's: see free_block.
  *
  * The default path of cuMemAlloc and cuMemFree (deferred, untraced) runs
  * code of this file, shim_pools.c and shim_defer.c only (and pool/); the
@@ -264,19 +265,40 @@ static fp_ctx_pool *owner_of(CUdeviceptr p)
     return d ? d : fp_pools_owner(p);
 }
 
+/* free_policy:sync, the common case in one round of a pool's lock: the
+ * block is one of the current context's pool.  That context is
+ * synchronized first, then the pool frees the block (or says it is not
+ * its).  NULL when it is not that pool's, or there is none, or the
+ * synchronization failed and that pool does not hold p (the caller then
+ * finds the owner: a foreign pointer still goes to the driver, whatever
+ * this context's state); a synchronization before a foreign pointer's
+ * free costs nothing that the driver's cuMemFree would not. */
+static fp_ctx_pool *sync_free_current(free_req *r, fp_PFN_cuStreamSynchronize sync, int *res)
+{
+    fp_ctx_pool *d = fp_pools_current_existing();
+    if (!d)
+        return NULL;
+    *res = sync_before_free(d, r->s, sync);
+    if (*res ? holds_live(d, &r->p) : try_free(d, r) || r->err != ENOENT)
+        return d;
+    *res = 0;
+    r->err = 0;
+    r->refused = 0;
+    fp_pools_put(d);
+    return NULL;
+}
+
 /* The pool that held r->p (held: fp_pools_put), which is freed now
  * (r->err says how that went), or NULL when no pool has it; *res: 0, or
  * the code of a failed synchronization (nothing freed).
  *
  * Deferred (traced or not), the free itself finds the pool and records
- * itself: one round of each pool asked.  free_policy:sync takes two
- * rounds of the owner's lock: the synchronization must come after the
- * owner is known (its context, or whether the block is ours at all: a
- * foreign pointer goes to the driver unsynchronized) and before the block
- * is back in best fit, and the owner is known only under its lock (a
- * pool's segment table is covered by that lock); synchronizing under the
- * lock instead would make every allocation of the pool wait for the
- * device, and one that a device wait depends on could deadlock. */
+ * itself: one round of each pool asked.  free_policy:sync synchronizes
+ * before the block is back in best fit, never under a pool's lock (every
+ * allocation of the pool would wait for the device, and one that a
+ * device wait depends on could deadlock): a block of the current
+ * context's pool takes one round (sync_free_current); a block of another
+ * context's pool, whose owner is known only under its lock, two more. */
 static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, int *res)
 {
     *res = 0;
@@ -287,7 +309,10 @@ static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, int
         r->err = r->refused; /* no pool freed it, one holds it: refused */
         return fp_pools_owner(r->p);
     }
-    fp_ctx_pool *d = owner_of(r->p);
+    fp_ctx_pool *d = sync_free_current(r, sync, res);
+    if (d)
+        return d;
+    d = owner_of(r->p);
     if (d)
         *res = sync_before_free(d, r->s, sync);
     if (d && !*res)

@@ -47,7 +47,7 @@ enum {
     X(stream_reuses, "stream_reuses", " same-stream reuse", " same-stream reuses")                 \
     X(stream_ordered, "stream_ordered", " reuse after a stream wait",                              \
       " reuses after a stream wait")                                                               \
-    X(joins, "fence_joins", " reuse covered by another thread's fence",                           \
+    X(joins, "fence_joins", " reuse covered by another thread's fence",                            \
       " reuses covered by another thread's fence")                                                 \
     X(syncs, "syncs", " synchronization", " synchronizations")                                     \
     X(failed, "failed_fences", " failed fence", " failed fences")                                  \

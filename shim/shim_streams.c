@@ -38,7 +38,7 @@ typedef struct capture {
     fp_capture_desc d;
 } capture;
 
-static pthread_rwlock_t gate = PTHREAD_RWLOCK_INITIALIZER;
+pthread_rwlock_t fp_streams_gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards the rest */
 static capture table[FP_CAPTURES];
 static int untracked; /* begun while the table was full */
@@ -47,25 +47,11 @@ atomic_int fp_streams_captures;
 static _Thread_local __attribute__((tls_model("initial-exec"))) CUstreamCaptureMode thread_mode =
     CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-bool fp_capture_gate_enter(void)
-{
-    pthread_rwlock_rdlock(&gate);
-    if (!fp_streams_capturing())
-        return true;
-    pthread_rwlock_unlock(&gate);
-    return false;
-}
-
-void fp_capture_gate_leave(void)
-{
-    pthread_rwlock_unlock(&gate);
-}
-
 /* fork: no fence is being made, no capture registered, while the process
  * is copied. */
 void fp_capture_gate_fork_prepare(void)
 {
-    pthread_rwlock_wrlock(&gate);
+    pthread_rwlock_wrlock(&fp_streams_gate);
     pthread_mutex_lock(&lock);
 }
 
@@ -73,10 +59,10 @@ void fp_capture_gate_fork_after(bool child)
 {
     if (child) { /* the writer's thread id is the parent's: start afresh */
         pthread_mutex_init(&lock, NULL);
-        pthread_rwlock_init(&gate, NULL);
+        pthread_rwlock_init(&fp_streams_gate, NULL);
     } else {
         pthread_mutex_unlock(&lock);
-        pthread_rwlock_unlock(&gate);
+        pthread_rwlock_unlock(&fp_streams_gate);
     }
 }
 
@@ -108,7 +94,7 @@ static bool same_stream(const capture *c, CUstream s, bool per_thread)
 
 void fp_capture_begin_shut(void)
 {
-    pthread_rwlock_wrlock(&gate);
+    pthread_rwlock_wrlock(&fp_streams_gate);
 }
 
 void fp_capture_begin_open(const fp_capture_desc *began)
@@ -119,7 +105,7 @@ void fp_capture_begin_open(const fp_capture_desc *began)
         atomic_fetch_add(&fp_streams_captures, 1);
         pthread_mutex_unlock(&lock);
     }
-    pthread_rwlock_unlock(&gate);
+    pthread_rwlock_unlock(&fp_streams_gate);
 }
 
 uint64_t fp_capture_lookup(CUstream stream, bool per_thread)

@@ -33,10 +33,24 @@ static inline bool fp_streams_capturing(void)
 {
     return atomic_load_explicit(&fp_streams_captures, memory_order_acquire) > 0;
 }
+/* The gate: read-held while a fence is made, write-held by a begin-capture
+ * call (shim_streams.c). */
+extern pthread_rwlock_t fp_streams_gate;
 /* True (and captures cannot begin until fp_capture_gate_leave) when no
- * capture is under way; false, holding nothing, when one is. */
-bool fp_capture_gate_enter(void);
-void fp_capture_gate_leave(void);
+ * capture is under way; false, holding nothing, when one is.  Inline: a
+ * reuse that needs a fence passes it (no code of shim_streams.c runs). */
+static inline bool fp_capture_gate_enter(void)
+{
+    pthread_rwlock_rdlock(&fp_streams_gate);
+    if (!fp_streams_capturing())
+        return true;
+    pthread_rwlock_unlock(&fp_streams_gate);
+    return false;
+}
+static inline void fp_capture_gate_leave(void)
+{
+    pthread_rwlock_unlock(&fp_streams_gate);
+}
 /* Around a begin-capture call: the gate shut, then opened again with the
  * capture registered when it began (began: NULL when it did not). */
 void fp_capture_begin_shut(void);

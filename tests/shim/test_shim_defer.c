@@ -289,7 +289,7 @@ static void per_thread_streams(void **state)
 /* ---- several threads reusing at once -------------------------------------- */
 
 #define TT_THREADS 4
-#define TT_TRIALS 12
+#define TT_TRIALS  12
 
 typedef struct tt_arg {
     int k;
@@ -495,16 +495,11 @@ static void idle_loop(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(race_nonblocking),
-        cmocka_unit_test(race_blocking_and_legacy),
-        cmocka_unit_test(race_destroyed_stream),
-        cmocka_unit_test(same_stream_reuse),
-        cmocka_unit_test(per_thread_streams),
-        cmocka_unit_test(threads_reuse_at_once),
-        cmocka_unit_test(stream_wait_covers),
-        cmocka_unit_test(synchronize_covers),
-        cmocka_unit_test(double_free_of_deferred),
-        cmocka_unit_test(idle_loop),
+        cmocka_unit_test(race_nonblocking),        cmocka_unit_test(race_blocking_and_legacy),
+        cmocka_unit_test(race_destroyed_stream),   cmocka_unit_test(same_stream_reuse),
+        cmocka_unit_test(per_thread_streams),      cmocka_unit_test(threads_reuse_at_once),
+        cmocka_unit_test(stream_wait_covers),      cmocka_unit_test(synchronize_covers),
+        cmocka_unit_test(double_free_of_deferred), cmocka_unit_test(idle_loop),
         cmocka_unit_test(bad_stream_handle),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
