@@ -29,6 +29,8 @@
 #   ADVICE_CASES        default "gpt:21000 gpt:22000 cnn:11000 cnn:12000 llm:auto llm:auto2"
 #   ADVICE_BUDGET_S     wall-clock deadline for everything, the build included (default 540);
 #                       a case that cannot finish in the time left is skipped, with a line
+#   ADVICE_START_CONF   FRAGPOOL_CONF of step a (what the user started with;
+#                       default unset: fragpool's defaults), e.g. expandable_segments:False
 #   ADVICE_GPT_ARGS     train_real.py arguments for gpt (default "--model gpt --warmup 2 --steps 8")
 #   ADVICE_CNN_ARGS     the same for cnn (default "--model cnn --warmup 2 --steps 8")
 #   ADVICE_LLM_ARGS     llm_generate.py arguments (default "--calls 6 --peak-call 2")

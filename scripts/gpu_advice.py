@@ -15,7 +15,8 @@ For each case WORKLOAD:BUDGET (BUDGET in MiB):
      Ballast, as its bisection does) holds all of the GPU's memory but
      BUDGET MiB; then the workload runs under fragpool's defaults:
        fragpool run -- python3 tests/gpu/train_real.py --model gpt --warmup 2 --steps 8
-     (FRAGPOOL_CONF and PyTorch's allocator variables unset).  An OOM is
+     (PyTorch's allocator variables unset; FRAGPOOL_CONF unset, or
+     $ADVICE_START_CONF where set).  An OOM is
      expected; at its first OOM fragpool prints on stderr
        fragpool: CUDA out of memory. ...
        fragpool: cause: ...
@@ -436,7 +437,9 @@ class Runner:
             print(f"ADVICE_SKIP {w} {label} {rec['skipped']}", flush=True)
             return rec
         tag = f"{idx:02d}-{w}-{label.replace(':', '-')}"
-        a = self.one_run(w, budget, None, tag + "-default", f"case {w}:{label}, step a: fragpool's defaults")
+        start = os.environ.get("ADVICE_START_CONF") or None
+        a = self.one_run(w, budget, start, tag + "-default",
+                         f"case {w}:{label}, step a: " + (f"FRAGPOOL_CONF={start}" if start else "fragpool's defaults"))
         rec["default"] = a
         if a["result"] == "ballast_fail":
             rec["skipped"] = "the ballast failed: " + a["note"]
