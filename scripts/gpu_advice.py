@@ -530,7 +530,8 @@ def cmd_run(a):
            "interrupted": interrupted, "calibrations": r.calib, "cases": records,
            "summary": {"verbatim_completed": len(done), "verbatim_run": len(ran), "cases": len(cases),
                        "skipped": [x["case"] for x in skipped]},
-           "workload_args": {w: os.environ.get(v[2], v[1]) for w, v in WORKLOADS.items()}}
+           "workload_args": {w: os.environ.get(v[2], v[1]) for w, v in WORKLOADS.items()},
+           "start_conf": os.environ.get("ADVICE_START_CONF") or None}
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1, sort_keys=True, default=str)
     return 0
