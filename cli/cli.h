@@ -102,6 +102,7 @@ typedef struct fp_paths {
     char lib[FP_PATH_LEN];      /* .../libfragpool.so                      */
     char simdev[FP_PATH_LEN];   /* the folder of the simulated libcuda.so.1 */
     char workload[FP_PATH_LEN]; /* the demo's workload program             */
+    char python[FP_PATH_LEN];   /* fragpool's Python side (its sitecustomize) */
 } fp_paths;
 /* 0, or ENOENT after one line on stderr that says where it looked. */
 int fp_find_paths(fp_paths *p);

@@ -116,8 +116,10 @@ static int try_layout(fp_paths *p, const char *dir, const char *work)
     int a = snprintf(p->lib, sizeof p->lib, "%s/libfragpool.so", lib);
     int b = snprintf(p->simdev, sizeof p->simdev, "%s/simdev", lib);
     int c = snprintf(p->workload, sizeof p->workload, "%s", work);
-    if (a < 0 || b < 0 || c < 0 || (size_t)a >= sizeof p->lib || (size_t)b >= sizeof p->simdev ||
-        (size_t)c >= sizeof p->workload)
+    int d = snprintf(p->python, sizeof p->python, "%s/python", lib);
+    if (a < 0 || b < 0 || c < 0 || d < 0 || (size_t)a >= sizeof p->lib ||
+        (size_t)b >= sizeof p->simdev || (size_t)c >= sizeof p->workload ||
+        (size_t)d >= sizeof p->python)
         return ENAMETOOLONG;
     return access(p->lib, R_OK) ? ENOENT : 0;
 }

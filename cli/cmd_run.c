@@ -1,13 +1,14 @@
 /* cmd_run.c - `fragpool run`: puts libfragpool.so first in LD_PRELOAD
  * (and with --simulate, the simulated libcuda.so.1 first in
- * LD_LIBRARY_PATH) and executes the command.  PyTorch keeps a cache of
- * its own in front of fragpool; a Python command (python*, or a script
- * whose #! line runs python) gets PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
- * that its tensors reach fragpool, said in one line.
- * FRAGPOOL_PYTORCH_CACHE=off|keep tells the shim the same for a process
- * that turns out to be PyTorch only when it runs (a shell script, a C++
- * program: docs/shim.md, "PyTorch").  --keep-framework-cache leaves
- * PyTorch's cache on.  `fragpool demo` is cmd_demo.c.
+ * LD_LIBRARY_PATH), fragpool's Python side first in PYTHONPATH (its
+ * sitecustomize, python/), and executes the command.  PyTorch keeps a
+ * cache of its own in front of fragpool; the command gets PyTorch's
+ * cudaMallocAsync backend in its allocator settings, which hands every
+ * tensor to fragpool (docs/pytorch.md), said in one line for a Python
+ * command (python*, or a script whose #! line runs python).
+ * FRAGPOOL_PYTORCH_CACHE=async|off|keep tells the shim what was chosen
+ * (docs/shim.md, "PyTorch").  --keep-framework-cache leaves PyTorch's
+ * cache on.  `fragpool demo` is cmd_demo.c.
  *
  * Invariants: environment values are built at their full length, never
  * cut (fp_cli_arm_env, cli_common.c); a usage error prints one line and
@@ -29,6 +30,9 @@
 
 #define FP_NO_CACHE_VAR    "PYTORCH_NO_CUDA_MEMORY_CACHING"
 #define FP_CACHE_HANDSHAKE "FRAGPOOL_PYTORCH_CACHE"
+#define FP_ALLOC_CONF      "PYTORCH_ALLOC_CONF"
+#define FP_CUDA_ALLOC_CONF "PYTORCH_CUDA_ALLOC_CONF"
+#define FP_ASYNC_BACKEND   "backend:cudaMallocAsync"
 
 static const char run_usage[] =
     "usage: fragpool run [--simulate] [--conf K:V,...] [--keep-framework-cache] -- CMD...\n"
@@ -145,22 +149,54 @@ static int is_python_command(const char *cmd)
            (resolve_cmd(cmd, path, sizeof path) == 0 && script_runs_python(path));
 }
 
-/* PyTorch's own cache off for a Python command, unless kept or already
- * decided by the user; the shim is told either way. */
+/* The PyTorch variable the allocator settings go in: the one the user
+ * set (PYTORCH_ALLOC_CONF wins in PyTorch, as in fragpool), else the
+ * older name, which every PyTorch version reads. */
+static const char *pytorch_conf_var(void)
+{
+    return getenv(FP_ALLOC_CONF) ? FP_ALLOC_CONF : FP_CUDA_ALLOC_CONF;
+}
+
+/* 1 when the PyTorch settings in force name a backend (the user chose). */
+static int names_backend(const char *conf)
+{
+    for (const char *p = conf; p && *p;) {
+        p += strspn(p, " ,");
+        if (!strncmp(p, "backend", 7) && (p[7] == ':' || p[7] == ' '))
+            return 1;
+        p += strcspn(p, ",");
+    }
+    return 0;
+}
+
+/* PyTorch's cudaMallocAsync backend, so that every tensor comes to
+ * fragpool through cudaMallocAsync/cudaFreeAsync (docs/pytorch.md, "Why
+ * the cudaMallocAsync backend"): unless kept, or the user already chose a
+ * backend or turned the cache off.  Harmless to a program without
+ * PyTorch; said in one line for a Python command.  The shim is told
+ * either way (FRAGPOOL_PYTORCH_CACHE). */
 static int framework_cache(const run_opts *o)
 {
-    if (setenv(FP_CACHE_HANDSHAKE, o->keep_cache ? "keep" : "off", 1))
+    const char *var = pytorch_conf_var(), *conf = getenv(var);
+    int chosen = getenv(FP_NO_CACHE_VAR) || names_backend(conf);
+    const char *mode = o->keep_cache ? "keep" : chosen ? "off" : "async";
+    if (setenv(FP_CACHE_HANDSHAKE, mode, 1))
         return errno;
-    if (o->keep_cache || getenv(FP_NO_CACHE_VAR) || !is_python_command(o->cmd[0]))
+    if (o->keep_cache || chosen)
         return 0;
-    if (setenv(FP_NO_CACHE_VAR, "1", 1))
-        return errno;
-    fprintf(stderr,
-            "fragpool run: %s is a Python program: setting " FP_NO_CACHE_VAR "=1 "
-            "so that PyTorch's tensors come to fragpool, not to PyTorch's own cache "
-            "(--keep-framework-cache keeps it)\n",
-            o->cmd[0]);
-    return 0;
+    char *v = malloc(strlen(FP_ASYNC_BACKEND) + (conf ? strlen(conf) + 1 : 0) + 1);
+    if (!v)
+        return ENOMEM;
+    sprintf(v, "%s%s%s", FP_ASYNC_BACKEND, conf && *conf ? "," : "", conf ? conf : "");
+    int rc = setenv(var, v, 1) ? errno : 0;
+    free(v);
+    if (!rc && is_python_command(o->cmd[0]))
+        fprintf(stderr,
+                "fragpool run: %s is a Python program: %s=%s... so that PyTorch hands every "
+                "tensor to fragpool, whose Python side answers torch.cuda's memory API "
+                "(--keep-framework-cache keeps PyTorch's own cache)\n",
+                o->cmd[0], var, FP_ASYNC_BACKEND);
+    return rc;
 }
 
 /* ---- fragpool run ---------------------------------------------------------- */
@@ -219,7 +255,7 @@ int fp_cmd_run(int argc, char **argv)
     driver_hint(o.simulate);
     if (fp_find_paths(&p) || fp_cli_arm_env(&p, o.simulate, o.conf))
         return 1;
-    if ((rc = framework_cache(&o)) != 0) {
+    if ((rc = framework_cache(&o)) != 0 || (rc = fp_cli_prepend_env("PYTHONPATH", p.python))) {
         fprintf(stderr, "fragpool: cannot set the environment: %s\n", strerror(rc));
         return 1;
     }

@@ -124,10 +124,13 @@ typedef struct fp_backend {
 
 /* ---- stats ------------------------------------------------------------- */
 typedef struct fp_stat {
-    int64_t current;   /* now                         */
-    int64_t peak;      /* highest current ever seen   */
-    int64_t allocated; /* sum of all increases        */
-    int64_t freed;     /* sum of all decreases        */
+    int64_t current;   /* now                                   */
+    int64_t peak;      /* highest current ever seen             */
+    int64_t allocated; /* sum of all increases                  */
+    int64_t freed;     /* sum of all decreases                  */
+    int64_t mark;      /* highest current since fp_pool_reset_peaks
+                          (the peak torch.cuda's API reports); the
+                          run's own peak above never resets      */
 } fp_stat;
 
 enum { FP_ALL = 0, FP_SMALL = 1, FP_LARGE = 2, FP_NKINDS = 3 };
@@ -285,6 +288,15 @@ int fp_pool_empty_cache(fp_pool *p);
 size_t fp_pool_trim(fp_pool *p, size_t keep);
 
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);
+/* torch.cuda.reset_peak_memory_stats: every stat's mark becomes its
+ * current value (peak, the run's own, stays).  Resetting the totals needs
+ * no call: fp_pool_stats_since against a read taken at the reset. */
+void fp_pool_reset_peaks(fp_pool *p);
+/* torch.cuda.set_per_process_memory_fraction: the cap becomes fraction x
+ * device_total (with max_reserved, the lower of the two); 0 removes the
+ * fraction.  Takes effect at the next allocation; memory already held
+ * stays.  0, or EINVAL for a fraction outside [0, 1]. */
+int fp_pool_set_fraction(fp_pool *p, double fraction);
 /* st less base, an earlier read of the same pool: every counter and every
  * stat's allocated and freed count what happened since; current and peak
  * stay (a forked child's summary). */

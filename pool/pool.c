@@ -17,6 +17,7 @@
 #include "pool_stats.h"
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- segments ------------------------------------------------------------- */
 
@@ -691,6 +692,41 @@ void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out)
     *out = p->st;
     out->largest_free = largest_free_locked(p);
     pthread_mutex_unlock(&p->lock);
+}
+
+static void reset_mark(fp_stat *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        s[i].mark = s[i].current;
+}
+
+void fp_pool_reset_peaks(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    fp_pool_stats *st = &p->st;
+    reset_mark(st->requested_bytes, FP_NKINDS);
+    reset_mark(st->allocated_bytes, FP_NKINDS);
+    reset_mark(st->active_bytes, FP_NKINDS);
+    reset_mark(st->reserved_bytes, FP_NKINDS);
+    reset_mark(st->inactive_split_bytes, FP_NKINDS);
+    reset_mark(st->allocations, FP_NKINDS);
+    reset_mark(st->active, FP_NKINDS);
+    reset_mark(st->segments, FP_NKINDS);
+    reset_mark(st->inactive_split, FP_NKINDS);
+    reset_mark(&st->oversize_allocations, 1);
+    reset_mark(&st->oversize_segments, 1);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int fp_pool_set_fraction(fp_pool *p, double fraction)
+{
+    if (!(fraction >= 0 && fraction <= 1))
+        return EINVAL;
+    pthread_mutex_lock(&p->lock);
+    p->opts.memory_fraction = fraction;
+    p->cap = fp_pool_opts_cap(&p->opts);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
 }
 
 void fp_pool_note_oom(fp_pool *p, size_t size)

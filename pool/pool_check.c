@@ -232,7 +232,8 @@ static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS], c
 {
     for (int k = 0; k < FP_NKINDS; k++) {
         const fp_stat *x = &s[k];
-        if (x->current != v[k] || x->peak < x->current || x->allocated - x->freed != x->current)
+        if (x->current != v[k] || x->peak < x->current || x->allocated - x->freed != x->current ||
+            x->mark < x->current || x->mark > x->peak)
             return fail(msg, len, "stat %s[%d]: current %lld, walk %lld", name, k,
                         (long long)x->current, (long long)v[k]);
     }

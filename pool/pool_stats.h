@@ -19,6 +19,8 @@ static inline void fp_stat_add(fp_stat *s, int64_t d)
         s->allocated += d;
         if (s->current > s->peak)
             s->peak = s->current;
+        if (s->current > s->mark)
+            s->mark = s->current;
     } else {
         s->freed -= d;
     }

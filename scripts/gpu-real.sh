@@ -21,6 +21,8 @@
 #               (virtual-memory segments, deferred frees)
 #   fpclassic   as fp, with expandable_segments:False (PyTorch's segment rules)
 #   fpsync      as fp, with free_policy:sync
+#   fprun       what `fragpool run` sets up: PyTorch's cudaMallocAsync backend
+#               under fragpool's defaults, and fragpool's Python side
 #   fpvmm       as fp, with expandable_segments:True named
 #   fpvmm512    as fpvmm, plus max_split_size_mb:512
 # Each workload runs its variants back to back, their order rotated from one
@@ -142,6 +144,13 @@ variant_env() {   # VARIANT JSON_PREFIX -> sets VENV (array)
       [ "$1" = fpvmm512 ] && conf="$conf,expandable_segments:True,max_split_size_mb:512"
       [ -n "$EXTRA_CONF" ] && conf="$conf,$EXTRA_CONF"
       VENV=("LD_PRELOAD=$LIB" "PYTORCH_NO_CUDA_MEMORY_CACHING=1" "FRAGPOOL_CONF=$conf")
+      ;;
+    fprun) # what `fragpool run` sets up: the cudaMallocAsync backend, the Python side
+      conf="summary_format:json,summary:$JSON_DIR/$2-%p.json"
+      [ -n "$EXTRA_CONF" ] && conf="$conf,$EXTRA_CONF"
+      VENV=("LD_PRELOAD=$LIB" "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"
+            "FRAGPOOL_PYTORCH_CACHE=async" "PYTHONPATH=$BUILD_DIR/lib/python${PYTHONPATH:+:$PYTHONPATH}"
+            "FRAGPOOL_CONF=$conf")
       ;;
     *) return 1 ;;
   esac

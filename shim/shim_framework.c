@@ -8,10 +8,15 @@
  *
  * PyTorch: its caching allocator keeps freed tensors itself and asks the
  * driver only for big segments, so fragpool would see segments, never
- * tensors.  With PYTORCH_NO_CUDA_MEMORY_CACHING set, PyTorch hands every
- * tensor to the driver; it reads the variable at its first allocation,
- * which comes after its first CUDA call, where this runs.  So when
- * libc10_cuda.so is loaded and the variable is unset:
+ * tensors.  With its cudaMallocAsync backend (backend:cudaMallocAsync in
+ * PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, which fragpool run sets,
+ * with FRAGPOOL_PYTORCH_CACHE=async), PyTorch hands every tensor to
+ * cudaMallocAsync, and nothing is in front; PyTorch reads that when
+ * libc10_cuda.so loads, too early for the shim to set.  With
+ * PYTORCH_NO_CUDA_MEMORY_CACHING set, PyTorch hands every tensor to
+ * cudaMalloc; it reads the variable at its first allocation, which comes
+ * after its first CUDA call, where this runs.  So when libc10_cuda.so is
+ * loaded, the backend is the native one and the variable is unset:
  *   - FRAGPOOL_PYTORCH_CACHE=off (fragpool run): set it, say so once;
  *   - FRAGPOOL_PYTORCH_CACHE=keep (--keep-framework-cache): leave it,
  *     and only note it in the summary;
@@ -41,9 +46,37 @@ static char note_text[FP_NOTES][384];
 static const char *note_ptr[FP_NOTES];
 static atomic_size_t nnotes;
 
+/* PyTorch's allocator settings as PyTorch reads them: PYTORCH_ALLOC_CONF,
+ * else PYTORCH_CUDA_ALLOC_CONF. */
+static const char *pytorch_conf(void)
+{
+    const char *v = getenv("PYTORCH_ALLOC_CONF");
+    return v ? v : getenv("PYTORCH_CUDA_ALLOC_CONF");
+}
+
+/* Whether PyTorch runs its cudaMallocAsync backend, which hands every
+ * tensor to cudaMallocAsync: then no cache of PyTorch's is in front. */
+static bool async_backend(void)
+{
+    const char *c = pytorch_conf();
+    for (const char *p = c; p && *p;) {
+        p += strspn(p, " ,");
+        size_t n = strcspn(p, ",");
+        if (n >= 23 && !strncmp(p, "backend:cudaMallocAsync", 23))
+            return true;
+        p += n;
+    }
+    return false;
+}
+
 int fp_fw_read_conf(fp_conf *c, fp_conf_report_fn report, void *ud)
 {
-    return fp_conf_from_env(c, getenv, report, ud, &conf_source);
+    int n = fp_conf_from_env(c, getenv, report, ud, &conf_source);
+    const char *mode = getenv("FRAGPOOL_PYTORCH_CACHE"), *pt = pytorch_conf();
+    if (conf_source && mode && !strcmp(mode, "async") && pt &&
+        !strcmp(pt, "backend:cudaMallocAsync"))
+        conf_source = NULL; /* fragpool run's own setting, nothing of the user's */
+    return n;
 }
 
 const char *fp_fw_conf_source(void)
@@ -89,6 +122,10 @@ static void pytorch_cache(void)
 {
     if (getenv(FP_NO_CACHE_VAR) || !dl_iterate_phdr(is_c10_cuda, NULL))
         return;
+    if (async_backend()) {
+        add_note("PyTorch ran its cudaMallocAsync backend: fragpool served every tensor");
+        return;
+    }
     const char *mode = getenv("FRAGPOOL_PYTORCH_CACHE");
     bool off = mode && strcmp(mode, "off") == 0;
     atomic_store(&cache_in_front, !off);
@@ -102,10 +139,11 @@ static void pytorch_cache(void)
         add_note("PyTorch found: fragpool set " FP_NO_CACHE_VAR "=1 at the first CUDA call");
     } else {
         fp_say("PyTorch's own caching allocator is on (libc10_cuda.so is loaded, " FP_NO_CACHE_VAR
-               " is unset), so fragpool sees only its segments; set " FP_NO_CACHE_VAR "=1 "
-               "(fragpool run does) to have fragpool serve the tensors");
+               " is unset), so fragpool sees only its segments; set "
+               "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (fragpool run does) to have "
+               "fragpool serve the tensors");
         add_note("PyTorch's own caching allocator was on: fragpool served its segments, not "
-                 "its tensors; set " FP_NO_CACHE_VAR "=1");
+                 "its tensors; set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
     }
 }
 

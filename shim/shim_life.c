@@ -172,6 +172,8 @@ static struct ranked_lock {
     {"stream-ordered blocks", NULL, NULL}, /* shim_mempool.c */
     /* the IPC channel's answer finds a block in the pools under it */
     {"IPC registry", NULL, NULL}, /* shim_ipc.c */
+    /* the C API's totals bases: a device's pools are read under it */
+    {"C API bases", NULL, NULL}, /* shim_api.c */
     /* grow lock, capture gate; per pool: the pool, its deferral, its VMM */
     {"device pools", fp_pools_fork_prepare, fp_pools_fork_after},
     /* leaves: taken under a pool's lock or under none */

@@ -329,9 +329,9 @@ static void trim_pool(fp_ctx_pool *d, void *ud)
 
 /* Gives back idle memory of fragpool's on dev until it holds at most
  * max(keep, used) or nothing idle is left. */
-static void trim_device(CUdevice dev, uint64_t keep)
+void fp_mempool_trim(CUdevice dev, uint64_t keep)
 {
-    if (atomic_load(&fp_shim.exiting))
+    if (!tracked(dev) || atomic_load(&fp_shim.exiting))
         return;
     uint64_t held = reserved_of(dev);
     if (held <= keep)
@@ -344,7 +344,7 @@ void fp_mempool_synchronized_slow(void)
 {
     for (CUdevice d = 0; d < FP_MP_DEVICES; d++)
         if (atomic_load_explicit(&devs[d].trims, memory_order_relaxed))
-            trim_device(d, atomic_load_explicit(&devs[d].threshold, memory_order_relaxed));
+            fp_mempool_trim(d, atomic_load_explicit(&devs[d].threshold, memory_order_relaxed));
 }
 
 static void set_threshold(CUdevice dev, uint64_t v)
@@ -408,7 +408,7 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     CUresult r = fp_real.cuMemPoolTrimTo(pool, minBytesToKeep);
     CUdevice dev;
     if (r == CUDA_SUCCESS && (dev = stand_in(pool)) >= 0)
-        trim_device(dev, minBytesToKeep);
+        fp_mempool_trim(dev, minBytesToKeep);
     return r;
 }
 

@@ -59,6 +59,13 @@ static inline void fp_mempool_ctx_gone(void)
         fp_mempool_ctx_gone_slow();
 }
 
+/* Gives back idle memory of fragpool's on dev (every pool of the device)
+ * until it holds at most max(keep, the stream-ordered bytes in use), or
+ * nothing idle is left: as safe as empty_cache (a classic pool
+ * synchronizes its context first, a virtual-memory pool's unmaps wait for
+ * each page's work).  cuMemPoolTrimTo and torch.cuda.empty_cache. */
+void fp_mempool_trim(CUdevice dev, uint64_t keep);
+
 /* A synchronization of the program's succeeded: devices with a release
  * threshold give back idle memory above it. */
 void fp_mempool_synchronized_slow(void);

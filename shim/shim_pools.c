@@ -43,6 +43,10 @@
 
 static fp_ctx_pool pools[FP_MAX_POOLS];
 static atomic_int npools;
+/* set_per_process_memory_fraction, by device ordinal: the fraction the
+ * program set at run time (over the configuration's), or < 0 for none. */
+#define FP_FRACTION_DEVICES 64
+static _Atomic(double) fraction_of[FP_FRACTION_DEVICES] = {[0 ... FP_FRACTION_DEVICES - 1] = -1.0};
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static FP_THREAD_LOCAL CUresult last_error;
 
@@ -254,6 +258,9 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         d->name[0] = '\0';
     fp_pool_opts o = fp_shim.conf.pool;
     o.device_total = total;
+    double f = dev >= 0 && dev < FP_FRACTION_DEVICES ? atomic_load(&fraction_of[dev]) : -1.0;
+    if (f >= 0)
+        o.memory_fraction = f;
     fp_backend be = {
         .ctx = d, .reserve = be_reserve, .release = be_release, .synchronize = be_synchronize};
     d->segments_asked = o.expandable_segments;
@@ -449,6 +456,30 @@ size_t fp_pools_idle(CUdevice dev)
         fp_pools_put(&pools[i]);
     }
     return idle;
+}
+
+int fp_pools_set_fraction(CUdevice dev, double fraction)
+{
+    if (dev < 0 || dev >= FP_FRACTION_DEVICES)
+        return ENODEV;
+    if (!(fraction >= 0 && fraction <= 1))
+        return EINVAL;
+    atomic_store(&fraction_of[dev], fraction); /* for pools made from now on */
+    int n = atomic_load_explicit(&npools, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (!hold(&pools[i], false))
+            continue;
+        if (pools[i].dev == dev)
+            fp_pool_set_fraction(pools[i].pool, fraction);
+        fp_pools_put(&pools[i]);
+    }
+    return 0;
+}
+
+double fp_pools_fraction(CUdevice dev)
+{
+    double f = dev >= 0 && dev < FP_FRACTION_DEVICES ? atomic_load(&fraction_of[dev]) : -1.0;
+    return f >= 0 ? f : fp_shim.conf.pool.memory_fraction;
 }
 
 void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud)

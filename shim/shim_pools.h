@@ -72,6 +72,12 @@ bool fp_pools_retired(fp_ctx_pool *d);
 void fp_pools_retire(CUcontext ctx, CUdevice dev, bool by_device);
 /* Synchronizes the context of d, from any thread. */
 int fp_pools_sync(fp_ctx_pool *d);
+/* set_per_process_memory_fraction: the cap of every pool of device dev,
+ * now and for pools made later, becomes fraction x the device's memory
+ * (0: no fraction).  0, EINVAL outside [0, 1], or ENODEV past 64 devices. */
+int fp_pools_set_fraction(CUdevice dev, double fraction);
+/* The fraction in force on dev: the program's, else the configuration's. */
+double fp_pools_fraction(CUdevice dev);
 /* Idle cached bytes of every pool of device dev. */
 size_t fp_pools_idle(CUdevice dev);
 /* fork: every lock of the pools, taken in the order the shim nests them

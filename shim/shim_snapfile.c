@@ -2,6 +2,9 @@
  * pickle of torch.cuda.memory._dump_snapshot, report/fp_snapshot.h) at
  * exit, and to PATH.N on the n-th SIGUSR1 with dump_on_sigusr1:1.
  *
+ * fp_snapfile_write writes one to a given file at any time, for the C
+ * API (torch.cuda.memory._snapshot under fragpool's Python side).
+ *
  * The segments and blocks are the pools' own (fp_pool_walk); the trace
  * entries and frames are the recorder's (shim_snaprec.c), whose lock is
  * held through the whole write.
@@ -88,10 +91,30 @@ static void write_snapshot(unsigned dump)
                strerror(err));
 }
 
+int fp_snapfile_write(const char *path)
+{
+    char why[FP_OUT_PATH_MAX + 256];
+    int fd, err = fp_file_create(path, &fd, why, sizeof why) ? EIO : 0;
+    if (err) {
+        fp_say("snapshot: cannot write '%s': %s; writing no snapshot", path, why);
+        return err;
+    }
+    fp_snap_lock();
+    err = write_to(fd);
+    fp_snap_unlock();
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (err)
+        fp_say("snapshot: writing '%s' failed: %s; the snapshot is incomplete", path,
+               strerror(err));
+    return err;
+}
+
 void fp_snapfile_write_exit(void)
 {
-    if (!fp_snap_on() || !atomic_load(&fp_shim.used))
-        return;
+    const char *path = fp_shim.conf.snapshot;
+    if (!fp_snap_on() || !atomic_load(&fp_shim.used) || !path[0] || strcmp(path, "off") == 0)
+        return; /* recording only for the C API: no file at exit */
     fp_snap_lock();
     write_snapshot(0); /* recording stays on: the summary's leak report reads it */
     fp_snap_unlock();
@@ -99,7 +122,8 @@ void fp_snapfile_write_exit(void)
 
 void fp_snapfile_dump(unsigned n)
 {
-    if (!fp_snap_on())
+    const char *path = fp_shim.conf.snapshot;
+    if (!fp_snap_on() || !path[0] || strcmp(path, "off") == 0)
         return;
     fp_snap_lock();
     if (!atomic_load(&fp_shim.exiting))

@@ -7,8 +7,9 @@
  * block goes straight back to best fit, deferred reuse only delays the
  * device's use of it, never the pool's); segment_alloc and segment_free;
  * oom.  time_us is CLOCK_REALTIME in microseconds; stream is the program's
- * CUstream value, as PyTorch records it.  Recorded only while
- * snapshot:PATH is set.
+ * CUstream value, as PyTorch records it.  Recorded while snapshot:PATH is
+ * set, and between fp_snap_start and fp_snap_stop (the C API's
+ * fragpool_record_history, torch.cuda.memory._record_memory_history).
  *
  * trace_stacks:N (opt in): glibc backtrace() in the allocation path only,
  * stored raw in the ring beside the entry; symbolized (dladdr) only when
@@ -38,6 +39,7 @@
 #include "fp_vec.h"
 #include "shim_state.h"
 #include <dlfcn.h>
+#include <errno.h>
 #include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
@@ -109,26 +111,60 @@ void fp_snap_pending_fork_after(bool child)
     fp_mutex_fork_after(&pend_lock, child);
 }
 
-void fp_snap_open(void)
+/* The ring (and with frames, their array) on first use; nstack is fixed
+ * then.  Under lock, or before any other thread can record. */
+static int make_ring(unsigned frames)
 {
-    const char *path = fp_shim.conf.snapshot;
-    if (!path[0] || strcmp(path, "off") == 0)
-        return;
-    nstack = (unsigned)fp_shim.conf.trace_stacks;
+    if (ring)
+        return 0;
+    nstack = frames;
     ring = calloc(FP_SNAP_RING, sizeof *ring);
     pcs = nstack ? calloc((size_t)FP_SNAP_RING * nstack, sizeof *pcs) : NULL;
     if (!ring || (nstack && !pcs)) {
         free(ring);
         free(pcs);
-        fp_say("snapshot: out of memory for the %u-entry ring; writing no snapshot", FP_SNAP_RING);
-        return;
+        ring = NULL;
+        pcs = NULL;
+        nstack = 0;
+        return ENOMEM;
     }
     if (nstack) { /* backtrace loads its unwinder on first use: not in the hot path */
         void *warm[4];
         backtrace(warm, 4);
         dl_iterate_phdr(find_own, (void *)(uintptr_t)&fp_snap_open);
     }
+    return 0;
+}
+
+void fp_snap_open(void)
+{
+    const char *path = fp_shim.conf.snapshot;
+    if (!path[0] || strcmp(path, "off") == 0)
+        return;
+    if (make_ring((unsigned)fp_shim.conf.trace_stacks)) {
+        fp_say("snapshot: out of memory for the %u-entry ring; writing no snapshot", FP_SNAP_RING);
+        return;
+    }
     atomic_store(&fp_snap_recording, true);
+}
+
+int fp_snap_start(unsigned frames, bool clear)
+{
+    pthread_mutex_lock(&lock);
+    int err = make_ring(frames < 32 ? frames : 32);
+    if (!err && clear)
+        head = 0;
+    if (!err)
+        atomic_store(&fp_snap_recording, true);
+    pthread_mutex_unlock(&lock);
+    return err;
+}
+
+void fp_snap_stop(void)
+{
+    pthread_mutex_lock(&lock);
+    atomic_store(&fp_snap_recording, false);
+    pthread_mutex_unlock(&lock);
 }
 
 static int64_t now_us(void)
@@ -175,6 +211,9 @@ static void flush_pending_locked(void)
 static void record(fp_snap_entry e, bool stack, int pair)
 {
     void *st[32];
+    /* pairs with fp_snap_start's store: the ring and nstack are seen whole */
+    if (!atomic_load_explicit(&fp_snap_recording, memory_order_acquire))
+        return;
     if (stack && nstack)
         take_stack(st);
     e.time_us = now_us();
@@ -366,6 +405,11 @@ void fp_snap_unlock(void)
 
 void fp_snap_spans(const fp_snap_entry *ev[2], size_t nev[2])
 {
+    if (!ring) { /* never recorded: segments and blocks only */
+        ev[0] = ev[1] = NULL;
+        nev[0] = nev[1] = 0;
+        return;
+    }
     size_t n = head < FP_SNAP_RING ? (size_t)head : FP_SNAP_RING;
     size_t start = head < FP_SNAP_RING ? 0 : (size_t)(head % FP_SNAP_RING);
     ev[0] = ring + start;

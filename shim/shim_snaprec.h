@@ -13,6 +13,12 @@
 
 /* At setup (first CUDA call): the ring, when snapshot:PATH is set. */
 void fp_snap_open(void);
+/* Recording on from now (the ring made on first use, with frames of
+ * up to frames entries: fixed by the first start), the entries so far
+ * dropped when clear.  0, or ENOMEM (recording stays as it was). */
+int fp_snap_start(unsigned frames, bool clear);
+/* Recording off; the entries stay for the next snapshot. */
+void fp_snap_stop(void);
 /* Set while snapshot:PATH records (shim_snaprec.c). */
 extern atomic_bool fp_snap_recording;
 /* Whether the recorder is on.  Inline, one relaxed load: every allocation

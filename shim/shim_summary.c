@@ -314,8 +314,40 @@ void fp_summary_dump(unsigned n)
     pthread_mutex_unlock(&summary_lock);
 }
 
+/* The text of the latest OOM, for fragpool_last_oom (under summary_lock). */
+static char oom_text[8192];
+static size_t oom_len;
+static uint64_t oom_count;
+
+void fp_summary_oom_say(const char *text, bool first)
+{
+    size_t n = strlen(text);
+    fp_write_capped(2, text, n);
+    pthread_mutex_lock(&summary_lock);
+    if (first) {
+        oom_count++;
+        oom_len = 0;
+    }
+    size_t room = sizeof oom_text - 1 - oom_len;
+    memcpy(oom_text + oom_len, text, n < room ? n : room);
+    oom_len += n < room ? n : room;
+    oom_text[oom_len] = '\0';
+    pthread_mutex_unlock(&summary_lock);
+}
+
+uint64_t fp_summary_oom_text(char *buf, size_t len)
+{
+    pthread_mutex_lock(&summary_lock);
+    uint64_t n = oom_count;
+    if (buf && len)
+        snprintf(buf, len, "%s", oom_text);
+    pthread_mutex_unlock(&summary_lock);
+    return n;
+}
+
 void fp_summary_oom(fp_ctx_pool *d, fp_oom_info *o, size_t *device_free)
 {
+    char text[2048];
     fp_pool_stats st;
     fp_pool_last_oom(d->pool, o);
     fp_pool_get_stats(d->pool, &st);
@@ -323,8 +355,9 @@ void fp_summary_oom(fp_ctx_pool *d, fp_oom_info *o, size_t *device_free)
     if (fp_real.cuMemGetInfo_v2 && fp_real.cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS)
         fr = (size_t)-1;
     *device_free = fr;
-    fp_sink s = fp_sink_fd(2);
+    fp_sink s = fp_sink_buffer(text, sizeof text);
     fp_oom_message(o, &st, fp_pool_get_opts(d->pool), d->dev, d->total, fr, &s);
+    fp_summary_oom_say(text, true);
 }
 
 void fp_summary_oom_host(fp_sink *s)

@@ -17,6 +17,12 @@
  * *o gets the failure they report, *device_free the device's free bytes
  * then ((size_t)-1 unknown). */
 void fp_summary_oom(fp_ctx_pool *d, fp_oom_info *o, size_t *device_free);
+/* Lines of an OOM report: to stderr, and kept as the text of the latest
+ * OOM (first: this one starts a new report). */
+void fp_summary_oom_say(const char *text, bool first);
+/* OOM reports so far, and the latest one's text in buf[len] (cut short
+ * where it does not fit). */
+uint64_t fp_summary_oom_text(char *buf, size_t len);
 /* The OOM report's note on pinned host memory, when it is large. */
 void fp_summary_oom_host(fp_sink *s);
 /* One more line for the exit summary's notes (the text stays the

@@ -25,9 +25,10 @@
 
 static void set3(fp_stat s[FP_NKINDS], int64_t cur, int64_t peak, int64_t tot, int64_t freed)
 {
-    s[FP_ALL] = (fp_stat){cur, peak, tot, freed};
-    s[FP_SMALL] = (fp_stat){cur / 4, peak / 4, tot / 4, freed / 4};
-    s[FP_LARGE] = (fp_stat){cur - cur / 4, peak - peak / 4, tot - tot / 4, freed - freed / 4};
+    s[FP_ALL] = (fp_stat){cur, peak, tot, freed, peak};
+    s[FP_SMALL] = (fp_stat){cur / 4, peak / 4, tot / 4, freed / 4, peak / 4};
+    s[FP_LARGE] = (fp_stat){cur - cur / 4, peak - peak / 4, tot - tot / 4, freed - freed / 4,
+                            peak - peak / 4};
 }
 
 static fp_pool_stats known_stats(void)
@@ -43,8 +44,8 @@ static fp_pool_stats known_stats(void)
     set3(st.active, 120, 400, 1000, 880);
     set3(st.segments, 10, 30, 40, 30);
     set3(st.inactive_split, 7, 20, 500, 493);
-    st.oversize_allocations = (fp_stat){1, 2, 3, 2};
-    st.oversize_segments = (fp_stat){1, 1, 2, 1};
+    st.oversize_allocations = (fp_stat){1, 2, 3, 2, 2};
+    st.oversize_segments = (fp_stat){1, 1, 2, 1, 1};
     st.num_allocs = 1000;
     st.num_frees = 900;
     st.num_cache_hits = 990;

@@ -208,13 +208,64 @@ static void test_stats_since(void **state)
     fixture_close(&f);
 }
 
+/* reset_peak_memory_stats: every mark drops to its current value and
+ * rises with it again; the run's own peak never moves back. */
+static void test_reset_peaks(void **state)
+{
+    (void)state;
+    pool_fixture f;
+    fixture_open(&f, NULL, SIZE_MAX);
+    uint64_t a = alloc_ok(f.p, 3 * MiB), b = alloc_ok(f.p, 5 * MiB);
+    free_ok(f.p, b);
+    fp_pool_stats s = stats_of(f.p);
+    EQ(s.allocated_bytes[FP_ALL].mark, 8 * MiB);
+    fp_pool_reset_peaks(f.p);
+    check_pool(f.p);
+    s = stats_of(f.p);
+    EQ(s.allocated_bytes[FP_ALL].mark, 3 * MiB);
+    EQ(s.allocated_bytes[FP_ALL].peak, 8 * MiB);
+    EQ(s.allocations[FP_ALL].mark, 1);
+    EQ(s.reserved_bytes[FP_ALL].mark, s.reserved_bytes[FP_ALL].current);
+    uint64_t c = alloc_ok(f.p, 1 * MiB);
+    s = stats_of(f.p);
+    EQ(s.allocated_bytes[FP_ALL].mark, 4 * MiB);
+    EQ(s.allocated_bytes[FP_ALL].peak, 8 * MiB);
+    free_ok(f.p, a);
+    free_ok(f.p, c);
+    fixture_close(&f);
+}
+
+/* set_per_process_memory_fraction: the cap follows the fraction, down and
+ * up again; a fraction outside [0, 1] is refused and changes nothing. */
+static void test_set_fraction(void **state)
+{
+    (void)state;
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.expandable_segments = FP_VMM_OFF;
+    o.device_total = 100 * MiB;
+    pool_fixture f;
+    fixture_open(&f, &o, SIZE_MAX);
+    uint64_t a = alloc_ok(f.p, 30 * MiB);
+    EQ(fp_pool_set_fraction(f.p, 0.5), 0);
+    uint64_t x;
+    EQ(alloc_try(f.p, 30 * MiB, &x), ENOMEM); /* 30 + 30 > 50 */
+    EQ(fp_pool_set_fraction(f.p, 1.5), EINVAL);
+    EQ(fp_pool_set_fraction(f.p, -0.1), EINVAL);
+    EQ(alloc_try(f.p, 30 * MiB, &x), ENOMEM);
+    EQ(fp_pool_set_fraction(f.p, 0), 0); /* no fraction: no cap */
+    uint64_t b = alloc_ok(f.p, 30 * MiB);
+    free_ok(f.p, a);
+    free_ok(f.p, b);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stats_sequence),
-        cmocka_unit_test(test_stats_since),
-        cmocka_unit_test(test_stats_oversize),
-        cmocka_unit_test(test_divisions_effect),
+        cmocka_unit_test(test_stats_sequence), cmocka_unit_test(test_stats_since),
+        cmocka_unit_test(test_stats_oversize), cmocka_unit_test(test_divisions_effect),
+        cmocka_unit_test(test_reset_peaks),    cmocka_unit_test(test_set_fraction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

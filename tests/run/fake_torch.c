@@ -62,6 +62,8 @@ int main(int argc, char **argv)
         one_allocation();
     const char *v = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
     printf("ran=1\nPYTORCH_NO_CUDA_MEMORY_CACHING=%s\n", v ? v : "(unset)");
+    const char *c = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    printf("PYTORCH_CUDA_ALLOC_CONF=%s\n", c ? c : "(unset)");
     printf("LD_PRELOAD.len=%zu LD_LIBRARY_PATH.len=%zu\n", len_of("LD_PRELOAD"),
            len_of("LD_LIBRARY_PATH"));
     return 0;

@@ -6,14 +6,16 @@
  *
  * Checked:
  *  - a Python command (by its name, or a script whose "#!/usr/bin/env
- *    python" line runs it, found on PATH) gets
- *    PYTORCH_NO_CUDA_MEMORY_CACHING=1 from fragpool run, which says so in
- *    one line; --keep-framework-cache leaves it unset, and the summary
- *    notes PyTorch's cache;
- *  - a program that is not a Python command but loads libc10_cuda.so
- *    gets the variable from the shim, before its first allocation, under
- *    fragpool run; under a plain LD_PRELOAD the shim says once what to
- *    set, and the summary notes it; without libc10_cuda.so nothing is said;
+ *    python" line runs it, found on PATH) gets PyTorch's cudaMallocAsync
+ *    backend (backend:cudaMallocAsync in PYTORCH_CUDA_ALLOC_CONF) from
+ *    fragpool run, which says so in one line, and the summary notes it;
+ *    --keep-framework-cache leaves it unset, and the summary notes
+ *    PyTorch's cache;
+ *  - a program that is not a Python command gets the backend too, without
+ *    the line; a backend the user named stays, and with backend:native the
+ *    shim sets PYTORCH_NO_CUDA_MEMORY_CACHING=1 before the first
+ *    allocation; under a plain LD_PRELOAD the shim says once what to set,
+ *    and the summary notes it; without libc10_cuda.so nothing is said;
  *  - with FRAGPOOL_CONF unset, the keys fragpool knows come from
  *    PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF), PyTorch's own keys
  *    make no error, one line says so, and the summary shows the source;
@@ -34,7 +36,9 @@
 #define NO_CACHE      "PYTORCH_NO_CUDA_MEMORY_CACHING"
 #define WARN          "fragpool: PyTorch's own caching allocator is on"
 #define SHIM_SET      "fragpool: PyTorch is loaded (libc10_cuda.so): set " NO_CACHE "=1"
-#define RUN_SET       " is a Python program: setting " NO_CACHE "=1"
+#define RUN_SET       " is a Python program: PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync..."
+#define ASYNC_OUT     "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync\n"
+#define ASYNC_NOTE    "| Notes                 | PyTorch ran its cudaMallocAsync backend"
 #define UNSET_LINE    "fragpool: FRAGPOOL_CONF is unset; taking "
 
 typedef struct result {
@@ -119,23 +123,24 @@ static void ran_ok(const result *r)
 
 /* ---- PyTorch's cache ------------------------------------------------------ */
 
-static void python_gets_no_cache(void **state)
+static void python_gets_async_backend(void **state)
 {
     (void)state;
     result r;
     run_fp(&r, NULL, FP_FAKE_PY, "torch", NULL);
     ran_ok(&r);
-    has(r.out, NO_CACHE "=1\n");
+    has(r.out, NO_CACHE "=(unset)\n");
+    has(r.out, ASYNC_OUT);
     assert_int_equal(fp_t_count_of(r.err, RUN_SET), 1);
     lacks(r.err, WARN);
-    lacks(r.err, SHIM_SET); /* already set: the shim has nothing to do */
-    has(r.err, "Config source         | defaults");
-    lacks(r.err, "| Notes");
+    lacks(r.err, SHIM_SET);
+    has(r.err, "Config source         | defaults"); /* run's own setting is not the user's */
+    has(r.err, ASYNC_NOTE);
 }
 
 /* A script whose #! line runs python through env (the interpreter itself
  * in a sanitizer build), found on PATH. */
-static void python_script_gets_no_cache(void **state)
+static void python_script_gets_async_backend(void **state)
 {
     (void)state;
     char dir[] = "/tmp/fp-run-XXXXXX", script[64], path[4200];
@@ -160,7 +165,7 @@ static void python_script_gets_no_cache(void **state)
     unlink(script);
     rmdir(dir);
     ran_ok(&r);
-    has(r.out, NO_CACHE "=1\n");
+    has(r.out, ASYNC_OUT);
     has(r.err, "fragpool run: train" RUN_SET);
 }
 
@@ -178,14 +183,30 @@ static void keep_framework_cache(void **state)
     has(r.err, "| Notes                 | PyTorch's own caching allocator stayed on");
 }
 
-/* Not a Python command, but PyTorch once it runs: the shim sets it. */
-static void app_gets_no_cache_from_shim(void **state)
+/* Not a Python command, but PyTorch once it runs: the backend, no line. */
+static void app_gets_async_backend(void **state)
 {
     (void)state;
     result r;
     run_fp(&r, NULL, FP_FAKE_APP, "torch", NULL);
     ran_ok(&r);
     lacks(r.err, RUN_SET);
+    lacks(r.err, SHIM_SET);
+    has(r.out, ASYNC_OUT);
+    has(r.out, NO_CACHE "=(unset)\n");
+    has(r.err, ASYNC_NOTE);
+}
+
+/* The user named PyTorch's native backend: run leaves it, and the shim
+ * turns PyTorch's cache off at the first CUDA call instead. */
+static void native_backend_gets_no_cache(void **state)
+{
+    (void)state;
+    const char *add[] = {"PYTORCH_CUDA_ALLOC_CONF=backend:native", NULL};
+    result r;
+    run_fp(&r, NULL, FP_FAKE_APP, "torch", add);
+    ran_ok(&r);
+    has(r.out, "PYTORCH_CUDA_ALLOC_CONF=backend:native\n");
     assert_int_equal(fp_t_count_of(r.err, SHIM_SET), 1);
     has(r.out, NO_CACHE "=1\n");
     has(r.err, "| Notes                 | PyTorch found: fragpool set ");
@@ -202,7 +223,8 @@ static void preload_warns_once(void **state)
     ran_ok(&r);
     has(r.out, NO_CACHE "=(unset)\n");
     assert_int_equal(fp_t_count_of(r.err, WARN), 1);
-    has(r.err, "set " NO_CACHE "=1 (fragpool run does) to have fragpool serve the tensors");
+    has(r.err, "set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (fragpool run does) to have "
+               "fragpool serve the tensors");
     has(r.err, "| Notes                 | PyTorch's own caching allocator was on");
 }
 
@@ -321,10 +343,11 @@ static void long_paths_whole(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(python_gets_no_cache, fp_t_release_held),
-        cmocka_unit_test_teardown(python_script_gets_no_cache, fp_t_release_held),
+        cmocka_unit_test_teardown(python_gets_async_backend, fp_t_release_held),
+        cmocka_unit_test_teardown(python_script_gets_async_backend, fp_t_release_held),
         cmocka_unit_test_teardown(keep_framework_cache, fp_t_release_held),
-        cmocka_unit_test_teardown(app_gets_no_cache_from_shim, fp_t_release_held),
+        cmocka_unit_test_teardown(app_gets_async_backend, fp_t_release_held),
+        cmocka_unit_test_teardown(native_backend_gets_no_cache, fp_t_release_held),
         cmocka_unit_test_teardown(preload_warns_once, fp_t_release_held),
         cmocka_unit_test_teardown(no_torch_no_word, fp_t_release_held),
         cmocka_unit_test_teardown(pytorch_alloc_conf, fp_t_release_held),

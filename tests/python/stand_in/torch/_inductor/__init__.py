@@ -1,0 +1,1 @@
+"""torch._inductor of the stand-in: only its config."""
