@@ -8,7 +8,8 @@ memory_summary, max_memory_*, reset_*_memory_stats,
 set_per_process_memory_fraction, empty_cache, _record_memory_history and
 _snapshot/_dump_snapshot answer from fragpool's pools, an OOM's
 torch.OutOfMemoryError carries fragpool's explanation, and torch.compile's
-reduce-overhead mode uses plain CUDA graph capture.  Nothing happens until
+reduce-overhead mode compiles without CUDA graphs (which PyTorch's
+cudaMallocAsync backend cannot capture), in one line.  Nothing happens until
 torch is imported, and nothing at all without libfragpool.so in the
 process.
 
@@ -90,7 +91,7 @@ def _install():
                          "`fragpool run`\n")
         return
     _hook.after_import("torch", _on_torch)
-    _hook.after_import("torch._inductor.config", _torch.patch_inductor)
+    _hook.after_import("torch._inductor", _torch.patch_inductor)
 
 
 _install()

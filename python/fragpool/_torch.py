@@ -12,9 +12,8 @@ _snapshot, _dump_snapshot, and HF Trainer's or Lightning's metrics
 through them) then reads fragpool's numbers, with no change to the script.
 
 Also: torch.OutOfMemoryError's text gets fragpool's explanation of the
-failure (its numbers and the setting a replay proved), and inductor's
-cudagraph trees, which need PyTorch's own allocator's private pools, are
-set aside for plain CUDA graph capture (patch_inductor).
+failure (its numbers and the setting a replay proved), and torch.compile's
+modes that capture CUDA graphs compile without them (patch_inductor).
 
 Invariant: each patch is applied once, keeps the original beside it
 (_ORIG), and falls back to it for anything fragpool cannot answer (a
@@ -171,13 +170,31 @@ def patch(torch):
     return True
 
 
-def patch_inductor(config):
-    """torch._inductor.config: cudagraph trees off (plain capture instead)."""
-    triton = getattr(config, "triton", None)
-    if triton is None or not getattr(triton, "cudagraph_trees", False):
+def patch_inductor(inductor):
+    """torch._inductor: the compile modes that capture CUDA graphs
+    (reduce-overhead, max-autotune) compile without them, one line the
+    first time.  PyTorch's cudaMallocAsync backend, which hands fragpool
+    the tensors, supports neither inductor's cudagraph trees
+    (checkPoolLiveAllocations) nor its plain capture (a driver error at the
+    first replay), measured with PyTorch alone (docs/pytorch.md, "CUDA
+    graphs"); torch.cuda.graph itself works."""
+    orig = getattr(inductor, "list_mode_options", None)
+    if orig is None or "list_mode_options" in _ORIG:
         return
-    triton.cudagraph_trees = False
-    if os.environ.get("FRAGPOOL_QUIET_PYTHON") != "1":
-        _say("torch.compile's CUDA graphs (mode='reduce-overhead') use plain graph capture "
-             "under fragpool (inductor's triton.cudagraph_trees=False): cudagraph trees need "
-             "PyTorch's own caching allocator (run with --keep-framework-cache for them)")
+    _ORIG["list_mode_options"] = orig
+    said = []
+
+    def list_mode_options(mode=None, dynamic=None):
+        opts = dict(orig(mode, dynamic))
+        if opts.get("triton.cudagraphs"):
+            opts["triton.cudagraphs"] = False
+            if not said:
+                said.append(mode)
+                _say(f"torch.compile(mode={mode!r}) compiles without CUDA graphs under fragpool: "
+                     "PyTorch's cudaMallocAsync backend, which hands fragpool the tensors, "
+                     "cannot capture inductor's graphs; the results are the same. For the graphs, "
+                     "run with `fragpool run --keep-framework-cache` (fragpool then serves "
+                     "PyTorch's segments)")
+        return opts
+
+    inductor.list_mode_options = list_mode_options

@@ -17,7 +17,8 @@ and checks what it printed:
   - snapshot: _record_memory_history then 10 allocations: _snapshot has
     the segments and the 10 allocations in PyTorch's layout, _dump_snapshot's
     pickle is the same, and recording stops when asked;
-  - inductor's cudagraph trees are set aside, in one line;
+  - torch.compile's modes that capture CUDA graphs compile without them,
+    said in one line;
   - `fragpool run` adds backend:cudaMallocAsync to PyTorch's settings,
     keeps the user's keys, leaves a backend the user chose, and
     --keep-framework-cache leaves torch's API alone;
@@ -108,8 +109,11 @@ class TorchSide(unittest.TestCase):
 
     def test_inductor(self):
         o, err = run("inductor")
-        self.assertFalse(o["trees"])
-        self.assertEqual(err.count("cudagraph_trees=False"), 1)
+        ro, ma, default = o["modes"]
+        self.assertEqual(ro, {"triton.cudagraphs": False})
+        self.assertEqual(ma, {"max_autotune": True, "triton.cudagraphs": False})
+        self.assertEqual(default, {})
+        self.assertEqual(err.count("compiles without CUDA graphs under fragpool"), 1)
 
     def test_run_sets_backend(self):
         o, err = run("untouched")

@@ -69,9 +69,9 @@ elif case == "snapshot":
     out.update(segments=s["segments"], traces=s["device_traces"], loaded_same=loaded == s,
                settings=s.get("allocator_settings"), after_stop=len(s2["device_traces"][0]))
 elif case == "inductor":
-    import torch._inductor.config as ic
+    import torch._inductor as ind
 
-    out["trees"] = ic.triton.cudagraph_trees
+    out["modes"] = [ind.list_mode_options(m) for m in ("reduce-overhead", "max-autotune", None)]
 elif case == "untouched":
     out["stats"] = torch.cuda.memory.memory_stats()
 print(json.dumps(out))
