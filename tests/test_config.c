@@ -524,6 +524,29 @@ static void test_duplicate(void **state)
     assert_int_equal(parse("max_split_size_mb:20,max_split_size_mb:1024", &c, &cap), 2);
     assert_int_equal(c.pool.max_split_size, SIZE_MAX);
 
+    /* an alias after its other name, either way round: the first counts */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("host_max_cached_mb:3,pinned_max_cached_size_mb:5", &c, &cap), 1);
+    assert_string_equal(cap.buf, "fragpool: FRAGPOOL_CONF: 'pinned_max_cached_size_mb:5': "
+                                 "pinned_max_cached_size_mb is another name of "
+                                 "host_max_cached_mb, given before; only the first counts; "
+                                 "ignoring this entry (pinned_max_cached_size_mb stays 3), "
+                                 "the rest still applies\n");
+    assert_int_equal(c.host_max_cached, 3 * MIB);
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("pinned_max_cached_size_mb:5,host_max_cached_mb:3", &c, &cap), 1);
+    assert_non_null(strstr(cap.buf, "'host_max_cached_mb:3': host_max_cached_mb is another "
+                                    "name of pinned_max_cached_size_mb, given before"));
+    assert_int_equal(c.host_max_cached, 5 * MIB);
+    /* ... even when the first was bad: then the default stays */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("host_max_cached_mb:x,pinned_max_cached_size_mb:5", &c, &cap), 2);
+    assert_int_equal(c.host_max_cached, SIZE_MAX);
+    /* the same value twice (as fp_conf_format writes it) is no problem */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("host_max_cached_mb:7,pinned_max_cached_size_mb:7", &c, &cap), 0);
+    assert_int_equal(c.host_max_cached, 7 * MIB);
+
     /* a second call is not a duplicate: later text overrides */
     memset(&cap, 0, sizeof cap);
     assert_int_equal(parse("strict:1", &c, &cap), 0);
