@@ -554,6 +554,35 @@ static void test_duplicate(void **state)
     assert_int_equal(c.strict, 0);
 }
 
+/* vmm_page_mb and vmm_reserve_mb past what the device (or, with no size,
+ * the address space) allows: the parser takes them, fp_conf_vmm_note
+ * words the clamp in one line; within the limits there is no line. */
+static void test_vmm_note(void **state)
+{
+    (void)state;
+    char line[512];
+    fp_conf c;
+    capture cap = {0};
+    assert_int_equal(parse("vmm_page_mb:20000,vmm_reserve_mb:8796093022208", &c, &cap), 0);
+    c.pool.device_total = (size_t)16 << 30;
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, sizeof line), 1);
+    assert_string_equal(line, "vmm_page_mb:20000 is more than a page may be (at most an eighth "
+                              "of the device's 16384 MiB); using 2048 MiB pages; "
+                              "vmm_reserve_mb:8796093022208 is more address space than a range "
+                              "may take (at most 4 times the device's 16384 MiB); reserving "
+                              "65536 MiB per range");
+    c.pool.device_total = 0;
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, sizeof line), 1);
+    assert_string_equal(line, "vmm_reserve_mb:8796093022208 is more address space than a range "
+                              "may take (at most 4 TiB with no device size known); reserving "
+                              "4180000 MiB per range"); /* whole 20000 MiB pages */
+    assert_int_equal(parse("vmm_page_mb:2048,vmm_reserve_mb:65536", &c, &cap), 0);
+    c.pool.device_total = (size_t)16 << 30;
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, sizeof line), 0);
+    assert_string_equal(line, "");
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, 8), 0);
+}
+
 /* ---- the table of bad inputs ------------------------------------------- */
 #define A16 "aaaaaaaaaaaaaaaa"
 #define A64 A16 A16 A16 A16
@@ -1216,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_bad_in_middle),
         cmocka_unit_test(test_unclosed_bracket),
         cmocka_unit_test(test_duplicate),
+        cmocka_unit_test(test_vmm_note),
         cmocka_unit_test(test_bad_table),
         cmocka_unit_test(test_long_inputs),
         cmocka_unit_test(test_random_bytes),
