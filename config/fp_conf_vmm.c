@@ -34,8 +34,7 @@ static void put_source(fp_sink *b, size_t total, const char *device, const char 
     put_mib(b, total);
 }
 
-int fp_conf_vmm_note(const fp_pool_opts *o, size_t gran, const char *device, char *buf,
-                     size_t len)
+int fp_conf_vmm_note(const fp_pool_opts *o, size_t gran, const char *device, char *buf, size_t len)
 {
     fp_vmm_sizes z;
     fp_vmm_size(o, gran, &z);
