@@ -94,6 +94,10 @@ int fp_cli_output_done(const char *cmd, int sink_err);
  * says so), then text as --conf; problems are printed on stderr.  Returns
  * the number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
+/* With virtual-memory segments, one line on stderr when vmm_page_mb or
+ * vmm_reserve_mb of c is more than a device of budget bytes (0: none
+ * given) allows, and the limit the replay uses instead (fp_vmm_size). */
+void fp_cli_vmm_note(const fp_conf *c, size_t budget);
 /* Where this fragpool's pieces are, found from this executable's own
  * path: the installed layout (PREFIX/BINDIR/fragpool, PREFIX/LIBDIR/fragpool/,
  * GNUInstallDirs) first, then the build tree (build/bin, build/lib). */

@@ -92,6 +92,16 @@ int fp_cli_conf(const char *text, fp_conf *c)
     return n + fp_conf_parse_as(text, "--conf", 0, c, print_problem, NULL);
 }
 
+void fp_cli_vmm_note(const fp_conf *c, size_t budget)
+{
+    fp_pool_opts o = c->pool;
+    char line[512];
+    o.device_total = o.device_total ? o.device_total : budget;
+    if (o.expandable_segments &&
+        fp_conf_vmm_note(&o, 2 * FP_MIB, "the budget's", line, sizeof line))
+        fprintf(stderr, "fragpool: %s\n", line);
+}
+
 /* The folder of this executable, without the trailing slash. */
 static int exe_dir(char *out, size_t len)
 {

@@ -1,7 +1,9 @@
 /* cmd_config.c - `fragpool config [K:V,...]`: every key of the option
  * table with its default, accepted values and meaning; with an argument,
  * that text is checked as FRAGPOOL_CONF would be: its problems, one line
- * each, and exit status 1; or, with none, the effective configuration
+ * each, and exit status 1; or, with none, the effective configuration (and
+ * a line on stderr when a virtual-memory key is past what any device
+ * allows)
  * (exit status 1 when stdout cannot be written: one line on stderr says
  * so). */
 #include "cli.h"
@@ -33,7 +35,8 @@ int fp_cmd_config(int argc, char **argv)
     fp_conf c;
     fp_conf_default(&c);
     if (fp_conf_parse(argv[1], &c, print_problem, NULL))
-        return 1; /* the problems said what; the whole setting would bury them */
+        return 1;           /* the problems said what; the whole setting would bury them */
+    fp_cli_vmm_note(&c, 0); /* no device here: the address space's limits */
     char buf[4096];
     fp_conf_format(&c, buf, sizeof buf);
     printf("%s\n", buf);

@@ -115,6 +115,7 @@ int fp_cmd_replay(int argc, char **argv)
         return rc;
     fp_conf c;
     fp_cli_conf(a.conf, &c);
+    fp_cli_vmm_note(&c, a.budget);
     fp_trace t;
     char err[512];
     if (fp_trace_load(a.trace, &t, err, sizeof err)) {

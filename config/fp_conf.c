@@ -13,7 +13,9 @@
  *  - a row's parse function writes its field only when the whole value
  *    is good, so a rejected entry leaves fp_conf untouched;
  *  - the first occurrence of a key is the only one considered; later ones
- *    are reported as duplicates (whether the first was good or not);
+ *    are reported as duplicates (whether the first was good or not), and
+ *    so is an alias given after its other name with another value (the
+ *    same value, as fp_conf_format writes it, is no problem);
  *  - quoted input in a message is at most FP_SHOW bytes, with bytes
  *    outside printable ASCII written as \xNN, so a line stays one line;
  *  - a line names where the text came from (FRAGPOOL_CONF, a PyTorch
@@ -1209,6 +1211,39 @@ static void problem_duplicate(fp_parser *ps, fp_slice e, const fp_option *o)
     problem_key(ps, e, o, buf);
 }
 
+/* An alias given after its other name (two rows of one field). */
+static void problem_alias(fp_parser *ps, fp_slice e, const fp_option *o, const fp_option *first)
+{
+    char buf[256];
+    fp_sink b = fp_sink_buffer(buf, sizeof buf);
+    fp_puts(&b, o->name);
+    fp_puts(&b, " is another name of ");
+    fp_puts(&b, first->name);
+    fp_puts(&b, ", given before; only the first counts");
+    problem_key(ps, e, o, buf);
+}
+
+/* The first row in mask, other than row i, that sets the same field (an
+ * alias: pinned_max_cached_size_mb and host_max_cached_mb), or -1. */
+static int alias_in(uint64_t mask, size_t i)
+{
+    for (size_t j = 0; j < FP_NOPTIONS; j++)
+        if (j != i && ((mask >> j) & 1) && fp_options[j].offset == fp_options[i].offset &&
+            fp_options[j].parse == fp_options[i].parse)
+            return (int)j;
+    return -1;
+}
+
+/* Whether v, as row o would parse it, leaves c as it is (an alias that
+ * repeats its other name's value, as fp_conf_format writes both). */
+static bool same_value(const fp_option *o, fp_slice v, const fp_conf *c)
+{
+    fp_conf t = *c;
+    char whybuf[256];
+    fp_sink why = fp_sink_buffer(whybuf, sizeof whybuf);
+    return v.n && o->parse(o, v.p, v.n, &t, &why) == 0 && memcmp(&t, c, sizeof t) == 0;
+}
+
 /* Key and value of a non-empty entry that has a ':' and a known key. */
 static void apply(fp_parser *ps, fp_slice e, int idx, fp_slice v)
 {
@@ -1218,6 +1253,12 @@ static void apply(fp_parser *ps, fp_slice e, int idx, fp_slice v)
     fp_sink why;
     if (ps->seen & bit) {
         problem_duplicate(ps, e, o);
+        return;
+    }
+    int alias = alias_in(ps->seen, (size_t)idx);
+    if (alias >= 0 && !same_value(o, v, ps->c)) {
+        ps->seen |= bit;
+        problem_alias(ps, e, o, &fp_options[alias]);
         return;
     }
     ps->seen |= bit;

@@ -172,4 +172,12 @@ const fp_option *fp_conf_option(size_t i); /* NULL past the end */
 /* Index of the key name[0..n), or -1. */
 int fp_conf_find(const char *name, size_t n);
 
+/* The line "vmm_page_mb:N is more than ...; using M MiB pages" (the
+ * caller puts "fragpool: " before it)
+ * (and its vmm_reserve_mb part) when o asks for more than a device of
+ * o->device_total bytes (0: unknown) and granularity gran allows
+ * (fp_vmm_size); device names that size ("the device's", "the budget's").
+ * 1 when there is a line in buf, else 0 and buf is empty (fp_conf_vmm.c). */
+int fp_conf_vmm_note(const fp_pool_opts *o, size_t gran, const char *device, char *buf, size_t len);
+
 #endif

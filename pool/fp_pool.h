@@ -343,6 +343,20 @@ int fp_pool_lock_free(fp_pool *p);
 
 /* 1 when the pool serves from virtual-memory segments. */
 int fp_pool_is_vmm(const fp_pool *p);
+
+/* The sizes of virtual-memory segments (pool_vmm.c): what options o give
+ * on a device of o->device_total bytes (0: unknown) and granularity gran,
+ * and whether vmm_page or vmm_reserve was over what the device and the
+ * address space allow (then the limit is used; the caller says so). */
+#define FP_VMM_PAGE_SHARE  8                 /* a page: at most 1/8 of the device */
+#define FP_VMM_RANGE_TIMES 4                 /* a range: at most 4 devices' worth */
+#define FP_VMM_RANGE_MAX   ((size_t)1 << 42) /* and at most 4 TiB                 */
+typedef struct fp_vmm_sizes {
+    size_t page, range;              /* bytes mapped at a time; address space per range */
+    size_t page_max, range_max;      /* the limits                                      */
+    int page_clamped, range_clamped; /* 1: the asked value was over its limit */
+} fp_vmm_sizes;
+void fp_vmm_size(const fp_pool_opts *o, size_t gran, fp_vmm_sizes *out);
 /* Walk the pages of every virtual-memory segment (a reserved range): fn
  * gets each run of pages that are all mapped or all unmapped, in address
  * order, with the range it lies in. */

@@ -15,6 +15,13 @@
  * Every unmap names the newest free stamp of the blocks that used it, so
  * that the backend fences before it gives the memory back.
  *
+ * Sizes (fp_vmm_size): the page is vmm_page rounded up to the granularity,
+ * at most an FP_VMM_PAGE_SHARE-th of the device; a range is vmm_reserve
+ * (else the device's size) rounded up to the page, at most
+ * FP_VMM_RANGE_TIMES the device and FP_VMM_RANGE_MAX, so that no setting
+ * the parser takes asks the driver for a page it can never map or a
+ * reservation it refuses, and no rounding overflows.
+ *
  * Invariants (checked by fp_pool_check):
  *  - bit i of s->pages is set iff page i of s is mapped; s->mapped counts
  *    the set bits;
@@ -33,6 +40,52 @@ static size_t round_up(size_t v, size_t to)
     return (v + to - 1) / to * to;
 }
 
+/* v rounded up to a multiple of to, or the largest multiple when that
+ * would not fit in a size_t. */
+static size_t round_up_sat(size_t v, size_t to)
+{
+    return v > SIZE_MAX - (to - 1) ? SIZE_MAX / to * to : round_up(v, to);
+}
+
+/* The largest page a device of total bytes allows: a share of it, whole
+ * granules, at least one. */
+static size_t page_limit(size_t total, size_t g)
+{
+    size_t most = total ? total / FP_VMM_PAGE_SHARE : FP_VMM_RANGE_MAX;
+    most = most > FP_VMM_RANGE_MAX ? FP_VMM_RANGE_MAX : most;
+    return most / g * g > g ? most / g * g : g;
+}
+
+/* The most address space one range may take: a few times the device
+ * (pages mapped at once never exceed it), at most FP_VMM_RANGE_MAX, at
+ * least one page. */
+static size_t range_limit(size_t total, size_t page)
+{
+    size_t most = FP_VMM_RANGE_MAX;
+    if (total && total <= FP_VMM_RANGE_MAX / FP_VMM_RANGE_TIMES)
+        most = total * FP_VMM_RANGE_TIMES;
+    return most / page * page > page ? most / page * page : page;
+}
+
+void fp_vmm_size(const fp_pool_opts *o, size_t g, fp_vmm_sizes *z)
+{
+    g = g ? g : 1;
+    size_t total = o->device_total;
+    *z = (fp_vmm_sizes){.page_max = page_limit(total, g)};
+    z->page = o->vmm_page > g ? round_up_sat(o->vmm_page, g) : g;
+    if (z->page > z->page_max) {
+        z->page = z->page_max;
+        z->page_clamped = o->vmm_page != 0;
+    }
+    z->range_max = range_limit(total, z->page);
+    size_t asked = o->vmm_reserve ? o->vmm_reserve : total ? total : VMM_DEFAULT_RANGE;
+    z->range = round_up_sat(asked, z->page);
+    if (z->range > z->range_max) {
+        z->range = z->range_max;
+        z->range_clamped = o->vmm_reserve != 0;
+    }
+}
+
 void fp_vmm_setup(fp_pool *p)
 {
     const fp_backend *be = &p->be;
@@ -42,9 +95,10 @@ void fp_vmm_setup(fp_pool *p)
     size_t g = be->granularity(be->ctx);
     if (!g)
         return;
-    p->page = p->opts.vmm_page > g ? round_up(p->opts.vmm_page, g) : g;
-    size_t range = p->opts.vmm_reserve ? p->opts.vmm_reserve : p->opts.device_total;
-    p->vmm_range = round_up(range ? range : VMM_DEFAULT_RANGE, p->page);
+    fp_vmm_sizes z;
+    fp_vmm_size(&p->opts, g, &z);
+    p->page = z.page;
+    p->vmm_range = z.range;
     p->st.page_size = p->page;
 }
 

@@ -596,6 +596,7 @@ static CUresult unusable(const wire *w, int err)
            : err == ESRCH     ? "that process has no fragpool registry or channel (it ended?)"
            : err == ENOTSUP   ? "it names no IPC registry of fragpool's (forged or damaged)"
            : err == EPERM     ? "that process runs as another user"
+           : err == EACCES    ? "its channel is served by another process (forged?)"
            : err == ETIMEDOUT ? "that process did not answer in time"
            : err == EPROTO    ? "that process's answer was malformed"
            : err == EINVAL    ? "no pointer to return it in"

@@ -23,9 +23,12 @@
  * not live (the answer function runs under the registry's lock, which a
  * free of the block waits for); neither side holds more than BATCH
  * descriptors at once; only a peer of the same user (or root) is
- * answered; every wait has a deadline (TIMEOUT_S), so a silent peer never
- * blocks the other side for good; the receiver undoes everything on any
- * failure.  The channel's thread blocks every signal, calls the driver
+ * answered, and a receiver talks only to a server of the same user (or
+ * root) that is the process its handle names (SO_PEERCRED: any local user
+ * can bind an abstract name); every wait has a deadline (TIMEOUT_S), and
+ * a receiver's whole open has one (TIMEOUT_S from its start), so a silent
+ * or slow peer never blocks the other side for good; a batch that brings
+ * no granule is refused; the receiver undoes everything on any failure.  The channel's thread blocks every signal, calls the driver
  * only through the answer function, and never takes a lock of the
  * program's.
  */
@@ -74,11 +77,33 @@ static void name_of(struct sockaddr_un *a, socklen_t *len, uint32_t pid, uint64_
     *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static void deadline(int s)
+static void wait_at_most(int s, struct timeval tv)
 {
-    struct timeval tv = {.tv_sec = TIMEOUT_S};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static void deadline(int s)
+{
+    wait_at_most(s, (struct timeval){.tv_sec = TIMEOUT_S});
+}
+
+static int64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* Lets socket s wait only until end_us, the whole open's deadline:
+ * ETIMEDOUT once it has passed. */
+static int until(int s, int64_t end_us)
+{
+    int64_t left = end_us - now_us();
+    if (left <= 0)
+        return ETIMEDOUT;
+    wait_at_most(s, (struct timeval){.tv_sec = left / 1000000, .tv_usec = left % 1000000});
+    return 0;
 }
 
 static void close_all(const int *fds, size_t n)
@@ -219,7 +244,21 @@ int fp_ipcv_serve(uint64_t nonce, fp_ipcv_answer_fn answer)
 
 /* ---- the receiver ------------------------------------------------------------ */
 
-static int dial(uint32_t pid, uint64_t nonce)
+/* Whether the channel's server is the process pid names, of this user
+ * (or root): any local user can bind an abstract name.  0, EACCES
+ * (another process) or EPERM (another user). */
+static int server_ok(int s, uint32_t pid)
+{
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        return EPROTO;
+    if (cr.uid != geteuid() && cr.uid != 0)
+        return EPERM;
+    return (uint32_t)cr.pid == pid ? 0 : EACCES;
+}
+
+static int dial(uint32_t pid, uint64_t nonce, int64_t end_us)
 {
     struct sockaddr_un a;
     socklen_t len;
@@ -227,13 +266,25 @@ static int dial(uint32_t pid, uint64_t nonce)
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -errno;
-    deadline(s);
-    if (connect(s, (struct sockaddr *)&a, len) != 0) {
-        int err = errno == ECONNREFUSED || errno == ENOENT ? ESRCH : errno;
+    int err = until(s, end_us);
+    if (!err && connect(s, (struct sockaddr *)&a, len) != 0)
+        err = errno == ECONNREFUSED || errno == ENOENT ? ESRCH
+              : errno == EAGAIN                        ? ETIMEDOUT
+                                                       : errno;
+    if (!err)
+        err = server_ok(s, pid);
+    if (err) {
         close(s);
         return -err;
     }
     return s;
+}
+
+/* The exporter's error as the receiver returns it: never EIO (which
+ * says the driver's code is in *drv) nor a value no errno has. */
+static int peer_err(int32_t e)
+{
+    return e > 0 && e < 4096 && e != EIO ? e : EPROTO;
 }
 
 /* Receives one batch: its header and n descriptors in fds; 0 or errno. */
@@ -256,9 +307,9 @@ static int recv_batch(int s, batch_msg *m, int *fds)
             nfd += k;
         }
     int err = got != (ssize_t)sizeof *m || (h.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? EPROTO
-              : m->err                                                              ? m->err
-              : m->n != nfd || m->n > BATCH                                         ? EPROTO
-                                                                                    : 0;
+              : m->err                      ? peer_err(m->err)
+              : m->n != nfd || m->n > BATCH ? EPROTO
+                                            : 0;
     if (err)
         close_all(fds, nfd);
     return err;
@@ -278,14 +329,20 @@ static CUresult map_one(int fd, CUdeviceptr va, size_t gran)
     return r;
 }
 
-/* Maps every granule the exporter sends; *mapped counts those mapped. */
-static int map_batches(int s, const fp_ipcv_block *b, CUdeviceptr va, size_t *mapped, CUresult *drv)
+/* Maps every granule the exporter sends, until end_us at most; *mapped
+ * counts those mapped.  A batch must bring at least one granule: a peer
+ * that sends empty ones is refused, not waited for. */
+static int map_batches(int s, const fp_ipcv_block *b, CUdeviceptr va, size_t *mapped, CUresult *drv,
+                       int64_t end_us)
 {
     int fds[BATCH];
     while (*mapped < b->ngran) {
         batch_msg m;
-        int err = recv_batch(s, &m, fds);
-        if (!err && m.from != *mapped) {
+        int err = until(s, end_us);
+        if (err)
+            return err;
+        err = recv_batch(s, &m, fds);
+        if (!err && (m.from != *mapped || m.n == 0 || m.n > b->ngran - *mapped)) {
             close_all(fds, m.n);
             err = EPROTO;
         }
@@ -318,7 +375,7 @@ static int ask(int s, const fp_ipcv_req *q, fp_ipcv_block *b)
     if (got != (ssize_t)sizeof rep || memcmp(rep.magic, REP_MAGIC, 8) != 0)
         return EPROTO;
     if (rep.err)
-        return rep.err;
+        return peer_err(rep.err);
     *b = rep.b;
     bool sane = b->gran && !(b->gran & (b->gran - 1)) && b->ngran && b->offset < b->gran &&
                 b->size && b->size <= b->ngran * b->gran - b->offset &&
@@ -340,17 +397,20 @@ int fp_ipcv_open(uint32_t pid, uint64_t nonce, const fp_ipcv_req *q, CUdevice de
     if (!fp_real.cuMemImportFromShareableHandle || !fp_real.cuMemAddressReserve ||
         !fp_real.cuMemMap || !fp_real.cuMemSetAccess)
         return ENOTSUP;
-    int s = dial(pid, nonce);
+    int64_t end_us = now_us() + (int64_t)TIMEOUT_S * 1000000;
+    int s = dial(pid, nonce, end_us);
     if (s < 0)
         return -s;
     fp_ipcv_block b = {0};
-    int err = ask(s, q, &b);
+    int err = until(s, end_us);
+    if (!err)
+        err = ask(s, q, &b);
     CUdeviceptr va = 0;
     size_t span = err ? 0 : b.ngran * b.gran, mapped = 0;
     if (!err && (*drv = fp_real.cuMemAddressReserve(&va, span, b.gran, 0, 0)) != CUDA_SUCCESS)
         err = EIO;
     if (!err)
-        err = map_batches(s, &b, va, &mapped, drv);
+        err = map_batches(s, &b, va, &mapped, drv, end_us);
     close(s);
     CUmemAccessDesc d = {.location = {CU_MEM_LOCATION_TYPE_DEVICE, dev},
                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};

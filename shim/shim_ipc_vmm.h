@@ -44,10 +44,12 @@ typedef struct fp_ipcv_mapping {
 } fp_ipcv_mapping;
 
 /* Asks process pid (its channel named by nonce) for the block of q and
- * maps it for device dev.  0 and *m; ESRCH (no such channel: the
- * exporter ended or runs without it), ESTALE (the block was freed or
- * exported anew), EPERM, EPROTO, ETIMEDOUT, or EIO with the driver's
- * code in *drv. */
+ * maps it for device dev, within TIMEOUT_S in all.  0 and *m; ESRCH (no
+ * such channel: the exporter ended or runs without it), ESTALE (the
+ * block was freed or exported anew), EPERM (the channel's server runs as
+ * another user), EACCES (it is not process pid: a forged handle), EPROTO
+ * (a malformed answer, or a batch with no granule), ETIMEDOUT, or EIO with
+ * the driver's code in *drv. */
 int fp_ipcv_open(uint32_t pid, uint64_t nonce, const fp_ipcv_req *q, CUdevice dev,
                  fp_ipcv_mapping *m, CUresult *drv);
 /* Unmaps what fp_ipcv_open mapped; the driver's code. */

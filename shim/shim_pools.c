@@ -179,13 +179,21 @@ static void note_no_vmm(int asked)
                "management here; serving from classic segments");
 }
 
-/* Said once: vmm_page_mb was rounded up to the device's granularity. */
-static void note_page(fp_ctx_pool *d, size_t asked)
+/* Said once: vmm_page_mb or vmm_reserve_mb was more than the device
+ * allows (fp_vmm_size: the limit is used), or vmm_page_mb was rounded up
+ * to the device's granularity. */
+static void note_page(fp_ctx_pool *d, const fp_pool_opts *o)
 {
-    static atomic_bool said;
+    static atomic_bool said, said_clamp;
     fp_pool_stats st;
     fp_pool_get_stats(d->pool, &st);
-    size_t g = fp_pages_granularity(d->vmm);
+    size_t g = fp_pages_granularity(d->vmm), asked = o->vmm_page;
+    char line[512];
+    if (fp_conf_vmm_note(o, g, "the device's", line, sizeof line)) {
+        if (!atomic_exchange(&said_clamp, true))
+            fp_say("%s", line);
+        return;
+    }
     if (asked && g && asked % g && !atomic_exchange(&said, true))
         fp_say("vmm_page_mb:%zu is not a multiple of the device's %zu MiB "
                "granularity; using %zu MiB pages",
@@ -288,7 +296,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     if (!err && !fp_pool_is_vmm(d->pool))
         note_no_vmm(o.expandable_segments);
     if (!err && fp_pool_is_vmm(d->pool))
-        note_page(d, o.vmm_page);
+        note_page(d, &o);
     if (err) {
         fp_pages_free(d->vmm);
         fp_defer_free(d->defer);

@@ -162,12 +162,12 @@ void sim_pool_synced(int dev);
 
 /* ---- the VMM memory file (sim_vmmfile.c; vmm lock held where said) ------ */
 #define SIM_VMM_GRAN ((size_t)2 << 20) /* an H200's granularity */
-/* First fit of n free pages of this process's file, marked used: 0, or
- * an errno (vmm lock held).  *fd: the file's descriptor. */
+/* First fit of n free pages of one of this process's files, marked
+ * used: 0, or an errno (vmm lock held).  *fd: that file's descriptor. */
 int sim_vmmfile_take(size_t n, size_t *first, int *fd);
-/* Pages given back: freed and reusable, unless they were ever exported
- * (then kept, never reused: an importer may still map them). */
-void sim_vmmfile_give(size_t first, size_t n, bool exported);
+/* Pages of file fd given back: freed and reusable, unless they were ever
+ * exported (then kept, never reused: an importer may still map them). */
+void sim_vmmfile_give(int fd, size_t first, size_t n, bool exported);
 /* A new open file description of file fd whose position names the pages
  * [first, first+n), recorded in the file's export table with dev: the
  * new descriptor, or -1 (errno set). */

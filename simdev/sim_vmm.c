@@ -4,8 +4,8 @@
  * and its shareable handles (cuMemExportToShareableHandle,
  * cuMemImportFromShareableHandle: POSIX file descriptors).
  *
- * Physical memory is one sparse memory file of the process
- * (sim_vmmfile.c): a handle is a run of its 2 MiB pages, charged against
+ * Physical memory is a sparse memory file of the process (sim_vmmfile.c;
+ * several under a file-size limit): a handle is a run of one's 2 MiB pages, charged against
  * the device's capacity (CUDA_ERROR_OUT_OF_MEMORY when it is full).  A reservation is host
  * address space mapped PROT_NONE.  cuMemMap maps the handle's file pages
  * there, still inaccessible; cuMemSetAccess makes them readable/writable
@@ -116,7 +116,7 @@ static void handle_free(vmm_handle *h)
     if (h->imported) {
         close(h->fd); /* its mappings keep the file */
     } else {
-        sim_vmmfile_give(h->first, h->npages, h->exported);
+        sim_vmmfile_give(h->fd, h->first, h->npages, h->exported);
         sim_mem_uncharge_phys(h->dev, h->npages * VMM_GRAN);
     }
     free(h);
@@ -302,7 +302,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         sim_mem_uncharge_phys(h->dev, size);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (rc == CUDA_SUCCESS && (rc = track(h)) != CUDA_SUCCESS) {
-        sim_vmmfile_give(h->first, h->npages, false);
+        sim_vmmfile_give(h->fd, h->first, h->npages, false);
         sim_mem_uncharge_phys(h->dev, size);
     }
     pthread_mutex_unlock(&g_vmm.lock);

@@ -524,11 +524,63 @@ static void test_duplicate(void **state)
     assert_int_equal(parse("max_split_size_mb:20,max_split_size_mb:1024", &c, &cap), 2);
     assert_int_equal(c.pool.max_split_size, SIZE_MAX);
 
+    /* an alias after its other name, either way round: the first counts */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("host_max_cached_mb:3,pinned_max_cached_size_mb:5", &c, &cap), 1);
+    assert_string_equal(cap.buf, "fragpool: FRAGPOOL_CONF: 'pinned_max_cached_size_mb:5': "
+                                 "pinned_max_cached_size_mb is another name of "
+                                 "host_max_cached_mb, given before; only the first counts; "
+                                 "ignoring this entry (pinned_max_cached_size_mb stays 3), "
+                                 "the rest still applies\n");
+    assert_int_equal(c.host_max_cached, 3 * MIB);
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("pinned_max_cached_size_mb:5,host_max_cached_mb:3", &c, &cap), 1);
+    assert_non_null(strstr(cap.buf, "'host_max_cached_mb:3': host_max_cached_mb is another "
+                                    "name of pinned_max_cached_size_mb, given before"));
+    assert_int_equal(c.host_max_cached, 5 * MIB);
+    /* ... even when the first was bad: then the default stays */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("host_max_cached_mb:x,pinned_max_cached_size_mb:5", &c, &cap), 2);
+    assert_int_equal(c.host_max_cached, SIZE_MAX);
+    /* the same value twice (as fp_conf_format writes it) is no problem */
+    memset(&cap, 0, sizeof cap);
+    assert_int_equal(parse("host_max_cached_mb:7,pinned_max_cached_size_mb:7", &c, &cap), 0);
+    assert_int_equal(c.host_max_cached, 7 * MIB);
+
     /* a second call is not a duplicate: later text overrides */
     memset(&cap, 0, sizeof cap);
     assert_int_equal(parse("strict:1", &c, &cap), 0);
     assert_int_equal(fp_conf_parse("strict:0", &c, on_report, &cap), 0);
     assert_int_equal(c.strict, 0);
+}
+
+/* vmm_page_mb and vmm_reserve_mb past what the device (or, with no size,
+ * the address space) allows: the parser takes them, fp_conf_vmm_note
+ * words the clamp in one line; within the limits there is no line. */
+static void test_vmm_note(void **state)
+{
+    (void)state;
+    char line[512];
+    fp_conf c;
+    capture cap = {0};
+    assert_int_equal(parse("vmm_page_mb:20000,vmm_reserve_mb:8796093022208", &c, &cap), 0);
+    c.pool.device_total = (size_t)16 << 30;
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, sizeof line), 1);
+    assert_string_equal(line, "vmm_page_mb:20000 is more than a page may be (at most an eighth "
+                              "of the device's 16384 MiB); using 2048 MiB pages; "
+                              "vmm_reserve_mb:8796093022208 is more address space than a range "
+                              "may take (at most 4 times the device's 16384 MiB); reserving "
+                              "65536 MiB per range");
+    c.pool.device_total = 0;
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, sizeof line), 1);
+    assert_string_equal(line, "vmm_reserve_mb:8796093022208 is more address space than a range "
+                              "may take (at most 4 TiB with no device size known); reserving "
+                              "4180000 MiB per range"); /* whole 20000 MiB pages */
+    assert_int_equal(parse("vmm_page_mb:2048,vmm_reserve_mb:65536", &c, &cap), 0);
+    c.pool.device_total = (size_t)16 << 30;
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, sizeof line), 0);
+    assert_string_equal(line, "");
+    assert_int_equal(fp_conf_vmm_note(&c.pool, 2 * MIB, "the device's", line, 8), 0);
 }
 
 /* ---- the table of bad inputs ------------------------------------------- */
@@ -1193,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_bad_in_middle),
         cmocka_unit_test(test_unclosed_bracket),
         cmocka_unit_test(test_duplicate),
+        cmocka_unit_test(test_vmm_note),
         cmocka_unit_test(test_bad_table),
         cmocka_unit_test(test_long_inputs),
         cmocka_unit_test(test_random_bytes),

@@ -9,7 +9,9 @@
  * nothing; empty_cache; destroy; a new range when one is full; a fresh
  * range for a block too fresh for the caller; fallback to classic
  * segments without VMM ops; a randomized run under a cap; the headroom
- * left free for the driver (vmm_headroom), and none when it is off.
+ * left free for the driver (vmm_headroom), and none when it is off;
+ * vmm_page and vmm_reserve past what the device and the address space
+ * allow clamped (fp_vmm_size), so that requests are still served.
  *
  * Every pool call is followed by fp_pool_check, which verifies the page
  * accounting, by a comparison of the pool's reserved bytes with the
@@ -648,6 +650,112 @@ static void randomized_under_cap(void **state)
     finish(p, m);
 }
 
+/* ---- extreme vmm_page_mb and vmm_reserve_mb (issue 41, item 10) ------------- */
+
+#define DEVICE  (16 * GiB)
+#define MAX_KEY ((size_t)17592186044415 * MiB) /* the largest _mb value the parser takes */
+
+static fp_vmm_sizes sizes(size_t total, size_t page, size_t reserve)
+{
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.device_total = total;
+    o.vmm_page = page;
+    o.vmm_reserve = reserve;
+    fp_vmm_sizes z;
+    fp_vmm_size(&o, PAGE, &z);
+    return z;
+}
+
+/* Pages at most an eighth of the device, ranges at most 4 devices and
+ * 4 TiB, no rounding overflows; only what was asked for is "clamped". */
+static void extreme_sizes_are_clamped(void **state)
+{
+    (void)state;
+    fp_vmm_sizes z = sizes(DEVICE, 0, 0); /* the defaults: untouched */
+    assert_int_equal(z.page, PAGE);
+    assert_int_equal(z.range, DEVICE);
+    assert_false(z.page_clamped || z.range_clamped);
+    z = sizes(DEVICE, 3 * MiB, 0); /* rounded up, not clamped */
+    assert_int_equal(z.page, 4 * MiB);
+    assert_false(z.page_clamped);
+    z = sizes(DEVICE, 2 * GiB, 64 * GiB); /* right at the limits */
+    assert_int_equal(z.page, 2 * GiB);
+    assert_int_equal(z.range, 64 * GiB);
+    assert_false(z.page_clamped || z.range_clamped);
+    size_t pages[] = {20000 * MiB, 16000 * MiB, 1048576 * MiB, MAX_KEY};
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        z = sizes(DEVICE, pages[i], 0);
+        assert_int_equal(z.page, 2 * GiB);
+        assert_int_equal(z.page_max, 2 * GiB);
+        assert_true(z.page_clamped);
+        assert_int_equal(z.range, DEVICE);
+    }
+    size_t ranges[] = {67108865 * MiB, 8796093022208 * MiB, MAX_KEY};
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        z = sizes(DEVICE, 0, ranges[i]);
+        assert_int_equal(z.range, 64 * GiB);
+        assert_true(z.range_clamped);
+        z = sizes(0, MAX_KEY, ranges[i]); /* no device size: the address space */
+        assert_int_equal(z.page, FP_VMM_RANGE_MAX);
+        assert_int_equal(z.range, FP_VMM_RANGE_MAX);
+        assert_true(z.page_clamped && z.range_clamped);
+    }
+    z = sizes(SIZE_MAX, 0, 0); /* a replay's unlimited budget: no overflow, no line */
+    assert_int_equal(z.range, FP_VMM_RANGE_MAX);
+    assert_false(z.range_clamped);
+    z = sizes(3 * MiB, 0, 0); /* a device smaller than a few pages */
+    assert_int_equal(z.page, PAGE);
+    assert_true(z.range >= z.page && z.range % z.page == 0);
+}
+
+/* The largest vmm_reserve_mb once overflowed the rounding to a range of
+ * 0 bytes: every request got a range of its own (22 for 2,000 pairs).
+ * Now 2 ranges, one per pool. */
+static void largest_reserve_gives_two_ranges(void **state)
+{
+    (void)state;
+    mock *m = mock_new(DEVICE / PAGE);
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.expandable_segments = 1;
+    o.device_total = DEVICE;
+    o.vmm_reserve = MAX_KEY;
+    fp_backend be = backend(m);
+    fp_pool *p = NULL;
+    assert_int_equal(fp_pool_create(&o, &be, &p), 0);
+    for (size_t i = 0; i < 2000; i++) {
+        size_t n = i % 2 ? 1000 + i : (size_t)(i % 37 + 1) * MiB;
+        release(p, m, alloc(p, m, n));
+    }
+    assert_int_equal(m->nva, 2);
+    finish(p, m);
+}
+
+/* A page larger than the device (vmm_page_mb:20000 or 1048576 on 16 GiB)
+ * once failed every request; clamped, a request is served. */
+static void page_over_device_still_serves(void **state)
+{
+    (void)state;
+    size_t pages[] = {20000 * MiB, 1048576 * MiB};
+    for (size_t i = 0; i < 2; i++) {
+        mock *m = mock_new(DEVICE / PAGE);
+        fp_pool_opts o;
+        fp_pool_opts_default(&o);
+        o.expandable_segments = 1;
+        o.device_total = DEVICE;
+        o.vmm_page = pages[i];
+        o.vmm_reserve = 32 * GiB; /* two ranges fit the mock's address space */
+        fp_backend be = backend(m);
+        fp_pool *p = NULL;
+        assert_int_equal(fp_pool_create(&o, &be, &p), 0);
+        release(p, m, alloc(p, m, 1000));
+        release(p, m, alloc(p, m, 64 * MiB));
+        assert_int_equal(stats(p).page_size, 2 * GiB);
+        finish(p, m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -664,6 +772,9 @@ int main(void)
         cmocka_unit_test(randomized_under_cap),
         cmocka_unit_test(keeps_headroom_for_the_driver),
         cmocka_unit_test(headroom_off_fills_the_device),
+        cmocka_unit_test(extreme_sizes_are_clamped),
+        cmocka_unit_test(largest_reserve_gives_two_ranges),
+        cmocka_unit_test(page_over_device_still_serves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

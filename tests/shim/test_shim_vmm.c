@@ -19,7 +19,9 @@
  *           device 1 may use every page of ctx0's pool, mapped before or
  *           after.
  *   page    vmm_page_mb:3 (not a multiple of 2 MiB): still serves; ctest
- *           checks the one line that says so.
+ *           checks the one line that says so.  Also run with
+ *           vmm_page_mb:20000 and vmm_reserve_mb:67108865 (more than the
+ *           16 GiB device allows): clamped, one line, still serves.
  *   headroom, headroom_off  a 128 MiB device, vmm_headroom_mb:32 or off:
  *           a map that would leave less than 32 MiB free takes idle pages
  *           back first; off, the pool maps on.

@@ -17,6 +17,11 @@
  * sees; after the exporter unmapped and released its handles and made new
  * ones (which must not get the exported pages), the importer still reads
  * the pattern and its mark.  Every wait on the socket has a deadline.
+ *
+ * Under a file-size limit (ulimit -f: this program exec'd with
+ * RLIMIT_FSIZE lowered), VMM memory still works, in several smaller
+ * files, with one line that says so; a limit too small for any file gives
+ * out of memory, never SIGXFSZ.
  */
 #include "simdev_test.h"
 
@@ -24,6 +29,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #define G           (2 * MiB)
@@ -275,6 +281,95 @@ static void two_processes(void **state)
     OK(cuMemAddressFree(va, 4 * G));
 }
 
+/* ---- under a file-size limit (ulimit -f) ------------------------------------------ */
+
+/* The memory file once was one 1 TiB memfd: its ftruncate under ulimit -f
+ * was SIGXFSZ, which killed every program that made a VMM handle.  Run
+ * exec'd with RLIMIT_FSIZE at limit_mb: 64 MiB gives files of 32 pages, 28
+ * of them for handles, so six handles of 20 pages take six files; they
+ * keep their bytes, one is exported and imported, and a handle no file
+ * can hold fails with out of memory.  4 MiB leaves no room: out of memory
+ * at once.  0, or the step that failed. */
+static int fsize_child(int limit_mb)
+{
+    CUcontext c;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c))
+        return 3;
+    CUmemAllocationProp p = prop_dev0(FD_TYPE);
+    CUmemGenericAllocationHandle h[6], big;
+    if (limit_mb < 10)
+        return cuMemCreate(&big, G, &p, 0) == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 4;
+    const size_t n = 40 * MiB;
+    CUdeviceptr va, again;
+    if (cuMemAddressReserve(&va, 6 * n, 0, 0, 0) || cuMemAddressReserve(&again, n, 0, 0, 0))
+        return 5;
+    CUmemAccessDesc d = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    for (int k = 0; k < 6; k++)
+        if (cuMemCreate(&h[k], n, &p, 0) || cuMemMap(va + k * n, n, 0, h[k], 0) ||
+            cuMemSetAccess(va + k * n, n, &d, 1) || cuMemsetD32_v2(va + k * n, 0x100u + k, n / 4))
+            return 6;
+    if (cuMemCreate(&big, 30 * G, &p, 0) != CUDA_ERROR_OUT_OF_MEMORY)
+        return 7;
+    int fd = -1;
+    CUmemGenericAllocationHandle in;
+    if (cuMemExportToShareableHandle(&fd, h[5], FD_TYPE, 0) ||
+        cuMemImportFromShareableHandle(&in, (void *)(intptr_t)fd, FD_TYPE) ||
+        cuMemMap(again, n, 0, in, 0) || cuMemSetAccess(again, n, &d, 1))
+        return 8;
+    close(fd);
+    uint32_t w[2];
+    for (int k = 0; k < 6; k++)
+        if (cuMemcpyDtoH_v2(w, va + k * n + n - 8, 8) || w[0] != 0x100u + k || w[1] != w[0])
+            return 9;
+    if (cuMemcpyDtoH_v2(w, again, 4) || w[0] != 0x105u)
+        return 10;
+    if (cuMemUnmap(again, n) || cuMemRelease(in) || cuMemUnmap(va, 6 * n))
+        return 11;
+    for (int k = 0; k < 6; k++)
+        if (cuMemRelease(h[k]))
+            return 12;
+    return 0;
+}
+
+static void runs_under_file_size_limit(void **state)
+{
+    (void)state;
+    static const int limits[] = {64, 4};
+    for (int i = 0; i < 2; i++) {
+        char arg[16], err_path[] = "/tmp/fp-simdev-fsize-XXXXXX";
+        int err = mkstemp(err_path);
+        assert_true(err >= 0);
+        unlink(err_path);
+        snprintf(arg, sizeof arg, "%d", limits[i]);
+        fflush(stdout);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            rlim_t lim = (rlim_t)limits[i] << 20;
+            struct rlimit rl = {lim, lim};
+            dup2(err, 2);
+            alarm(60);
+            if (setrlimit(RLIMIT_FSIZE, &rl) == 0)
+                execl("/proc/self/exe", "test_simdev_share", "fsize", arg, (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        char text[1024] = "";
+        ssize_t got = pread(err, text, sizeof text - 1, 0);
+        close(err);
+        text[got > 0 ? got : 0] = '\0';
+        printf("ulimit -f of %d MiB: %s %d; %s", limits[i], WIFSIGNALED(st) ? "signal" : "exit",
+               WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), text);
+        assert_true(WIFEXITED(st)); /* not SIGXFSZ */
+        assert_int_equal(WEXITSTATUS(st), 0);
+        const char *line = strstr(text, "fragpool-sim: the file-size limit (ulimit -f: ");
+        assert_non_null(line);
+        assert_null(strstr(line + 1, "fragpool-sim: the file-size limit")); /* once */
+        assert_non_null(strstr(line, limits[i] < 10 ? "leaves no room" : "files of 64 MiB"));
+    }
+}
+
 /* ---- one process ----------------------------------------------------------------- */
 
 static void properties(void **state)
@@ -480,6 +575,8 @@ int main(int argc, char **argv)
     simdev_env();
     if (argc == 3 && strcmp(argv[1], "import") == 0)
         return importer(atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "fsize") == 0)
+        return fsize_child(atoi(argv[2]));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(properties),
         cmocka_unit_test(export_errors),
@@ -488,6 +585,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(bad_descriptors),
         cmocka_unit_test(two_processes),
         cmocka_unit_test(found_by_get_proc_address),
+        cmocka_unit_test(runs_under_file_size_limit),
     };
     return cmocka_run_group_tests(tests, simdev_setup, NULL);
 }
