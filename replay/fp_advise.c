@@ -381,6 +381,8 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
         cur.set.order = SIZE_MAX;
         err = decide(t, rows, n, &cur, req, 0, out);
     }
+    if (!err && fp_trace_past_deadline(t))
+        err = ETIMEDOUT; /* a replay may have been cut: nothing is proven */
     free(rows);
     return err;
 }
