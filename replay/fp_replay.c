@@ -192,7 +192,7 @@ int fp_trace_past_deadline(const fp_trace *t)
 /* Stops at the hook's request or, with stop_at_oom, at the first refusal;
  * ETIMEDOUT at t's deadline. */
 static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_hook *h,
-                       sim_dev *dev, fp_replay_result *r)
+                      sim_dev *dev, fp_replay_result *r)
 {
     size_t i = 0;
     while (i < t->n) {

@@ -29,7 +29,8 @@
     "per_process_memory_fraction, max_reserved_mb, strict, "                                       \
     "meminfo_counts_cache, debug_check, free_policy, "                                             \
     "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, "                                \
-    "trace, record_mb, advice_budget_ms, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, "                \
+    "trace, record_mb, advice_budget_ms, ipc_export, own_segment_mb, snapshot, trace_stacks, "     \
+    "tools, "                                                                                      \
     "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, "                          \
     "host_pool, host_max_reserved_mb, host_max_cached_mb, "                                        \
     "pinned_max_cached_size_mb"
@@ -120,7 +121,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
     "meminfo_counts_cache:1,debug_check:0,free_policy:deferred,"                                   \
     "defer_headroom_mb:0,summary:stderr,"                                                          \
     "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16,"                                \
-    "advice_budget_ms:1000,ipc_export:fragpool,own_segment_mb:off,"                                                      \
+    "advice_budget_ms:1000,ipc_export:fragpool,own_segment_mb:off,"                                \
     "snapshot:off,trace_stacks:0,tools:passthrough,"                                               \
     "expandable_segments:auto,vmm_page_mb:granularity,"                                            \
     "vmm_reserve_mb:device,vmm_headroom_mb:64,host_pool:1,"                                        \
