@@ -18,6 +18,7 @@
  */
 #include "shim_test.h"
 #include "fpsim.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,8 +36,7 @@ static CUcontext ctx_a, ctx_main;
 static int err_fd = -1, saved_fd = -1;
 static atomic_bool a_returned;
 static CUresult a_result;
-static volatile sig_atomic_t handler_done;
-static volatile CUresult handler_result;
+static atomic_int handler_done, handler_result; /* lock-free: safe in a handler */
 
 /* stderr into a temp file for the whole case. */
 static void capture_begin(void)
@@ -106,12 +106,14 @@ static void *thread_a(void *arg)
 static void on_sigusr2(int sig)
 {
     (void)sig;
+    int saved = errno;
     CUdeviceptr p;
     cuCtxPushCurrent_v2(ctx_main);
-    handler_result = cuMemAlloc_v2(&p, (size_t)1 << 40);
+    atomic_store(&handler_result, (int)cuMemAlloc_v2(&p, (size_t)1 << 40));
     CUcontext popped;
     cuCtxPopCurrent_v2(&popped);
-    handler_done = 1;
+    atomic_store(&handler_done, 1);
+    errno = saved;
 }
 
 static double now_s(void)
@@ -164,11 +166,11 @@ static void others_go_on(void **state)
     not_held_up("fork");
 
     assert_int_equal(pthread_kill(a, SIGUSR2), 0);
-    for (double t0 = now_s(); !handler_done && now_s() - t0 < 300;)
+    for (double t0 = now_s(); !atomic_load(&handler_done) && now_s() - t0 < 300;)
         usleep(1000);
-    if (!handler_done)
+    if (!atomic_load(&handler_done))
         fail_msg("the OOM in A's signal handler has not returned after 300 s (a deadlock)");
-    assert_int_equal(handler_result, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(atomic_load(&handler_result), CUDA_ERROR_OUT_OF_MEMORY);
 
     pthread_join(a, NULL);
     char *err = capture_end();
