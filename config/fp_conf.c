@@ -835,6 +835,19 @@ static const fp_option fp_options[] = {
         .format = format_mib,
     },
     {
+        .name = "advice_budget_ms",
+        .type = "integer",
+        .deflt = "1000",
+        .help = "the most milliseconds the search after an OOM may replay the "
+                "run; past it the OOM is returned and the message says the "
+                "search was cut short (docs/advice.md)",
+        .offset = offsetof(fp_conf, advice_budget_ms),
+        .min = 1,
+        .max = 3600000,
+        .parse = parse_count,
+        .format = format_count,
+    },
+    {
         .name = "ipc_export",
         .type = "word",
         .deflt = "fragpool",
@@ -1046,6 +1059,7 @@ void fp_conf_default(fp_conf *c)
     c->host_max_cached = SIZE_MAX;
     c->ipc_export = FP_IPC_FRAGPOOL;
     c->pool.record_bytes = (size_t)16 << 20;
+    c->advice_budget_ms = 1000;
 }
 
 /* "k:v,k:v" of the keys whose bit is set in mask, in table order. */

@@ -44,6 +44,7 @@ typedef struct fp_conf {
     char trace[FP_CONF_PATH_MAX];    /* "off" or where to record the trace   */
     char snapshot[FP_CONF_PATH_MAX]; /* "off" or where the snapshot goes  */
     int trace_stacks;                /* host frames recorded per allocation, 0..32     */
+    int advice_budget_ms;            /* bound on an OOM's search, in ms (docs/advice.md) */
     int tools;                       /* FP_TOOLS_*: under an injected CUDA tool        */
     int ipc_export;                  /* FP_IPC_FRAGPOOL (default) or FP_IPC_REFUSE: IPC export of
                             a block inside its segment                     */

@@ -337,7 +337,9 @@ static int vmm_find(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **
 static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
 {
     size_t size = rq->size, rounded = fp_round_size(&p->opts, size);
-    if (size > FP_MAX_REQUEST) {
+    /* Over what any pool serves, or over the whole device: refused before
+     * anything is reserved or mapped. */
+    if (size > FP_MAX_REQUEST || (p->opts.device_total && rounded > p->opts.device_total)) {
         p->last_oom.over_cap = 0; /* neither the cap nor the backend refused it */
         p->last_oom.backend_err = 0;
         note_oom(p, size, rounded);

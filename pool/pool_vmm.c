@@ -11,7 +11,9 @@
  * as it needs, in the same order.  So does a map that would leave the
  * device less than vmm_headroom free (the backend's device_free): the
  * driver's own needs (a kernel module loaded lazily, a larger
- * local-memory stack, a library's own cudaMalloc) then find memory.
+ * local-memory stack, a library's own cudaMalloc) then find memory.  A
+ * request whose pages the device cannot hold even then maps none of them:
+ * it fails before it takes the headroom.
  * Every unmap names the newest free stamp of the blocks that used it, so
  * that the backend fences before it gives the memory back.
  *
@@ -342,16 +344,19 @@ static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, s
 /* vmm_headroom: before need more bytes are mapped, idle pages (never the
  * request's own, [lo, hi) of s) are unmapped until the device keeps the
  * headroom free, as far as there are idle pages; a soft limit, unlike the
- * cap: without idle pages the map goes ahead. */
-static void keep_headroom(fp_pool *p, size_t need, const fp_segment *s, size_t lo, size_t hi)
+ * cap: without idle pages the map goes ahead.  Returns the device's free
+ * bytes after that (SIZE_MAX: unknown, or vmm_headroom off). */
+static size_t keep_headroom(fp_pool *p, size_t need, const fp_segment *s, size_t lo, size_t hi)
 {
     size_t head = p->opts.vmm_headroom;
     size_t room = head && p->be.device_free ? p->be.device_free(p->be.ctx) : SIZE_MAX;
     if (room == SIZE_MAX || (room > need && room - need >= head))
-        return;
+        return room;
     size_t short_by = head > SIZE_MAX - need ? SIZE_MAX : need + head - room;
-    if (reclaim(p, short_by, s, lo, hi) > 0)
+    size_t got = reclaim(p, short_by, s, lo, hi);
+    if (got > 0)
         p->st.num_headroom_reclaims++;
+    return got > SIZE_MAX - room ? SIZE_MAX : room + got;
 }
 
 int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
@@ -371,7 +376,8 @@ int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
             return ENOMEM;
         }
     }
-    keep_headroom(p, need, s, lo, hi);
+    if (keep_headroom(p, need, s, lo, hi) < need)
+        return ENOMEM; /* it cannot complete: map none of it */
     for (size_t i = next_in_state(s, lo, hi, false); i < hi;) {
         size_t j = next_in_state(s, i, hi, true);
         int err = map_pages(p, s, i, j, lo, hi);

@@ -113,28 +113,56 @@ static int strip_gc_cap(const char *s, char *out, size_t len)
     return at != NULL;
 }
 
+/* The output keys given a file path (summary, trace, snapshot): a fix
+ * line leaves them out, so that it stays short and a rerun pasted from it
+ * does not write over this run's files.  "off" and "stderr" are kept. */
+static uint64_t path_mask(const fp_conf *c)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; fp_conf_option(i); i++) {
+        const fp_option *o = fp_conf_option(i);
+        char v[FP_CONF_PATH_MAX + 8];
+        if (strcmp(o->type, "destination") != 0)
+            continue;
+        fp_sink s = fp_sink_buffer(v, sizeof v);
+        o->format(o, c, &s);
+        if (fp_sink_error(&s) || (strcmp(v, "off") != 0 && strcmp(v, "stderr") != 0))
+            m |= (uint64_t)1 << i;
+    }
+    return m;
+}
+
+/* The run's keys but those of mask and the output paths, into others; ""
+ * when they do not fit (the candidate is then printed alone, and what is
+ * printed is still what verify replays). */
+static void other_keys(const fp_conf *cur, uint64_t mask, char *others, size_t len)
+{
+    others[0] = '\0';
+    if (!cur)
+        return;
+    fp_conf c = *cur;
+    c.set_mask &= ~(mask | path_mask(cur));
+    if (fp_conf_format_set(&c, others, len))
+        others[0] = '\0';
+}
+
 /* FRAGPOOL_CONF: the run's other keys, then the candidate; a GC candidate
  * names its cap as max_reserved_mb of the budget (the memory this process
  * may reserve), as tune's table does.  The PyTorch form is the candidate
  * alone, when every key of it is PyTorch's. */
 static int verdict_text(const fp_conf *cur, const char *cand, size_t budget, fp_advice *a)
 {
-    char core[FP_ADVICE_CONF_MAX], bare[FP_ADVICE_CONF_MAX], others[FP_ADVICE_CONF_MAX] = "";
+    char core[FP_ADVICE_CONF_MAX], bare[FP_ADVICE_CONF_MAX], others[FP_ADVICE_CONF_MAX];
     int gc = strip_gc_cap(cand, bare, sizeof bare);
     if (explicit_text(bare, core, sizeof core))
         return EINVAL;
-    fp_conf c, named;
+    fp_conf named;
     fp_conf_default(&named);
     if (fp_conf_parse(core, &named, NULL, NULL))
         return EINVAL;
-    if (cur) {
-        c = *cur;
-        c.set_mask &= ~(policy_mask() | named.set_mask);
-        if (gc)
-            c.set_mask &= ~key_bit("max_reserved_mb");
-        if (fp_conf_format_set(&c, others, sizeof others))
-            return ENOSPC;
-    }
+    uint64_t mask = policy_mask() | named.set_mask | (gc ? key_bit("max_reserved_mb") : 0);
+    /* room left for the candidate (under FP_TUNE_CONF_MAX), made explicit, and its cap */
+    other_keys(cur, mask, others, sizeof others - FP_TUNE_CONF_MAX - 64);
     fp_sink s = fp_sink_buffer(a->conf, sizeof a->conf);
     fp_puts(&s, others);
     if (others[0] && core[0])
@@ -170,13 +198,9 @@ static int verify(const fp_trace *t, const fp_advice *a, const fp_advice_req *re
 /* The run's keys with its cap raised to need: "...,max_reserved_mb:N". */
 static int raised_cap_text(const fp_conf *cur, size_t need, fp_advice *a)
 {
-    char others[FP_ADVICE_CONF_MAX] = "";
-    if (cur) {
-        fp_conf c = *cur;
-        c.set_mask &= ~(key_bit("max_reserved_mb") | key_bit("per_process_memory_fraction"));
-        if (fp_conf_format_set(&c, others, sizeof others))
-            return ENOSPC;
-    }
+    char others[FP_ADVICE_CONF_MAX - 64];
+    other_keys(cur, key_bit("max_reserved_mb") | key_bit("per_process_memory_fraction"), others,
+               sizeof others);
     fp_sink s = fp_sink_buffer(a->conf, sizeof a->conf);
     fp_puts(&s, others);
     fp_puts(&s, others[0] ? ",max_reserved_mb:" : "max_reserved_mb:");
@@ -381,6 +405,8 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
         cur.set.order = SIZE_MAX;
         err = decide(t, rows, n, &cur, req, 0, out);
     }
+    if (!err && fp_trace_past_deadline(t))
+        err = ETIMEDOUT; /* a replay may have been cut: nothing is proven */
     free(rows);
     return err;
 }

@@ -96,7 +96,9 @@ typedef struct fp_advice {
     size_t replays;
 } fp_advice;
 
-/* The verdict on t (req as above).  0, EINVAL, or ENOMEM. */
+/* The verdict on t (req as above).  0, EINVAL, or ENOMEM; ETIMEDOUT when
+ * t->deadline_ns passed before the verdict was reached (a replay was cut
+ * short, so nothing is proven). */
 int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out);
 
 /* The same from rows fp_tune_run already made over the defaults (tune):

@@ -6,13 +6,16 @@
  * would run past the end of the 64-bit address space.  Trace ids map to
  * addresses through an open-addressing table.  An allocation of a live id
  * is refused and counted (dup_allocs), a free of an id that is not live is
- * skipped and counted (bad_frees); neither is an OOM.
+ * skipped and counted (bad_frees); neither is an OOM.  A trace with a
+ * deadline is checked against the clock every FP_REPLAY_CHECK_EVERY events:
+ * past it, the replay stops and returns ETIMEDOUT.
  */
 #include "fp_trace.h"
 #include "fp_hmap.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct sim_dev {
     uint64_t next;           /* next address to hand out   */
@@ -177,12 +180,26 @@ int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget, fp_rep
     return fp_replay_ex(t, opts, budget, NULL, r, keep);
 }
 
-/* Stops at the hook's request or, with stop_at_oom, at the first refusal. */
-static void replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_hook *h,
-                       sim_dev *dev, fp_replay_result *r)
+int fp_trace_past_deadline(const fp_trace *t)
+{
+    if (!t->deadline_ns)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec >= t->deadline_ns;
+}
+
+/* Stops at the hook's request or, with stop_at_oom, at the first refusal;
+ * ETIMEDOUT at t's deadline. */
+static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_hook *h,
+                      sim_dev *dev, fp_replay_result *r)
 {
     size_t i = 0;
     while (i < t->n) {
+        if (i % FP_REPLAY_CHECK_EVERY == 0 && fp_trace_past_deadline(t)) {
+            r->events = i;
+            return ETIMEDOUT;
+        }
         size_t ooms = r->ooms;
         dev->idx = i;
         replay_event(p, m, &t->ev[i], i, h, r);
@@ -193,6 +210,7 @@ static void replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_
             break;
     }
     r->events = i;
+    return 0;
 }
 
 int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
@@ -207,6 +225,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                      .free_va = sim_free_va,
                      .map = sim_map,
                      .unmap = sim_unmap};
+    if (fp_trace_past_deadline(t))
+        return ETIMEDOUT;
     fp_pool_opts o = *opts;
     o.record_bytes = 0; /* a replay's own pool needs no record */
     if (!o.device_total)
@@ -223,9 +243,13 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     }
     memset(r, 0, sizeof *r);
     r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
-    replay_all(p, &m, t, h, &dev, r);
+    err = replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
     fp_hmap_fini(&m);
+    if (err) {
+        fp_pool_destroy(p, 1);
+        return err;
+    }
     if (keep)
         *keep = p;
     else

@@ -30,7 +30,15 @@ typedef struct fp_trace {
      * allocations at a live address, whose old one was freed first. */
     size_t dropped_frees, reused_live;
     int device; /* a snapshot's device read; 0 otherwise     */
+    /* Nonzero: a CLOCK_MONOTONIC time in ns past which a replay of this
+     * trace stops (checked every FP_REPLAY_CHECK_EVERY events) and returns
+     * ETIMEDOUT: the OOM search's bound (advice_budget_ms). */
+    uint64_t deadline_ns;
 } fp_trace;
+
+#define FP_REPLAY_CHECK_EVERY 4096
+/* 1 once t->deadline_ns is set and has passed. */
+int fp_trace_past_deadline(const fp_trace *t);
 
 /* 0, or an errno with a one-line reason in err (path, line, what): a file
  * that is not a regular file, a read or gzip error (cut short, corrupt),
@@ -56,7 +64,8 @@ typedef struct fp_replay_result {
 } fp_replay_result;
 
 /* Replays t through a fresh pool with opts.  budget 0 = unlimited device.
- * With keep non-NULL the pool is returned (the caller destroys it). */
+ * With keep non-NULL the pool is returned (the caller destroys it).
+ * ETIMEDOUT, nothing kept, once t->deadline_ns has passed. */
 int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget, fp_replay_result *r,
               fp_pool **keep);
 

@@ -164,6 +164,36 @@ static void other_keys_kept(void **state)
     assert_string_equal(a.torch, "expandable_segments:True");
 }
 
+/* A long FRAGPOOL_CONF (three output paths of 250 bytes and a dozen other
+ * keys: over 1,024 bytes in all) keeps its proven fit: the fix line
+ * leaves the paths out and keeps the rest. */
+static void long_conf_keeps_fix(void **state)
+{
+    (void)state;
+    char text[1400], path[251];
+    memset(path, 'p', sizeof path - 1);
+    path[0] = '/';
+    path[sizeof path - 1] = '\0';
+    snprintf(text, sizeof text,
+             "summary:%s,trace:%s,snapshot:%s,summary_format:json,expandable_segments:False,"
+             "strict:0,meminfo_counts_cache:1,free_policy:deferred,dump_on_sigusr1:0,"
+             "record_mb:16,ipc_export:fragpool,trace_stacks:2,tools:passthrough,host_pool:1,"
+             "host_max_reserved_mb:unlimited,own_segment_mb:off,vmm_headroom_mb:64",
+             path, path, path);
+    assert_true(strlen(text) > FP_ADVICE_CONF_MAX);
+    fp_conf cur;
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse(text, &cur, NULL, NULL), 0);
+    fp_advice a;
+    advise(&resnet, 4650 * FP_MIB, &cur, &a);
+    assert_int_equal(a.kind, FP_ADVICE_FIX);
+    assert_string_equal(a.conf, "strict:0,meminfo_counts_cache:1,free_policy:deferred,"
+                                "summary_format:json,dump_on_sigusr1:0,record_mb:16,"
+                                "ipc_export:fragpool,own_segment_mb:off,trace_stacks:2,"
+                                "tools:passthrough,vmm_headroom_mb:64,host_pool:1,"
+                                "host_max_reserved_mb:unlimited,expandable_segments:True");
+}
+
 static void cap_raised(void **state)
 {
     (void)state;
@@ -257,6 +287,7 @@ int main(void)
         cmocka_unit_test(expandable_fits_4650),
         cmocka_unit_test(never_the_setting_in_force),
         cmocka_unit_test(other_keys_kept),
+        cmocka_unit_test(long_conf_keeps_fix),
         cmocka_unit_test(cap_raised),
         cmocka_unit_test(tune_rows_agree),
         cmocka_unit_test(gpt_budget),

@@ -29,7 +29,8 @@
     "per_process_memory_fraction, max_reserved_mb, strict, "                                       \
     "meminfo_counts_cache, debug_check, free_policy, "                                             \
     "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, "                                \
-    "trace, record_mb, ipc_export, own_segment_mb, snapshot, trace_stacks, tools, "                \
+    "trace, record_mb, advice_budget_ms, ipc_export, own_segment_mb, snapshot, trace_stacks, "     \
+    "tools, "                                                                                      \
     "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, "                          \
     "host_pool, host_max_reserved_mb, host_max_cached_mb, "                                        \
     "pinned_max_cached_size_mb"
@@ -120,7 +121,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
     "meminfo_counts_cache:1,debug_check:0,free_policy:deferred,"                                   \
     "defer_headroom_mb:0,summary:stderr,"                                                          \
     "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16,"                                \
-    "ipc_export:fragpool,own_segment_mb:off,"                                                      \
+    "advice_budget_ms:1000,ipc_export:fragpool,own_segment_mb:off,"                                \
     "snapshot:off,trace_stacks:0,tools:passthrough,"                                               \
     "expandable_segments:auto,vmm_page_mb:granularity,"                                            \
     "vmm_reserve_mb:device,vmm_headroom_mb:64,host_pool:1,"                                        \
@@ -198,7 +199,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 29);
+    assert_int_equal(fp_conf_noptions(), 30);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -374,6 +375,11 @@ static void test_good_shim_keys(void **state)
     assert_int_equal(c.pool.record_bytes, 64 * FP_MIB);
     assert_int_equal(fp_conf_parse("record_mb:off", &c, NULL, NULL), 0);
     assert_int_equal(c.pool.record_bytes, 0);
+    assert_int_equal(c.advice_budget_ms, 1000);
+    assert_int_equal(fp_conf_parse("advice_budget_ms:1", &c, NULL, NULL), 0);
+    assert_int_equal(c.advice_budget_ms, 1);
+    assert_int_equal(fp_conf_parse("advice_budget_ms:3600000", &c, NULL, NULL), 0);
+    assert_int_equal(c.advice_budget_ms, 3600000);
     assert_int_equal(fp_conf_parse("own_segment_mb:2", &c, NULL, NULL), 0);
     assert_int_equal(c.own_segment, 2 * MIB);
     assert_int_equal(fp_conf_parse("own_segment_mb:off", &c, NULL, NULL), 0);
@@ -635,6 +641,15 @@ static const bad_case bad[] = {
     {"record_mb:abc", 1,
      P "'record_mb:abc': must be an integer number of MiB >= 1 (up to 65536), or off" KT(
          "record_mb", "16") "\n"},
+    {"advice_budget_ms:0", 1,
+     P "'advice_budget_ms:0': must be an integer from 1 to 3600000" KT("advice_budget_ms",
+                                                                       "1000") "\n"},
+    {"advice_budget_ms:3600001", 1,
+     P "'advice_budget_ms:3600001': must be an integer from 1 to 3600000" KT("advice_budget_ms",
+                                                                             "1000") "\n"},
+    {"advice_budget_ms:1s", 1,
+     P "'advice_budget_ms:1s': must be an integer from 1 to 3600000" KT("advice_budget_ms",
+                                                                        "1000") "\n"},
     {"own_segment_mb:0", 1,
      P "'own_segment_mb:0': must be an integer number of MiB >= 1 (up to "
        "17592186044415), or off" KT("own_segment_mb", "off") "\n"},

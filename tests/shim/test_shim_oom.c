@@ -31,7 +31,11 @@
  *  - fragmentation_served: the same 20 blocks of 8 MiB hold 160 MiB of
  *    pages; with every other freed, the request of 25 MiB + 512 B that
  *    fails on classic segments is served: idle pages are unmapped and
- *    mapped where it lands, and no message is written.
+ *    mapped where it lands, and no message is written;
+ *  - too_large_vmm: on 16 GiB with 6 GiB live, requests of 20 GiB, 1 TiB
+ *    (over the device) and 12 GiB (over what is free) fail and leave the
+ *    device's peak at 6 GiB: nothing is mapped for a request that cannot
+ *    complete.
  * The default free_policy (deferred) is in force: the frees are pending
  * when the failing request comes, and must be reclaimed before the OOM.
  */
@@ -302,6 +306,38 @@ static void fragmentation_served(void **state)
     drop_context(ctx);
 }
 
+static unsigned long long device_peak(void)
+{
+    fpsim_counts c;
+    assert_int_equal(fpsim_stats(0, &c), 0);
+    return c.bytes_peak;
+}
+
+/* A request the device cannot hold maps nothing: over its total (20 GiB,
+ * 1 TiB on 16 GiB) it is refused up front; within the total but over
+ * what is free (12 GiB with 6 GiB live), no page is mapped, the headroom
+ * included.  The device's peak stays where it was. */
+static void too_large_vmm(void **state)
+{
+    (void)state;
+    CUcontext ctx = fresh_context((size_t)16 << 30);
+    CUdeviceptr live = alloc_quiet((size_t)6 << 30);
+    assert_int_equal(fpsim_reset_stats(0), 0);
+    unsigned long long peak = device_peak();
+    assert_int_equal(peak, (size_t)6 << 30);
+    const size_t sizes[] = {(size_t)20 << 30, (size_t)1 << 40, (size_t)12 << 30};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        free(alloc_expect_oom(sizes[i]));
+        if (device_peak() != peak)
+            fail_msg("a request of %zu bytes took the device's peak from %llu to %llu", sizes[i],
+                     peak, device_peak());
+    }
+    CUdeviceptr p = alloc_quiet((size_t)8 << 30); /* what fits still fits */
+    CU(cuMemFree_v2(p));
+    CU(cuMemFree_v2(live));
+    drop_context(ctx);
+}
+
 static void cap_refuses(void **state)
 {
     (void)state;
@@ -361,6 +397,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest vmm[] = {
         cmocka_unit_test(exhaustion_vmm),
         cmocka_unit_test(fragmentation_served),
+        cmocka_unit_test(too_large_vmm),
     };
     if (argc > 1 && strcmp(argv[1], "cap") == 0)
         return cmocka_run_group_tests_name("cap", capped, setup, NULL);
