@@ -24,10 +24,15 @@
  *    signal handler that allocates) writes one line and returns at once.
  *
  * Invariants:
- *  - the search runs once per pool (a device's context), at its first OOM
- *    that finds no other search under way: later OOMs repeat that fix
- *    line, so a program that catches OOMs and carries on (batch-size
- *    search) pays for one search;
+ *  - a search runs for each OOM that finds no other search under way,
+ *    unless the same pool's latest search was for a request of the same
+ *    size (then its fix line is repeated), up to FP_ADVICE_SEARCHES in
+ *    the process: a later OOM's fix line is about that request, and a
+ *    program that catches OOMs and carries on (a batch-size search) pays
+ *    at most advice_budget_ms for each size it tries;
+ *  - the report's lines go to stderr and are kept as the latest OOM's
+ *    text (fp_summary_oom_say), which torch.OutOfMemoryError carries
+ *    through the C API;
  *  - the table's lock is held only to read or add a line, never across a
  *    search, a pool's lock or a driver call;
  *  - nothing here changes the pool or what the failing call returns, and
@@ -60,14 +65,21 @@
 #define FP_ADVICE_HOST_MAX ((size_t)256 << 20)
 #define REPLAY_BYTES       96
 
-/* The pools searched so far, with their fix lines (under lock).  A pool
- * is searched at its first OOM only; past FP_ADVICE_POOLS pools, no more. */
-#define FP_ADVICE_POOLS 8
-#define FP_ADVICE_LINE  (2 * FP_ADVICE_CONF_MAX + 512)
+/* The pools searched so far, each with the fix line of its latest search
+ * and the request that search was for (under lock).  An OOM of the same
+ * pool and request size repeats the line; any other is searched anew, up
+ * to FP_ADVICE_SEARCHES searches in the process (each is bounded by
+ * advice_budget_ms, so a program that catches OOMs pays at most that). */
+#define FP_ADVICE_POOLS    8
+#define FP_ADVICE_SEARCHES 32
+#define FP_ADVICE_LINE     (2 * FP_ADVICE_CONF_MAX + 512)
+#define FP_ADVICE_TEXT     12288 /* an OOM report's lines after the first two */
 typedef struct proven {
     const fp_pool *pool;
+    size_t requested;
     char line[FP_ADVICE_LINE];
 } proven;
+static unsigned nsearches; /* under lock */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static proven done[FP_ADVICE_POOLS];
 static size_t ndone;
@@ -258,6 +270,22 @@ static int search_trace(fp_ctx_pool *d, const fp_oom_info *o, fp_trace *t, fp_re
     return err;
 }
 
+/* The cap that binds is one the program set at run time
+ * (torch.cuda.set_per_process_memory_fraction through the C API): an
+ * environment variable would not lift it, so say what fraction would. */
+static void put_program_fraction(fp_sink *s, fp_ctx_pool *d, size_t need)
+{
+    double f = fp_pools_fraction(d->dev);
+    if (f == fp_shim.conf.pool.memory_fraction || f <= 0 || !d->total)
+        return;
+    uint64_t hundredths = (uint64_t)((double)need * 100.0 / (double)d->total) + 1;
+    fp_puts(s, "fragpool: fix: the cap is the program's own set_per_process_memory_fraction(");
+    fp_put_fixed(s, (uint64_t)(f * 100 + 0.5), 100, 2);
+    fp_puts(s, "); that run fits with set_per_process_memory_fraction(");
+    fp_put_fixed(s, hundredths > 100 ? 100 : hundredths, 100, 2);
+    fp_puts(s, ")\n");
+}
+
 static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, char *fix_line,
                    size_t len, fp_sink *s)
 {
@@ -283,6 +311,8 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
         put_why_none(&line, err, n);
     else
         fp_advise_put_fix(&line, &a);
+    if (!err && a.kind == FP_ADVICE_RAISE_CAP)
+        put_program_fraction(&line, d, a.need);
     fp_puts(s, fix_line);
     if (!err) {
         put_method(s, &a, &t, &info, (double)(now_ns() - t0) / 1e9);
@@ -294,29 +324,40 @@ static void search(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free, cha
     fp_trace_free(&t);
 }
 
-/* Under lock: the line proven at pool's first OOM, written to s; false
- * when the pool has none.  *room: a slot is left for a new one. */
-static bool repeat_proven(const fp_pool *pool, fp_sink *s, bool *room)
+static size_t slot_of(const fp_pool *pool)
 {
-    pthread_mutex_lock(&lock);
     size_t i = 0;
     while (i < ndone && done[i].pool != pool)
         i++;
-    if (i < ndone)
-        fp_puts(s, done[i].line);
-    *room = ndone < FP_ADVICE_POOLS;
-    pthread_mutex_unlock(&lock);
-    return i < ndone;
+    return i;
 }
 
-static void keep_proven(const fp_pool *pool, const char *line)
+/* The line proven for this pool and request size, written to s; false
+ * when there is none.  *room: a search may run (a slot for the pool, and
+ * the process's searches not spent). */
+static bool repeat_proven(const fp_pool *pool, size_t requested, fp_sink *s, bool *room)
 {
     pthread_mutex_lock(&lock);
-    if (ndone < FP_ADVICE_POOLS) {
-        done[ndone].pool = pool;
-        memcpy(done[ndone].line, line, sizeof done[ndone].line);
-        ndone++;
+    size_t i = slot_of(pool);
+    bool same = i < ndone && done[i].requested == requested;
+    if (same)
+        fp_puts(s, done[i].line);
+    *room = (i < ndone || ndone < FP_ADVICE_POOLS) && nsearches < FP_ADVICE_SEARCHES;
+    pthread_mutex_unlock(&lock);
+    return same;
+}
+
+static void keep_proven(const fp_pool *pool, size_t requested, const char *line)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = slot_of(pool);
+    if (i < FP_ADVICE_POOLS) {
+        done[i].pool = pool;
+        done[i].requested = requested;
+        memcpy(done[i].line, line, sizeof done[i].line);
+        ndone += i == ndone;
     }
+    nsearches++;
     pthread_mutex_unlock(&lock);
 }
 
@@ -331,7 +372,7 @@ static void search_once(fp_ctx_pool *d, const fp_oom_info *o, size_t device_free
     }
     char line[FP_ADVICE_LINE];
     search(d, o, device_free, line, sizeof line, s);
-    keep_proven(d->pool, line);
+    keep_proven(d->pool, o->requested, line);
     atomic_store(&searching, false);
 }
 
@@ -357,23 +398,26 @@ void fp_advice_oom(fp_ctx_pool *d)
     size_t device_free = (size_t)-1;
     fp_oom_info o; /* the failure the message reports, proven against */
     fp_summary_oom(d, &o, &device_free);
-    fp_sink s = fp_sink_fd(2);
+    char text[FP_ADVICE_TEXT]; /* the rest of the report: stderr and fragpool_last_oom */
+    fp_sink s = fp_sink_buffer(text, sizeof text);
     bool room;
     if (fp_fw_cache_in_front()) {
         fp_puts(&s, "fragpool: fix: none proven" DASH "PyTorch's own caching allocator "
                     "is on, so fragpool sees its segments, not the tensors; run under "
-                    "`fragpool run` (or set PYTORCH_NO_CUDA_MEMORY_CACHING=1) and fragpool "
-                    "will prove a setting at the next OOM\n");
-    } else if (repeat_proven(d->pool, &s, &room)) {
-        /* proven at this pool's first OOM */
+                    "`fragpool run` (or set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) "
+                    "and fragpool will prove a setting at the next OOM\n");
+    } else if (repeat_proven(d->pool, o.requested, &s, &room)) {
+        /* proven for this very request */
     } else if (room) {
         search_once(d, &o, device_free, &s);
     } else {
-        fp_puts(&s, "fragpool: fix: none proven" DASH "the runs of "
-                    "8 pools were searched already in this process\n");
+        fp_puts(&s, "fragpool: fix: none proven" DASH "this process ran its "
+                    "32 searches "
+                    "already; record the run with trace:PATH and run `fragpool tune PATH "
+                    "--budget SIZE`\n");
     }
     fp_summary_oom_host(&s);
-    fp_sink_flush(&s);
+    fp_summary_oom_say(text, false);
     reporting = false;
 }
 

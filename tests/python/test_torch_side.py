@@ -87,6 +87,12 @@ class TorchSide(unittest.TestCase):
         self.assertIn("per_process_memory_fraction:0.05", first)
         self.assertIn("fragpool: CUDA out of memory. Tried to allocate 3.00 GiB", second)
         self.assertNotIn("Tried to allocate 2.00 GiB", second)
+        # each fix line is about its own request, and names the program's call
+        self.assertIn("max_reserved_mb:2048", first)
+        self.assertIn("set_per_process_memory_fraction(0.13)", first)
+        self.assertIn("max_reserved_mb:3072", second)
+        self.assertIn("set_per_process_memory_fraction(0.19)", second)
+        self.assertNotIn("2048", second)
         self.assertEqual(o["after_lift"], "ok")
 
     def test_empty_cache(self):
