@@ -184,6 +184,8 @@ typedef struct fp_oom_info {
     size_t cap;          /* cap in force, SIZE_MAX if none          */
     int over_cap;        /* 1 when the cap refused, 0 the backend   */
     int backend_err;     /* last errno from the backend             */
+    int host;            /* 1 when host memory ran out (a header, a
+                            page set), not the cap or the device     */
     uint64_t record_at;  /* events recorded before the failure      */
 } fp_oom_info;
 

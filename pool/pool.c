@@ -57,7 +57,7 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
     if (!b || fp_segment_file(p, s)) {
         free(s);
         p->be.release(p->be.ctx, addr, size);
-        return ENOMEM;
+        return fp_host_short(p);
     }
     *out = b;
     return 0;
@@ -229,7 +229,7 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     size_t rest = b->size - rounded;
     fp_block *r = NULL;
     if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
-        return ENOMEM;
+        return fp_host_short(p);
     fp_index *ix = fp_index_of(p, small);
     fp_account_split_free(p, b, -1);
     fp_index_remove(ix, b);
@@ -336,6 +336,7 @@ static int vmm_find(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **
 static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
 {
     size_t size = rq->size, rounded = fp_round_size(&p->opts, size);
+    p->last_oom.host = 0;
     if (size > FP_MAX_REQUEST) {
         p->last_oom.over_cap = 0; /* neither the cap nor the backend refused it */
         p->last_oom.backend_err = 0;
@@ -348,7 +349,9 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
                       : find_or_grow(p, rq, rounded, &b, &g->freed_at);
     if (err)
         return err;
-    if (fp_map_make_room(&p->live) || take_block(p, b, rounded, fp_pool_is_small(rounded)))
+    if (fp_map_make_room(&p->live))
+        return fp_host_short(p);
+    if (take_block(p, b, rounded, fp_pool_is_small(rounded)))
         return ENOMEM;
     fp_map_put(&p->live, b);
     b->requested = size;
