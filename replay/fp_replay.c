@@ -6,7 +6,9 @@
  * would run past the end of the 64-bit address space.  Trace ids map to
  * addresses through an open-addressing table.  An allocation of a live id
  * is refused and counted (dup_allocs), a free of an id that is not live is
- * skipped and counted (bad_frees); neither is an OOM.
+ * skipped and counted (bad_frees); neither is an OOM.  An allocation the
+ * pool refuses for lack of host memory (fp_oom_info.host) fails the whole
+ * replay with ENOMEM: its peaks would be nobody's.
  */
 #include "fp_trace.h"
 #include "fp_hmap.h"
@@ -106,6 +108,17 @@ static void count_event(size_t *count, size_t *first, size_t idx)
         *first = idx;
 }
 
+/* After a refusal: 1 (and counted) when host memory ran out. */
+static int host_short(fp_pool *p, fp_replay_result *r)
+{
+    fp_oom_info o;
+    fp_pool_last_oom(p, &o);
+    if (!o.host)
+        return 0;
+    r->host_fails++;
+    return 1;
+}
+
 static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t idx,
                          const fp_replay_hook *h, fp_replay_result *r)
 {
@@ -116,6 +129,8 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t 
         return;
     }
     if (fp_pool_alloc(p, (size_t)e->size, &addr)) {
+        if (host_short(p, r))
+            return;
         if (r->ooms++ == 0) {
             r->first_oom_event = idx;
             fp_pool_last_oom(p, &r->first_oom);
@@ -138,6 +153,8 @@ static void replay_refused(fp_pool *p, const fp_tracer_event *e, size_t idx,
         fp_pool_free(p, addr);
         return;
     }
+    if (host_short(p, r))
+        return;
     r->recorded_refused++;
     if (r->ooms++ == 0) {
         r->first_oom_event = idx;
@@ -182,7 +199,7 @@ static void replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_
                        sim_dev *dev, fp_replay_result *r)
 {
     size_t i = 0;
-    while (i < t->n) {
+    while (i < t->n && !r->host_fails) {
         size_t ooms = r->ooms;
         dev->idx = i;
         replay_event(p, m, &t->ev[i], i, h, r);
@@ -226,6 +243,10 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
     fp_hmap_fini(&m);
+    if (r->host_fails) {
+        fp_pool_destroy(p, 1);
+        return ENOMEM;
+    }
     if (keep)
         *keep = p;
     else
