@@ -126,8 +126,8 @@ typedef struct fp_backend {
 typedef struct fp_stat {
     int64_t current;   /* now                         */
     int64_t peak;      /* highest current ever seen   */
-    int64_t allocated; /* sum of all increases        */
-    int64_t freed;     /* sum of all decreases        */
+    int64_t allocated; /* sum of all increases, stops at INT64_MAX */
+    int64_t freed;     /* sum of all decreases, stops at INT64_MAX */
 } fp_stat;
 
 enum { FP_ALL = 0, FP_SMALL = 1, FP_LARGE = 2, FP_NKINDS = 3 };

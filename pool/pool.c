@@ -659,11 +659,12 @@ size_t fp_pool_trim(fp_pool *p, size_t keep)
     return bytes;
 }
 
+/* A saturated total (INT64_MAX) stays so: what part came since is unknown. */
 static void stat_since(fp_stat *s, const fp_stat *base, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        s[i].allocated -= base[i].allocated;
-        s[i].freed -= base[i].freed;
+        s[i].allocated -= s[i].allocated == INT64_MAX ? 0 : base[i].allocated;
+        s[i].freed -= s[i].freed == INT64_MAX ? 0 : base[i].freed;
     }
 }
 
