@@ -57,7 +57,7 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
     if (!b || fp_segment_file(p, s)) {
         free(s);
         p->be.release(p->be.ctx, addr, size);
-        return fp_host_short(p);
+        return fp_pool_host_short(p);
     }
     *out = b;
     return 0;
@@ -229,7 +229,7 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     size_t rest = b->size - rounded;
     fp_block *r = NULL;
     if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
-        return fp_host_short(p);
+        return fp_pool_host_short(p);
     fp_index *ix = fp_index_of(p, small);
     fp_account_split_free(p, b, -1);
     fp_index_remove(ix, b);
@@ -350,7 +350,7 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
     if (err)
         return err;
     if (fp_map_make_room(&p->live))
-        return fp_host_short(p);
+        return fp_pool_host_short(p);
     if (take_block(p, b, rounded, fp_pool_is_small(rounded)))
         return ENOMEM;
     fp_map_put(&p->live, b);

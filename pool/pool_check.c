@@ -92,7 +92,7 @@ static int check_pages(const fp_segment *s, char *msg, size_t len)
         s->addr % s->page)
         return fail(msg, len, "vmm segment %#llx: bad page geometry", (unsigned long long)s->addr);
     bool stray;
-    size_t count = fp_pages_count(&s->pages, &stray);
+    size_t count = fp_pageset_count(&s->pages, &stray);
     if (stray)
         return fail(msg, len, "vmm segment %#llx: a page past the end is mapped",
                     (unsigned long long)s->addr);
@@ -104,7 +104,7 @@ static int check_pages(const fp_segment *s, char *msg, size_t len)
             continue;
         size_t lo = (size_t)((b->addr - s->addr) / s->page);
         size_t hi = (size_t)((b->addr - s->addr + b->size + s->page - 1) / s->page);
-        size_t i = fp_pages_next(&s->pages, lo, hi, false);
+        size_t i = fp_pageset_next(&s->pages, lo, hi, false);
         if (i < hi)
             return fail(msg, len, "live block %#llx: page %#llx not mapped",
                         (unsigned long long)b->addr, (unsigned long long)(s->addr + i * s->page));

@@ -70,19 +70,19 @@ typedef struct fp_pageset {
     uint64_t **chunk; /* per chunk: NULL, the full marker, or bits */
 } fp_pageset;
 
-int fp_pages_init(fp_pageset *ps, size_t n); /* none mapped; 0 or ENOMEM */
-void fp_pages_fini(fp_pageset *ps);
-bool fp_pages_get(const fp_pageset *ps, size_t i);
+int fp_pageset_init(fp_pageset *ps, size_t n); /* none mapped; 0 or ENOMEM */
+void fp_pageset_fini(fp_pageset *ps);
+bool fp_pageset_get(const fp_pageset *ps, size_t i);
 /* The first page in [i, end) in state want; end when none. */
-size_t fp_pages_next(const fp_pageset *ps, size_t i, size_t end, bool want);
-/* Makes fp_pages_mark(ps, i, n, on) unable to fail: 0, or ENOMEM with no
+size_t fp_pageset_next(const fp_pageset *ps, size_t i, size_t end, bool want);
+/* Makes fp_pageset_mark(ps, i, n, on) unable to fail: 0, or ENOMEM with no
  * page's state changed. */
-int fp_pages_prepare(fp_pageset *ps, size_t i, size_t n, bool on);
-/* Pages [i, i+n) to state on, after fp_pages_prepare with the same
+int fp_pageset_prepare(fp_pageset *ps, size_t i, size_t n, bool on);
+/* Pages [i, i+n) to state on, after fp_pageset_prepare with the same
  * arguments (or over maximal runs of the other state, which need none). */
-void fp_pages_mark(fp_pageset *ps, size_t i, size_t n, bool on);
+void fp_pageset_mark(fp_pageset *ps, size_t i, size_t n, bool on);
 /* The pages mapped; *stray: a page at or past n reads as mapped. */
-size_t fp_pages_count(const fp_pageset *ps, bool *stray);
+size_t fp_pageset_count(const fp_pageset *ps, bool *stray);
 
 struct fp_segment {
     uint64_t addr;           /* base as the backend returned it        */
@@ -228,7 +228,7 @@ _Static_assert(sizeof(fp_chunk) == FP_CHUNK_BYTES, "fp_chunk: 16 KiB");
 
 /* A host allocation (a header, a page set) failed: marks the failure as
  * the host's, not the device's, and returns ENOMEM. */
-static inline int fp_host_short(fp_pool *p)
+static inline int fp_pool_host_short(fp_pool *p)
 {
     p->last_oom.host = 1;
     return ENOMEM;

@@ -15,7 +15,7 @@
  *    this set;
  *  - FULL only for a chunk that lies wholly below n, and no bitmap has a
  *    bit set at or past n: no page past the end reads as mapped;
- *  - fp_pages_mark never allocates: fp_pages_prepare, its only fallible
+ *  - fp_pageset_mark never allocates: fp_pageset_prepare, its only fallible
  *    step, gives the (at most two) chunks a mark covers in part a bitmap
  *    of their own first, and changes no page's state.
  */
@@ -31,7 +31,7 @@
 static uint64_t full_marker;
 #define FULL (&full_marker)
 
-int fp_pages_init(fp_pageset *ps, size_t n)
+int fp_pageset_init(fp_pageset *ps, size_t n)
 {
     size_t nchunks = n / FP_PAGES_CHUNK + (n % FP_PAGES_CHUNK != 0);
     ps->n = n;
@@ -39,7 +39,7 @@ int fp_pages_init(fp_pageset *ps, size_t n)
     return ps->chunk ? 0 : ENOMEM;
 }
 
-void fp_pages_fini(fp_pageset *ps)
+void fp_pageset_fini(fp_pageset *ps)
 {
     size_t nchunks = ps->n / FP_PAGES_CHUNK + (ps->n % FP_PAGES_CHUNK != 0);
     for (size_t c = 0; ps->chunk && c < nchunks; c++)
@@ -56,7 +56,7 @@ static uint64_t word_at(const fp_pageset *ps, size_t c, size_t w)
     return l == NULL ? 0 : l == FULL ? ~(uint64_t)0 : l[w];
 }
 
-bool fp_pages_get(const fp_pageset *ps, size_t i)
+bool fp_pageset_get(const fp_pageset *ps, size_t i)
 {
     return (word_at(ps, i / FP_PAGES_CHUNK, i % FP_PAGES_CHUNK / 64) >> (i % 64)) & 1;
 }
@@ -79,7 +79,7 @@ static size_t next_in_leaf(const uint64_t *l, size_t c, size_t i, size_t cend, b
     return cend;
 }
 
-size_t fp_pages_next(const fp_pageset *ps, size_t i, size_t end, bool want)
+size_t fp_pageset_next(const fp_pageset *ps, size_t i, size_t end, bool want)
 {
     while (i < end) {
         size_t c = i / FP_PAGES_CHUNK, cend = (c + 1) * FP_PAGES_CHUNK;
@@ -123,7 +123,7 @@ static int own_bitmap(fp_pageset *ps, size_t c, size_t i, size_t n, bool on)
     return 0;
 }
 
-int fp_pages_prepare(fp_pageset *ps, size_t i, size_t n, bool on)
+int fp_pageset_prepare(fp_pageset *ps, size_t i, size_t n, bool on)
 {
     if (!n)
         return 0;
@@ -144,7 +144,7 @@ static void mark_bits(uint64_t *l, size_t lo, size_t hi, bool on)
     }
 }
 
-void fp_pages_mark(fp_pageset *ps, size_t i, size_t n, bool on)
+void fp_pageset_mark(fp_pageset *ps, size_t i, size_t n, bool on)
 {
     for (size_t c = i / FP_PAGES_CHUNK; n && c <= (i + n - 1) / FP_PAGES_CHUNK; c++) {
         size_t base = c * FP_PAGES_CHUNK, lo = base > i ? base : i;
@@ -162,7 +162,7 @@ void fp_pages_mark(fp_pageset *ps, size_t i, size_t n, bool on)
     }
 }
 
-size_t fp_pages_count(const fp_pageset *ps, bool *stray)
+size_t fp_pageset_count(const fp_pageset *ps, bool *stray)
 {
     size_t nchunks = ps->n / FP_PAGES_CHUNK + (ps->n % FP_PAGES_CHUNK != 0), count = 0;
     *stray = false;

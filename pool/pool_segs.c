@@ -92,7 +92,7 @@ void fp_seglist_unlink(fp_pool *p, fp_segment *s)
 void fp_segment_free(fp_segment *s)
 {
     if (s && s->vmm)
-        fp_pages_fini(&s->pages);
+        fp_pageset_fini(&s->pages);
     free(s);
 }
 

@@ -54,20 +54,20 @@ void fp_vmm_setup(fp_pool *p)
 
 static bool is_mapped(const fp_segment *s, size_t i)
 {
-    return fp_pages_get(&s->pages, i);
+    return fp_pageset_get(&s->pages, i);
 }
 
-/* After fp_pages_prepare (or over a maximal run of the other state). */
+/* After fp_pageset_prepare (or over a maximal run of the other state). */
 static void mark(fp_segment *s, size_t i, size_t n, bool on)
 {
-    fp_pages_mark(&s->pages, i, n, on);
+    fp_pageset_mark(&s->pages, i, n, on);
     s->mapped = on ? s->mapped + n : s->mapped - n;
 }
 
 /* The first page in [i, end) whose state is want; end when none. */
 static size_t next_in_state(const fp_segment *s, size_t i, size_t end, bool want)
 {
-    return fp_pages_next(&s->pages, i, end, want);
+    return fp_pageset_next(&s->pages, i, end, want);
 }
 
 /* ---- ranges ------------------------------------------------------------------ */
@@ -85,7 +85,7 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
     size_t npages = size / p->page;
     fp_segment *s = calloc(1, sizeof *s);
     fp_pageset pages = {0};
-    int bits = fp_pages_init(&pages, npages);
+    int bits = fp_pageset_init(&pages, npages);
     fp_block *b = s && !bits ? fp_block_new(p) : NULL;
     if (b) {
         *s = (fp_segment){.addr = addr,
@@ -103,10 +103,10 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
                         .stamp = FP_NEVER_FREED};
     }
     if (!b || fp_segment_file(p, s)) {
-        fp_pages_fini(&pages);
+        fp_pageset_fini(&pages);
         free(s);
         p->be.free_va(p->be.ctx, addr, size);
-        return fp_host_short(p);
+        return fp_pool_host_short(p);
     }
     *out = b;
     return 0;
@@ -116,7 +116,7 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
  * unmapped. */
 static bool unmap_pages(fp_pool *p, fp_segment *s, size_t i, size_t n, uint64_t stamp)
 {
-    if (fp_pages_prepare(&s->pages, i, n, false))
+    if (fp_pageset_prepare(&s->pages, i, n, false))
         return false;
     p->be.unmap(p->be.ctx, s->addr + i * s->page, n * s->page, stamp);
     mark(s, i, n, false);
@@ -265,8 +265,8 @@ static size_t count_unmapped(const fp_segment *s, size_t lo, size_t hi)
 static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, size_t hi)
 {
     size_t bytes = (j - i) * s->page;
-    if (fp_pages_prepare(&s->pages, i, j - i, true))
-        return fp_host_short(p);
+    if (fp_pageset_prepare(&s->pages, i, j - i, true))
+        return fp_pool_host_short(p);
     int err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);
     if (err == ENOMEM && reclaim(p, bytes, s, lo, hi) > 0)
         err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);

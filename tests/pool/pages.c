@@ -46,8 +46,8 @@ static size_t ref_next(const bool *ref, size_t i, size_t end, bool want)
 
 static void set(fp_pageset *ps, size_t i, size_t n, bool on)
 {
-    assert_int_equal(fp_pages_prepare(ps, i, n, on), 0);
-    fp_pages_mark(ps, i, n, on);
+    assert_int_equal(fp_pageset_prepare(ps, i, n, on), 0);
+    fp_pageset_mark(ps, i, n, on);
 }
 
 static void against_reference(void **state)
@@ -57,7 +57,7 @@ static void against_reference(void **state)
     bool *ref = calloc(n, sizeof *ref);
     assert_non_null(ref);
     fp_pageset ps;
-    assert_int_equal(fp_pages_init(&ps, n), 0);
+    assert_int_equal(fp_pageset_init(&ps, n), 0);
     uint64_t seed = 0x1234567;
     size_t count = 0;
     for (int op = 0; op < 3000; op++) {
@@ -81,16 +81,16 @@ static void against_reference(void **state)
             ref[k] = on;
         }
         bool stray;
-        assert_int_equal(fp_pages_count(&ps, &stray), count);
+        assert_int_equal(fp_pageset_count(&ps, &stray), count);
         assert_false(stray);
         for (int q = 0; q < 4; q++) {
             size_t a = rng(&seed) % n, b = a + rng(&seed) % (n - a + 1);
             bool want = rng(&seed) & 1;
-            assert_int_equal(fp_pages_next(&ps, a, b, want), ref_next(ref, a, b, want));
-            assert_int_equal(fp_pages_get(&ps, a), ref[a]);
+            assert_int_equal(fp_pageset_next(&ps, a, b, want), ref_next(ref, a, b, want));
+            assert_int_equal(fp_pageset_get(&ps, a), ref[a]);
         }
     }
-    fp_pages_fini(&ps);
+    fp_pageset_fini(&ps);
     free(ref);
 }
 
@@ -99,8 +99,8 @@ static size_t own_bitmaps(const fp_pageset *ps)
     size_t nchunks = (ps->n + FP_PAGES_CHUNK - 1) / FP_PAGES_CHUNK, own = 0;
     const uint64_t *full = NULL;
     for (size_t c = 0; c < nchunks; c++) {
-        if (fp_pages_get(ps, c * FP_PAGES_CHUNK) &&
-            fp_pages_next(ps, c * FP_PAGES_CHUNK, (c + 1) * FP_PAGES_CHUNK, false) ==
+        if (fp_pageset_get(ps, c * FP_PAGES_CHUNK) &&
+            fp_pageset_next(ps, c * FP_PAGES_CHUNK, (c + 1) * FP_PAGES_CHUNK, false) ==
                 (c + 1) * FP_PAGES_CHUNK)
             full = full ? full : ps->chunk[c]; /* the first whole chunk: the marker */
     }
@@ -114,20 +114,21 @@ static void huge_range_costs_its_chunks(void **state)
     (void)state;
     const size_t n = (size_t)1 << 27;
     fp_pageset ps;
-    assert_int_equal(fp_pages_init(&ps, n), 0);
+    assert_int_equal(fp_pageset_init(&ps, n), 0);
     set(&ps, 0, n, true);
     bool stray;
-    assert_int_equal(fp_pages_count(&ps, &stray), n);
+    assert_int_equal(fp_pageset_count(&ps, &stray), n);
     assert_false(stray);
     for (size_t c = 1; c < n / FP_PAGES_CHUNK; c++)
         assert_ptr_equal(ps.chunk[c], ps.chunk[0]);
     assert_int_equal(own_bitmaps(&ps), 0);
     set(&ps, 5 * FP_PAGES_CHUNK + 7, 40 * FP_PAGES_CHUNK, false);
-    assert_int_equal(fp_pages_count(&ps, &stray), n - 40 * FP_PAGES_CHUNK);
+    assert_int_equal(fp_pageset_count(&ps, &stray), n - 40 * FP_PAGES_CHUNK);
     assert_int_equal(own_bitmaps(&ps), 2);
-    assert_int_equal(fp_pages_next(&ps, 0, n, false), 5 * FP_PAGES_CHUNK + 7);
-    assert_int_equal(fp_pages_next(&ps, 5 * FP_PAGES_CHUNK + 7, n, true), 45 * FP_PAGES_CHUNK + 7);
-    fp_pages_fini(&ps);
+    assert_int_equal(fp_pageset_next(&ps, 0, n, false), 5 * FP_PAGES_CHUNK + 7);
+    assert_int_equal(fp_pageset_next(&ps, 5 * FP_PAGES_CHUNK + 7, n, true),
+                     45 * FP_PAGES_CHUNK + 7);
+    fp_pageset_fini(&ps);
 }
 
 /* A device with room for anything: address space and pages from a bump
