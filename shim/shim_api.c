@@ -30,7 +30,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#define FP_API         __attribute__((visibility("default")))
+#define FP_API __attribute__((visibility("default")))
 #define FP_API_DEVICES 64
 
 static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
