@@ -139,11 +139,11 @@ static CUresult memcpy_ok(const CUDA_MEMCPY3D *c, CUdeviceptr *dst, CUdeviceptr 
     bool ddev = false, sdev = false;
     CUresult rc = c->Height > 1 || c->Depth > 1 ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS)
-        rc = copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-                       dst, &ddev);
+        rc = copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, dst,
+                       &ddev);
     if (rc == CUDA_SUCCESS)
-        rc = copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                       src, &sdev);
+        rc = copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, src,
+                       &sdev);
     if (rc == CUDA_SUCCESS && ((ddev && !sim_mem_range_ok(*dst, c->WidthInBytes)) ||
                                (sdev && !sim_mem_range_ok(*src, c->WidthInBytes))))
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -168,7 +168,8 @@ static CUresult node_set(sim_node *n, const CUgraphNodeParams *p)
         break;
     case CU_GRAPH_NODE_TYPE_MEMCPY:
         t.copy = p->u.memcpy.copyParams;
-        rc = p->u.memcpy.flags != 0 ? CUDA_ERROR_INVALID_VALUE : memcpy_ok(&t.copy, &dst, &src, &mem);
+        rc = p->u.memcpy.flags != 0 ? CUDA_ERROR_INVALID_VALUE
+                                    : memcpy_ok(&t.copy, &dst, &src, &mem);
         if (rc == CUDA_SUCCESS)
             rc = node_ctx(p->u.memcpy.copyCtx, mem, &t.ctx);
         break;
@@ -259,8 +260,8 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         return sim_check_init() != CUDA_SUCCESS ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     CUgraphNodeParams p = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
     const CUDA_MEMSET_NODE_PARAMS *m = memsetParams;
-    p.u.memset = (CUDA_MEMSET_NODE_PARAMS_v2){
-        m->dst, m->pitch, m->value, m->elementSize, m->width, m->height, ctx};
+    p.u.memset = (CUDA_MEMSET_NODE_PARAMS_v2){m->dst,   m->pitch,  m->value, m->elementSize,
+                                              m->width, m->height, ctx};
     return add_node(phGraphNode, hGraph, dependencies, numDependencies, &p);
 }
 
