@@ -30,14 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct sim_node {
+typedef struct sim_node { /* sim.h names it for sim_graph */
     CUgraphNodeType type;
     CUDA_MEMSET_NODE_PARAMS_v2 set; /* MEMSET */
     CUDA_MEMCPY3D copy;             /* MEMCPY */
     CUcontext ctx;                  /* as resolved: never NULL but EMPTY */
-    const sim_node *orig;           /* an executable's copy: its node */
-    sim_node *next;
-};
+    const struct sim_node *orig;    /* an executable's copy: its node */
+    struct sim_node *next;
+} sim_node;
 
 typedef struct sim_exec {
     sim_node *first;
