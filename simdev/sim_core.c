@@ -174,6 +174,21 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     return rc;
 }
 
+/* A PCI bus id of the form the driver gives ("0000:BB:00.0"), one bus per
+ * simulated device, so that NVML can be asked about it (the shim's OOM
+ * report does; tests put a stand-in libnvidia-ml.so.1 in front). */
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (pciBusId == NULL || len <= 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = sim_check_dev(dev);
+    if (rc == CUDA_SUCCESS)
+        snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", 0x10 + (unsigned)dev);
+    return rc;
+}
+
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
     static const char kPrefix[14] = "fragpool-simd"; /* 13 chars + NUL */

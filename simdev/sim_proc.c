@@ -48,6 +48,7 @@ static const proc_entry kProcs[] = {
     E("cuDeviceGet", 2000, cuDeviceGet),
     E("cuDeviceGetCount", 2000, cuDeviceGetCount),
     E("cuDeviceGetName", 2000, cuDeviceGetName),
+    E("cuDeviceGetPCIBusId", 4000, cuDeviceGetPCIBusId),
     E("cuDeviceGetUuid", 9020, cuDeviceGetUuid),
     E("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
     E("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),

@@ -292,9 +292,9 @@ static void test_totals_saturate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stats_sequence), cmocka_unit_test(test_stats_since),
-        cmocka_unit_test(test_stats_oversize), cmocka_unit_test(test_divisions_effect),
-        cmocka_unit_test(test_reset_peaks),    cmocka_unit_test(test_set_fraction),
+        cmocka_unit_test(test_stats_sequence),  cmocka_unit_test(test_stats_since),
+        cmocka_unit_test(test_stats_oversize),  cmocka_unit_test(test_divisions_effect),
+        cmocka_unit_test(test_reset_peaks),     cmocka_unit_test(test_set_fraction),
         cmocka_unit_test(test_totals_saturate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

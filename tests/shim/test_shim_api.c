@@ -243,7 +243,7 @@ static void threads_read_while_allocating(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(version_and_arguments),  cmocka_unit_test(counters_and_resets),
+        cmocka_unit_test(version_and_arguments),   cmocka_unit_test(counters_and_resets),
         cmocka_unit_test(fraction_caps_and_lifts), cmocka_unit_test(empty_cache_gives_back),
         cmocka_unit_test(snapshot_written),        cmocka_unit_test(threads_read_while_allocating),
     };
