@@ -190,6 +190,11 @@ typedef struct fp_oom_info {
     int host;            /* 1 when host memory ran out (a header, a
                             page set), not the cap or the device     */
     uint64_t record_at;  /* events recorded before the failure      */
+    size_t held_aside;   /* filled by the caller, not the pool: device
+                            memory the backend still holds for the pool
+                            beyond reserved (VMM pages given back during
+                            a stream capture, kept mapped until the
+                            device is done with them)              */
 } fp_oom_info;
 
 int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool **out);
