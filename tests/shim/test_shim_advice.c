@@ -82,15 +82,22 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-/* Runs trace_client TRACE CAPACITY_MIB with FRAGPOOL_CONF=conf (exactly),
- * under this process's LD_PRELOAD and LD_LIBRARY_PATH; fails the case when
- * it runs too long or does not exit (a signal). */
+/* The search's time bound for these runs: they test what the search
+ * proves, not its bound (test_shim_search does), and a sanitizer build
+ * replays ten times slower than the default bound allows. */
+#define BUDGET ",advice_budget_ms:600000"
+
+/* Runs trace_client TRACE CAPACITY_MIB with FRAGPOOL_CONF=conf (exactly,
+ * plus BUDGET unless conf names the key), under this process's LD_PRELOAD
+ * and LD_LIBRARY_PATH; fails the case when it runs too long or does not
+ * exit (a signal). */
 static run run_client(const char *trace, unsigned mib, const char *conf)
 {
     static const char *const drop[] = {
         "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=", "PYTORCH_CUDA_ALLOC_CONF=", NULL};
-    char *confvar = fp_t_hold(malloc(strlen(conf) + 16));
-    sprintf(confvar, "FRAGPOOL_CONF=%s", conf);
+    char *confvar = fp_t_hold(malloc(strlen(conf) + sizeof BUDGET + 16));
+    sprintf(confvar, "FRAGPOOL_CONF=%s%s", conf,
+            strstr(conf, "advice_budget_ms:") ? "" : BUDGET);
     const char *const add[] = {confvar, NULL};
     char **env = fp_t_hold(fp_t_child_env(drop, add));
     char cap[32];
