@@ -90,6 +90,16 @@ void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud);
 /* Calls fn once with every pool, retired ones too, all held while it runs
  * (for a caller that keeps pointers into several pools at once). */
 void fp_pools_all(void (*fn)(fp_ctx_pool **ds, size_t n, void *ud), void *ud);
+/* The calling thread's cache of d's pool (pool/'s front end), joined on
+ * first use; NULL when the front end is off (free_policy:sync,
+ * thread_cache_mb:0, or a trace or snapshot recording, which see every
+ * pair in the pool) or the thread already follows FP_THREAD_POOLS pools. */
+fp_tcache *fp_pools_tcache(fp_ctx_pool *d);
+/* A free of addr on stream s (NULL: cuMemFree) that the calling thread's
+ * own cache took: the pool (held), *size and *stamp as the pool's free
+ * gives them; NULL when no cache took it (the caller frees in the pool). */
+fp_ctx_pool *fp_pools_free_cached(uint64_t addr, CUstream s, size_t *size, uint64_t *stamp);
+
 /* The driver's error of the last failed backend call on this thread. */
 CUresult fp_pools_last_error(void);
 /* A trace id for a block of d with the pool's allocation number seq. */
