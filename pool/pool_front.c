@@ -302,6 +302,8 @@ void fp_pool_front_counts(fp_pool *p, fp_front_counts *out)
 static void drop_records(fp_pool *p, fp_tcache *t)
 {
     flush_one(p, t);
+    p->front.allocs += t->allocs; /* its counts stay the pool's */
+    p->front.frees += t->frees;
     for (size_t i = 0; i <= t->owned.mask; i++)
         if (t->owned.slots[i].val)
             erase(&p->owners, t->owned.slots[i].key);

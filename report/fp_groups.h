@@ -24,6 +24,7 @@
 #define FP_DEV_GROUPS(X)                                                                           \
     X(PASSTHROUGH, "passthrough", "Passed to the driver") /* the shim's pass-through calls */      \
     X(DEFERRED, "deferred", "Deferred reuse")             /* the shim's deferral; null: sync */    \
+    X(THREADS, "thread_cache", "Thread caches")           /* the pools' front end; null: off */    \
     X(TRACE, "trace", "Trace problems")                   /* a replay's trace problems */          \
     X(IPC, "ipc", "IPC")                                  /* the shim's IPC counters */
 
