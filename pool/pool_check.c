@@ -317,6 +317,7 @@ static size_t blocks_in(const fp_segment *s, uint64_t lo, uint64_t hi, fp_block_
 void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
 {
     pthread_mutex_lock(&p->lock);
+    fp_front_flush(p, false); /* a block in a thread's cache is free, not live */
     size_t cap = 0;
     fp_block_info *v = NULL;
     for (size_t i = 0; i < fp_segtab_count(&p->segs); i++) {

@@ -199,7 +199,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 30);
+    assert_int_equal(fp_conf_noptions(), 31);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
