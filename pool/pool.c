@@ -167,7 +167,8 @@ static void collect_garbage(fp_pool *p)
         freed = false;
         for (fp_segment *s = p->seg_head, *n; s && reserved_now(p) > limit; s = n) {
             n = s->next;
-            if (!s->small && segment_is_free(s) && (double)(clock_now(p) - s->first->stamp) >= avg) {
+            if (!s->small && segment_is_free(s) &&
+                (double)(clock_now(p) - s->first->stamp) >= avg) {
                 release_segment(p, s);
                 p->st.num_gc_releases++;
                 freed = true;
@@ -535,7 +536,7 @@ static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, fp_freed *out
     return 0;
 }
 
-void fp_pool_free_live_locked(fp_pool *p, uint64_t addr)
+static void free_live_locked(fp_pool *p, uint64_t addr)
 {
     fp_block *b = fp_map_take(&p->live, addr);
     fp_assert(b != NULL, "a cached block is live in the pool");
@@ -602,6 +603,7 @@ int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool 
     fp_record_init(&p->rec, opts->record_bytes / sizeof(fp_rec_event));
     fp_vmm_setup(p);
     fp_front_init(p);
+    p->free_live = free_live_locked;
     *out = p;
     return 0;
 }

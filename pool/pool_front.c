@@ -27,9 +27,9 @@
 
 #define FRONT_CLASSES   64
 #define FRONT_PER_CLASS 4
-#define FRONT_OWNED_MAX 1024                /* blocks a cache follows at once  */
+#define FRONT_OWNED_MAX 1024               /* blocks a cache follows at once  */
 #define FRONT_MAX_BLOCK ((size_t)16 << 20) /* larger blocks are never cached  */
-#define CACHED          1u                  /* bit 0 of an `owned` value       */
+#define CACHED          1u                 /* bit 0 of an `owned` value       */
 
 typedef struct cached {
     uint64_t addr, stamp, stream;
@@ -135,8 +135,8 @@ static int pick(const fp_tcache *t, int c, size_t rounded, uint64_t unsafe_from,
     return best;
 }
 
-bool fp_front_take(fp_pool *p, fp_tcache *t, size_t rounded, uint64_t unsafe_from,
-                        uint64_t stream, fp_grant *g, int *same_stream)
+bool fp_front_take(fp_pool *p, fp_tcache *t, size_t rounded, uint64_t unsafe_from, uint64_t stream,
+                   fp_grant *g, int *same_stream)
 {
     int c0 = class_of(rounded), c = -1, i = -1;
     pthread_mutex_lock(&t->lock);
@@ -176,7 +176,8 @@ int fp_pool_front_free(fp_pool *p, fp_tcache *t, uint64_t addr, uint64_t stream,
     bool take = c >= 0 && t->n[c] < FRONT_PER_CLASS && t->bytes + sz <= p->opts.thread_cache;
     if (take) {
         uint64_t stamp = __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE);
-        t->fifo[c][t->n[c]++] = (cached){.addr = addr, .stamp = stamp, .stream = stream, .size = sz};
+        t->fifo[c][t->n[c]++] =
+            (cached){.addr = addr, .stamp = stamp, .stream = stream, .size = sz};
         owned_set(t, addr, v | CACHED);
         count_cached(t, sz, +1);
         t->frees++;
@@ -238,7 +239,7 @@ static size_t flush_one(fp_pool *p, fp_tcache *t)
             const cached *e = &t->fifo[c][i];
             erase(&t->owned, e->addr);
             erase(&p->owners, e->addr);
-            fp_pool_free_live_locked(p, e->addr);
+            p->free_live(p, e->addr);
             bytes += e->size;
         }
         t->n[c] = 0;

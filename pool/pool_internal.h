@@ -185,14 +185,17 @@ struct fp_pool {
     size_t page;      /* VMM page size; 0 = classic segments     */
     size_t vmm_range; /* VMM: address space per range            */
     /* ---- the front end (pool_front.c) ---- */
-    uint64_t serial;        /* unique in the process                   */
-    fp_tcache *tcaches;     /* the threads' caches, under lock         */
-    unsigned nthreads;      /* threads that ever joined                */
-    int front_on;           /* a second thread joined (atomic builtins) */
-    fp_hmap owners;         /* addr -> its thread's fp_tcache, for blocks
+    uint64_t serial;       /* unique in the process                   */
+    fp_tcache *tcaches;    /* the threads' caches, under lock         */
+    unsigned nthreads;     /* threads that ever joined                */
+    int front_on;          /* a second thread joined (atomic builtins) */
+    fp_hmap owners;        /* addr -> its thread's fp_tcache, for blocks
                                a thread's cache may take back             */
-    fp_front_counts front;  /* flushes and returned (allocs, frees: the
+    fp_front_counts front; /* flushes and returned (allocs, frees: the
                                caches' own, summed when read)             */
+    /* pool.c's free of a live block whose records are gone already (the
+       flush's, passed in so that pool_front.c needs no call of pool.c's) */
+    void (*free_live)(fp_pool *p, uint64_t addr);
 };
 
 /* ---- the front end (pool_front.c), under p->lock -------------------- */
@@ -204,8 +207,8 @@ size_t fp_front_flush(fp_pool *p, bool for_growth);
 int fp_front_disown(fp_pool *p, uint64_t addr);
 /* Thread t's cached block for a request of rounded bytes, taken without
  * the pool's lock (fp_pool_front_alloc's hit); false when none fits. */
-bool fp_front_take(fp_pool *p, fp_tcache *t, size_t rounded, uint64_t unsafe_from,
-                   uint64_t stream, fp_grant *g, int *same_stream);
+bool fp_front_take(fp_pool *p, fp_tcache *t, size_t rounded, uint64_t unsafe_from, uint64_t stream,
+                   fp_grant *g, int *same_stream);
 /* Block g just allocated for thread t: t may cache it at its free. */
 void fp_front_adopt(fp_pool *p, fp_tcache *t, const fp_grant *g);
 /* Cached blocks, by kind, to leave out of the allocated and active stats. */
@@ -216,8 +219,6 @@ void fp_front_destroy(fp_pool *p); /* pool destroyed: caches freed          */
 void fp_front_fork_prepare(fp_pool *p);
 void fp_front_fork_after(fp_pool *p, bool child);
 bool fp_front_locks_free(fp_pool *p);
-/* pool.c: the free of a live block whose records are gone already. */
-void fp_pool_free_live_locked(fp_pool *p, uint64_t addr);
 
 /* The free index a block of the small or the large pool lives in. */
 static inline fp_index *fp_index_of(fp_pool *p, bool small)
