@@ -47,6 +47,76 @@ typedef struct CUipcMemHandle_st {
     char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcMemHandle;
 
+/* ---- graphs built node by node (cuGraphAddNode and the typed adders) ---- */
+typedef struct CUgraphExec_st *CUgraphExec; /* opaque */
+typedef struct CUarray_st *CUarray;         /* opaque; never used here */
+typedef enum CUgraphNodeType_enum {         /* subset */
+                                    CU_GRAPH_NODE_TYPE_KERNEL = 0,
+                                    CU_GRAPH_NODE_TYPE_MEMCPY = 1,
+                                    CU_GRAPH_NODE_TYPE_MEMSET = 2,
+                                    CU_GRAPH_NODE_TYPE_HOST = 3,
+                                    CU_GRAPH_NODE_TYPE_EMPTY = 5
+} CUgraphNodeType;
+/* cuGraphAddMemsetNode's parameters (v1: no context; the adder takes one). */
+typedef struct CUDA_MEMSET_NODE_PARAMS_st {
+    CUdeviceptr dst;
+    size_t pitch; /* unused when height is 1 */
+    unsigned int value;
+    unsigned int elementSize; /* 1, 2 or 4 */
+    size_t width;             /* elements per row */
+    size_t height;            /* rows */
+} CUDA_MEMSET_NODE_PARAMS;
+/* cuGraphAddNode's memset parameters: v1 plus the context to run in. */
+typedef struct CUDA_MEMSET_NODE_PARAMS_v2_st {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned int value;
+    unsigned int elementSize;
+    size_t width;
+    size_t height;
+    struct CUctx_st *ctx; /* NULL: the driver picks one */
+} CUDA_MEMSET_NODE_PARAMS_v2;
+/* cuMemcpy3D's description of a copy (memory types: CUmemorytype). */
+typedef struct CUDA_MEMCPY3D_st {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    int srcMemoryType; /* CUmemorytype */
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    int dstMemoryType; /* CUmemorytype */
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
+/* cuGraphAddNode's memcpy parameters. */
+typedef struct CUDA_MEMCPY_NODE_PARAMS_st {
+    int flags;                /* must be 0 */
+    int reserved;             /* must be 0 */
+    struct CUctx_st *copyCtx; /* NULL: the driver picks one */
+    CUDA_MEMCPY3D copyParams;
+} CUDA_MEMCPY_NODE_PARAMS;
+/* cuGraphAddNode's tagged union: 256 bytes, the members fragpool reads. */
+typedef struct CUgraphNodeParams_st {
+    CUgraphNodeType type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_MEMCPY_NODE_PARAMS memcpy;
+        CUDA_MEMSET_NODE_PARAMS_v2 memset;
+    } u; /* anonymous in NVIDIA's header: same layout */
+    long long reserved2;
+} CUgraphNodeParams;
+#ifndef __cplusplus
+_Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in the ABI");
+_Static_assert(sizeof(CUgraphNodeParams) == 256, "CUgraphNodeParams is 256 bytes in the ABI");
+#endif
+
 /* Special stream handles (not pointers to anything). */
 #define CU_STREAM_LEGACY     ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
@@ -131,7 +201,11 @@ typedef enum CUdevice_attribute_enum { /* subset */
                                            102,
                                        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED =
                                            103,
-                                       CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115
+                                       CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED =
+                                           110,
+                                       CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+                                       CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 116,
+                                       CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK = 136
 } CUdevice_attribute;
 
 typedef enum CUpointer_attribute_enum {                                   /* subset */
@@ -151,7 +225,20 @@ typedef enum CUpointer_attribute_enum {                                   /* sub
                                         CU_POINTER_ATTRIBUTE_RANGE_START_ADDR =
                                             11,                               /* CUdeviceptr */
                                         CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12, /* size_t */
-                                        CU_POINTER_ATTRIBUTE_MAPPED = 13 /* unsigned int (bool) */
+                                        CU_POINTER_ATTRIBUTE_MAPPED = 13, /* unsigned int (bool) */
+                                        CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES =
+                                            14, /* unsigned long long (bitmask) */
+                                        CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE =
+                                            15,                                   /* unsigned int */
+                                        CU_POINTER_ATTRIBUTE_ACCESS_FLAGS = 16,   /* unsigned int */
+                                        CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17, /* CUmemoryPool */
+                                        CU_POINTER_ATTRIBUTE_MAPPING_SIZE = 18,   /* size_t */
+                                        CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR =
+                                            19, /* CUdeviceptr */
+                                        CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID =
+                                            20, /* unsigned long long */
+                                        CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE =
+                                            21 /* unsigned int (bool) */
 } CUpointer_attribute;
 
 typedef enum CUmemorytype_enum {
@@ -198,6 +285,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 #define CU_EVENT_WAIT_EXTERNAL   0x1
 /* cuIpcOpenMemHandle flags */
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+/* CUmemAllocationProp.allocFlags.usage */
+#define CU_MEM_CREATE_USAGE_HW_DECOMPRESS 0x2
 /* cuMemHostAlloc flags */
 #define CU_MEMHOSTALLOC_PORTABLE      0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP     0x02
@@ -455,7 +544,35 @@ typedef struct CUmemAccessDesc_st {
        CUmemAllocationHandleType handleType, unsigned long long flags))                            \
     X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle * handle, void *osHandle,      \
                                        CUmemAllocationHandleType shHandleType))
+/* What the driver says about the VMM allocation behind an address, and
+ * the one settable pointer attribute. */
+#define FP_CUDA_FUNCS_ATTR(X)                                                                      \
+    X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle * handle, void *addr))            \
+    X(cuPointerSetAttribute, (const void *value, CUpointer_attribute attribute, CUdeviceptr ptr))
 /* ---- end of the VMM block ---------------------------------------------- */
+
+/* ---- graphs built node by node, instantiated and launched ---------------- */
+#define FP_CUDA_FUNCS_GRAPH(X)                                                                     \
+    X(cuGraphCreate, (CUgraph * phGraph, unsigned int flags))                                      \
+    X(cuGraphAddNode, (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, \
+                       size_t numDependencies, CUgraphNodeParams *nodeParams))                     \
+    X(cuGraphAddNode_v2, (CUgraphNode * phGraphNode, CUgraph hGraph,                               \
+                          const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,  \
+                          size_t numDependencies, CUgraphNodeParams *nodeParams))                  \
+    X(cuGraphAddMemsetNode,                                                                        \
+      (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,                 \
+       size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx))        \
+    X(cuGraphAddMemcpyNode,                                                                        \
+      (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,                 \
+       size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx))                    \
+    X(cuGraphNodeSetParams, (CUgraphNode hNode, CUgraphNodeParams * nodeParams))                   \
+    X(cuGraphExecNodeSetParams,                                                                    \
+      (CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams * nodeParams))                 \
+    X(cuGraphInstantiateWithFlags,                                                                 \
+      (CUgraphExec * phGraphExec, CUgraph hGraph, unsigned long long flags))                       \
+    X(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream))                                   \
+    X(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream))                              \
+    X(cuGraphExecDestroy, (CUgraphExec hGraphExec))
 
 /* ---- the stream-ordered pools (cuMemAllocAsync's) ----------------------- */
 typedef enum CUmemPool_attribute_enum {
@@ -490,6 +607,8 @@ FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_HOST(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_SHARE(FP_CUDA_DECLARE_PFN)
 FP_CUDA_FUNCS_POOL(FP_CUDA_DECLARE_PFN)
+FP_CUDA_FUNCS_ATTR(FP_CUDA_DECLARE_PFN)
+FP_CUDA_FUNCS_GRAPH(FP_CUDA_DECLARE_PFN)
 #undef FP_CUDA_DECLARE_PFN
 
 #ifndef FP_CUDA_NO_PROTOTYPES
@@ -505,6 +624,8 @@ FP_CUDA_FUNCS_VMM(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_HOST(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_SHARE(FP_CUDA_DECLARE_PROTO)
 FP_CUDA_FUNCS_POOL(FP_CUDA_DECLARE_PROTO)
+FP_CUDA_FUNCS_ATTR(FP_CUDA_DECLARE_PROTO)
+FP_CUDA_FUNCS_GRAPH(FP_CUDA_DECLARE_PROTO)
 #undef FP_CUDA_DECLARE_PROTO
 #endif
 

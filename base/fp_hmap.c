@@ -3,23 +3,24 @@
  * Invariants (fp_hmap.h): empty iff val == 0; no empty slot between a
  * key's home and its slot; count <= capacity / 2 after make_room.  slots
  * and mask are stored with atomic builtins so fp_hmap_prefetch may read
- * them without a lock.
+ * them without a lock.  A key's home is a mix keyed by the process's
+ * secret (fp_seed.h), fixed for the map's life: ids chosen to collide
+ * under any fixed mix land apart.
  */
 #include "fp_hmap.h"
 
 #include "fp_assert.h"
+#include "fp_seed.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-/* Mixes all key bits into the low ones: keys may be 512-byte aligned
- * addresses or small consecutive ids. */
-static size_t home_of(uint64_t key, size_t mask)
+/* Mixes all key bits into the low ones (keys may be 512-byte aligned
+ * addresses or small consecutive ids), keyed by the map's seed so that
+ * input cannot choose keys that share a home. */
+static size_t home_of(const fp_hmap *m, uint64_t key, size_t mask)
 {
-    key ^= key >> 31;
-    key *= 0x9E3779B97F4A7C15ull;
-    key ^= key >> 29;
-    return (size_t)key & mask;
+    return (size_t)fp_mix_keyed(key, m->seed) & mask;
 }
 
 static int alloc_slots(fp_hmap *m, size_t cap)
@@ -40,6 +41,7 @@ int fp_hmap_init(fp_hmap *m, size_t n)
     m->slots = NULL;
     m->mask = 0;
     m->count = 0;
+    m->seed = fp_seed();
     return alloc_slots(m, cap);
 }
 
@@ -51,7 +53,7 @@ void fp_hmap_fini(fp_hmap *m)
 
 size_t fp_hmap_slot(const fp_hmap *m, uint64_t key)
 {
-    size_t i = home_of(key, m->mask);
+    size_t i = home_of(m, key, m->mask);
     while (m->slots[i].val && m->slots[i].key != key)
         i = (i + 1) & m->mask;
     return i;
@@ -87,7 +89,7 @@ void fp_hmap_erase(fp_hmap *m, size_t i)
     m->slots[i] = (fp_hmap_entry){0, 0};
     m->count--;
     for (size_t j = (i + 1) & m->mask; m->slots[j].val; j = (j + 1) & m->mask) {
-        size_t home = home_of(m->slots[j].key, m->mask);
+        size_t home = home_of(m, m->slots[j].key, m->mask);
         /* j stays unless its home lies outside (i, j], cyclically. */
         bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
         if (!stays) {
@@ -102,5 +104,5 @@ void fp_hmap_prefetch(const fp_hmap *m, uint64_t key)
 {
     const fp_hmap_entry *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
     size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
-    __builtin_prefetch(&slots[home_of(key, mask)]);
+    __builtin_prefetch(&slots[home_of(m, key, mask)]);
 }

@@ -9,7 +9,10 @@
  *  - count <= capacity / 2 after fp_hmap_make_room (the caller makes room
  *    before each insertion, or sizes the map for all of them at init);
  *  - every key sits in the probe run that starts at its home slot, with no
- *    empty slot in between (erasure shifts the run back into the hole).
+ *    empty slot in between (erasure shifts the run back into the hole);
+ *  - a key's home is keyed by a per-process secret (fp_seed.h): no input
+ *    can aim its keys at one run, and slot order differs from run to run,
+ *    so nothing printed may follow it.
  */
 #ifndef FP_HMAP_H
 #define FP_HMAP_H
@@ -26,6 +29,7 @@ typedef struct fp_hmap {
     fp_hmap_entry *slots;
     size_t mask; /* capacity - 1 (capacity a power of two)  */
     size_t count;
+    uint64_t seed; /* keys the homes (fp_seed.h), set by init  */
 } fp_hmap;
 
 /* Room for n entries without growing (at least 1024 slots).  0 or ENOMEM

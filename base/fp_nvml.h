@@ -10,6 +10,7 @@
 typedef int fp_nvmlReturn; /* nvmlReturn_t: 0 is NVML_SUCCESS */
 typedef struct fp_nvmlDevice_st *fp_nvmlDevice;
 #define FP_NVML_SUCCESS             0
+#define FP_NVML_INSUFFICIENT_SIZE   7       /* infoCount then holds the count needed */
 #define FP_NVML_VALUE_NOT_AVAILABLE (~0ull) /* usedGpuMemory unknown (no permission) */
 
 /* nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it. */

@@ -11,6 +11,10 @@
  * is the segment map.  Default: peak reserved.  Reserved often stays at its
  * peak for a long time, so of those events the one with the most allocated
  * is taken: the fullest picture of the memory the run could not do without.
+ *
+ * The page is made in memory and written as snapshot -o writes its pickle
+ * (fp_file_create, writes that never raise SIGXFSZ): a write that fails
+ * leaves no partial page, only one line and exit 1 (docs/files.md).
  */
 #include "cli.h"
 #include "fp_vec.h"
@@ -308,19 +312,42 @@ static int histogram(const fp_trace *t, uint64_t *count, uint64_t *bytes)
 
 /* ---- the two kinds of input ---------------------------------------------------- */
 
+/* The page rendered in memory, then written as snapshot -o writes:
+ * fp_file_create (no symlink followed, no other user's file) and an fd
+ * sink, whose writes never raise SIGXFSZ (past RLIMIT_FSIZE: EFBIG).  A
+ * write that fails removes the partial page.  0, or 1 after one line. */
 static int write_page(const char *out, const fp_html_page *pg)
 {
-    FILE *f = fopen(out, "w");
-    if (!f) {
-        fprintf(stderr, "fragpool report: cannot write '%s': %s\n", out, strerror(errno));
+    char *buf = NULL, why[256];
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    int err = mem ? fp_html_write(mem, pg) : ENOMEM, fd;
+    if (mem && fclose(mem) && !err)
+        err = ENOMEM;
+    if (err) {
+        fprintf(stderr, "fragpool report: writing '%s': %s\n", out, strerror(err));
+        free(buf);
         return 1;
     }
-    int err = fp_html_write(f, pg);
-    if (fclose(f) && !err)
+    if ((err = fp_file_create(out, &fd, why, sizeof why))) {
+        fprintf(stderr, "fragpool report: cannot write '%s': %s\n", out, why);
+        free(buf);
+        return 1;
+    }
+    static fp_sink sink; /* 64 KiB: not on the stack */
+    sink = fp_sink_fd(fd);
+    fp_put(&sink, buf, len);
+    err = fp_sink_flush(&sink);
+    if (close(fd) != 0 && !err)
         err = errno;
-    if (err)
-        fprintf(stderr, "fragpool report: writing '%s': %s\n", out, strerror(err));
-    return err ? 1 : 0;
+    free(buf);
+    if (err) {
+        unlink(out);
+        fprintf(stderr, "fragpool report: writing '%s': %s; the partial page is removed\n", out,
+                strerror(err));
+        return 1;
+    }
+    return 0;
 }
 
 typedef struct trace_report {

@@ -129,8 +129,8 @@ typedef struct fp_backend {
 typedef struct fp_stat {
     int64_t current;   /* now                                   */
     int64_t peak;      /* highest current ever seen             */
-    int64_t allocated; /* sum of all increases                  */
-    int64_t freed;     /* sum of all decreases                  */
+    int64_t allocated; /* sum of all increases, stops at INT64_MAX */
+    int64_t freed;     /* sum of all decreases, stops at INT64_MAX */
     int64_t mark;      /* highest current since fp_pool_reset_peaks
                           (the peak torch.cuda's API reports); the
                           run's own peak above never resets      */
@@ -190,7 +190,14 @@ typedef struct fp_oom_info {
     size_t cap;          /* cap in force, SIZE_MAX if none          */
     int over_cap;        /* 1 when the cap refused, 0 the backend   */
     int backend_err;     /* last errno from the backend             */
+    int host;            /* 1 when host memory ran out (a header, a
+                            page set), not the cap or the device     */
     uint64_t record_at;  /* events recorded before the failure      */
+    size_t held_aside;   /* filled by the caller, not the pool: device
+                            memory the backend still holds for the pool
+                            beyond reserved (VMM pages given back during
+                            a stream capture, kept mapped until the
+                            device is done with them)              */
 } fp_oom_info;
 
 int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool **out);

@@ -64,7 +64,7 @@ static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
     if (!b || fp_segment_file(p, s)) {
         free(s);
         p->be.release(p->be.ctx, addr, size);
-        return ENOMEM;
+        return fp_pool_host_short(p);
     }
     *out = b;
     return 0;
@@ -237,7 +237,7 @@ static int take_block(fp_pool *p, fp_block *b, size_t rounded, bool small)
     size_t rest = b->size - rounded;
     fp_block *r = NULL;
     if (should_split(p, small, rounded, rest) && !(r = fp_block_new(p)))
-        return ENOMEM;
+        return fp_pool_host_short(p);
     fp_index *ix = fp_index_of(p, small);
     fp_account_split_free(p, b, -1);
     fp_index_remove(ix, b);
@@ -376,6 +376,7 @@ static int vmm_find(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **
 static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
 {
     size_t size = rq->size, rounded = fp_round_size(&p->opts, size);
+    p->last_oom.host = 0;
     /* Over what any pool serves, or over the whole device: refused before
      * anything is reserved or mapped. */
     if (size > FP_MAX_REQUEST || (p->opts.device_total && rounded > p->opts.device_total)) {
@@ -392,7 +393,9 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
         return err;
     if (g->freed_at >= g->now) /* a block the threads' caches gave back just now */
         g->now = __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE);
-    if (fp_map_make_room(&p->live) || take_block(p, b, rounded, fp_pool_is_small(rounded)))
+    if (fp_map_make_room(&p->live))
+        return fp_pool_host_short(p);
+    if (take_block(p, b, rounded, fp_pool_is_small(rounded)))
         return ENOMEM;
     fp_map_put(&p->live, b);
     b->requested = size;
@@ -738,11 +741,12 @@ size_t fp_pool_trim(fp_pool *p, size_t keep)
     return bytes;
 }
 
+/* A saturated total (INT64_MAX) stays so: what part came since is unknown. */
 static void stat_since(fp_stat *s, const fp_stat *base, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        s[i].allocated -= base[i].allocated;
-        s[i].freed -= base[i].freed;
+        s[i].allocated -= s[i].allocated == INT64_MAX ? 0 : base[i].allocated;
+        s[i].freed -= s[i].freed == INT64_MAX ? 0 : base[i].freed;
     }
 }
 

@@ -83,25 +83,19 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally
     return 0;
 }
 
-static bool page_bit(const fp_segment *s, size_t i)
-{
-    return (s->pages[i / 64] >> (i % 64)) & 1;
-}
-
 /* A virtual-memory segment: its bitmap counts s->mapped pages, no bit
  * beyond the last page is set, and every page a live block touches is
  * mapped. */
 static int check_pages(const fp_segment *s, char *msg, size_t len)
 {
-    if (!s->page || !s->pages || s->size != s->npages * s->page || s->addr % s->page)
+    if (!s->page || !s->pages.chunk || s->pages.n != s->npages || s->size != s->npages * s->page ||
+        s->addr % s->page)
         return fail(msg, len, "vmm segment %#llx: bad page geometry", (unsigned long long)s->addr);
-    size_t count = 0;
-    for (size_t w = 0; w < (s->npages + 63) / 64; w++)
-        count += (size_t)__builtin_popcountll(s->pages[w]);
-    for (size_t i = s->npages; i < (s->npages + 63) / 64 * 64; i++)
-        if (page_bit(s, i))
-            return fail(msg, len, "vmm segment %#llx: page %zu past the end is mapped",
-                        (unsigned long long)s->addr, i);
+    bool stray;
+    size_t count = fp_pageset_count(&s->pages, &stray);
+    if (stray)
+        return fail(msg, len, "vmm segment %#llx: a page past the end is mapped",
+                    (unsigned long long)s->addr);
     if (count != s->mapped)
         return fail(msg, len, "vmm segment %#llx: %zu pages mapped, count says %zu",
                     (unsigned long long)s->addr, count, s->mapped);
@@ -110,11 +104,10 @@ static int check_pages(const fp_segment *s, char *msg, size_t len)
             continue;
         size_t lo = (size_t)((b->addr - s->addr) / s->page);
         size_t hi = (size_t)((b->addr - s->addr + b->size + s->page - 1) / s->page);
-        for (size_t i = lo; i < hi; i++)
-            if (!page_bit(s, i))
-                return fail(msg, len, "live block %#llx: page %#llx not mapped",
-                            (unsigned long long)b->addr,
-                            (unsigned long long)(s->addr + i * s->page));
+        size_t i = fp_pageset_next(&s->pages, lo, hi, false);
+        if (i < hi)
+            return fail(msg, len, "live block %#llx: page %#llx not mapped",
+                        (unsigned long long)b->addr, (unsigned long long)(s->addr + i * s->page));
     }
     return 0;
 }
@@ -232,8 +225,10 @@ static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS], c
 {
     for (int k = 0; k < FP_NKINDS; k++) {
         const fp_stat *x = &s[k];
-        if (x->current != v[k] || x->peak < x->current || x->allocated - x->freed != x->current ||
-            x->mark < x->current || x->mark > x->peak)
+        bool saturated = x->allocated == INT64_MAX || x->freed == INT64_MAX;
+        if (x->current != v[k] || x->peak < x->current ||
+            (!saturated && x->allocated - x->freed != x->current) || x->mark < x->current ||
+            x->mark > x->peak)
             return fail(msg, len, "stat %s[%d]: current %lld, walk %lld", name, k,
                         (long long)x->current, (long long)v[k]);
     }

@@ -18,6 +18,7 @@
 #include "fp_pool.h"
 #include "fp_hmap.h"
 #include "fp_ranges.h"
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -60,6 +61,29 @@ static inline uint32_t fp_block_prio(const fp_block *b)
     return (uint32_t)(x >> 32);
 }
 
+/* The mapped pages of a range (pool_pages.c): a bitmap in two levels,
+ * chunks of FP_PAGES_CHUNK pages each all unmapped, all mapped, or a
+ * bitmap of their own. */
+#define FP_PAGES_CHUNK ((size_t)32768)
+typedef struct fp_pageset {
+    size_t n;         /* pages                                   */
+    uint64_t **chunk; /* per chunk: NULL, the full marker, or bits */
+} fp_pageset;
+
+int fp_pageset_init(fp_pageset *ps, size_t n); /* none mapped; 0 or ENOMEM */
+void fp_pageset_fini(fp_pageset *ps);
+bool fp_pageset_get(const fp_pageset *ps, size_t i);
+/* The first page in [i, end) in state want; end when none. */
+size_t fp_pageset_next(const fp_pageset *ps, size_t i, size_t end, bool want);
+/* Makes fp_pageset_mark(ps, i, n, on) unable to fail: 0, or ENOMEM with no
+ * page's state changed. */
+int fp_pageset_prepare(fp_pageset *ps, size_t i, size_t n, bool on);
+/* Pages [i, i+n) to state on, after fp_pageset_prepare with the same
+ * arguments (or over maximal runs of the other state, which need none). */
+void fp_pageset_mark(fp_pageset *ps, size_t i, size_t n, bool on);
+/* The pages mapped; *stray: a page at or past n reads as mapped. */
+size_t fp_pageset_count(const fp_pageset *ps, bool *stray);
+
 struct fp_segment {
     uint64_t addr;           /* base as the backend returned it        */
     size_t size;             /* bytes                                  */
@@ -71,7 +95,7 @@ struct fp_segment {
     size_t page;             /* vmm: page size                          */
     size_t npages;           /* vmm: size / page                        */
     size_t mapped;           /* vmm: pages mapped now                   */
-    uint64_t *pages;         /* vmm: bit i set when page i is mapped    */
+    fp_pageset pages;        /* vmm: the pages mapped                   */
 };
 
 /* Bytes a segment holds from the device: all of it, or its pages. */
@@ -235,6 +259,14 @@ typedef struct fp_chunk {
     struct fp_chunk *next;
 } fp_chunk;
 _Static_assert(sizeof(fp_chunk) == FP_CHUNK_BYTES, "fp_chunk: 16 KiB");
+
+/* A host allocation (a header, a page set) failed: marks the failure as
+ * the host's, not the device's, and returns ENOMEM. */
+static inline int fp_pool_host_short(fp_pool *p)
+{
+    p->last_oom.host = 1;
+    return ENOMEM;
+}
 
 /* Header recycling and segment bookkeeping (pool_segs.c). */
 fp_block *fp_block_new(fp_pool *p);

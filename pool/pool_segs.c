@@ -91,8 +91,8 @@ void fp_seglist_unlink(fp_pool *p, fp_segment *s)
 
 void fp_segment_free(fp_segment *s)
 {
-    if (s)
-        free(s->pages);
+    if (s && s->vmm)
+        fp_pageset_fini(&s->pages);
     free(s);
 }
 

@@ -11,18 +11,27 @@
 
 #include "pool_internal.h"
 
-/* Stat updates: one call per change keeps current/peak/totals coherent. */
+/* A cumulative total plus d >= 0, stopping at INT64_MAX (2^63 - 1 bytes,
+ * 65,536 pairs of 2^47 B) instead of wrapping. */
+static inline int64_t fp_total_add(int64_t total, int64_t d)
+{
+    return total > INT64_MAX - d ? INT64_MAX : total + d;
+}
+
+/* Stat updates: one call per change keeps current/peak/totals coherent.
+ * The totals saturate (fp_total_add); then allocated - freed == current
+ * no longer holds, and fp_pool_check checks it only below the limit. */
 static inline void fp_stat_add(fp_stat *s, int64_t d)
 {
     s->current += d;
     if (d > 0) {
-        s->allocated += d;
+        s->allocated = fp_total_add(s->allocated, d);
         if (s->current > s->peak)
             s->peak = s->current;
         if (s->current > s->mark)
             s->mark = s->current;
     } else {
-        s->freed -= d;
+        s->freed = fp_total_add(s->freed, -d);
     }
 }
 

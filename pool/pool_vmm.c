@@ -24,9 +24,11 @@
  * the parser takes asks the driver for a page it can never map or a
  * reservation it refuses, and no rounding overflows.
  *
+ * Which pages are mapped is a set in two levels (pool_pages.c), so a
+ * range of 2^48 bytes costs its chunks, not a step per page.
+ *
  * Invariants (checked by fp_pool_check):
- *  - bit i of s->pages is set iff page i of s is mapped; s->mapped counts
- *    the set bits;
+ *  - page i of s is in s->pages iff it is mapped; s->mapped counts them;
  *  - every page a live block touches is mapped;
  *  - the reserved stat == sum over segments of fp_segment_held().
  */
@@ -104,39 +106,24 @@ void fp_vmm_setup(fp_pool *p)
     p->st.page_size = p->page;
 }
 
-/* ---- the page bitmap ------------------------------------------------------- */
+/* ---- the page set -------------------------------------------------------- */
 
 static bool is_mapped(const fp_segment *s, size_t i)
 {
-    return (s->pages[i / 64] >> (i % 64)) & 1;
+    return fp_pageset_get(&s->pages, i);
 }
 
+/* After fp_pageset_prepare (or over a maximal run of the other state). */
 static void mark(fp_segment *s, size_t i, size_t n, bool on)
 {
-    for (size_t k = i; k < i + n; k++) {
-        uint64_t bit = (uint64_t)1 << (k % 64);
-        s->pages[k / 64] = on ? s->pages[k / 64] | bit : s->pages[k / 64] & ~bit;
-    }
+    fp_pageset_mark(&s->pages, i, n, on);
     s->mapped = on ? s->mapped + n : s->mapped - n;
 }
 
 /* The first page in [i, end) whose state is want; end when none. */
 static size_t next_in_state(const fp_segment *s, size_t i, size_t end, bool want)
 {
-    while (i < end) {
-        uint64_t w = s->pages[i / 64];
-        w = want ? w : ~w;
-        w &= ~(uint64_t)0 << (i % 64);
-        if (w)
-            break;
-        i = (i / 64 + 1) * 64;
-    }
-    if (i >= end)
-        return end;
-    uint64_t w = want ? s->pages[i / 64] : ~s->pages[i / 64];
-    w &= ~(uint64_t)0 << (i % 64);
-    size_t j = (i / 64) * 64 + (size_t)__builtin_ctzll(w);
-    return j < end ? j : end;
+    return fp_pageset_next(&s->pages, i, end, want);
 }
 
 /* ---- ranges ------------------------------------------------------------------ */
@@ -153,8 +140,9 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
     }
     size_t npages = size / p->page;
     fp_segment *s = calloc(1, sizeof *s);
-    uint64_t *bits = calloc((npages + 63) / 64, sizeof *bits);
-    fp_block *b = s && bits ? fp_block_new(p) : NULL;
+    fp_pageset pages = {0};
+    int bits = fp_pageset_init(&pages, npages);
+    fp_block *b = s && !bits ? fp_block_new(p) : NULL;
     if (b) {
         *s = (fp_segment){.addr = addr,
                           .size = size,
@@ -163,7 +151,7 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
                           .vmm = true,
                           .page = p->page,
                           .npages = npages,
-                          .pages = bits};
+                          .pages = pages};
         *b = (fp_block){.addr = addr,
                         .size = size,
                         .state = FP_BLOCK_FREE,
@@ -171,28 +159,34 @@ int fp_vmm_new_range(fp_pool *p, size_t rounded, bool exact, bool small, fp_bloc
                         .stamp = FP_NEVER_FREED};
     }
     if (!b || fp_segment_file(p, s)) {
-        free(bits);
+        fp_pageset_fini(&pages);
         free(s);
         p->be.free_va(p->be.ctx, addr, size);
-        return ENOMEM;
+        return fp_pool_host_short(p);
     }
     *out = b;
     return 0;
 }
 
-static void unmap_pages(fp_pool *p, fp_segment *s, size_t i, size_t n, uint64_t stamp)
+/* Out of host memory for the page set's bookkeeping: false, and nothing
+ * unmapped. */
+static bool unmap_pages(fp_pool *p, fp_segment *s, size_t i, size_t n, uint64_t stamp)
 {
+    if (fp_pageset_prepare(&s->pages, i, n, false))
+        return false;
     p->be.unmap(p->be.ctx, s->addr + i * s->page, n * s->page, stamp);
     mark(s, i, n, false);
     fp_account_held(p, s->small, -(int64_t)(n * s->page));
     p->st.num_unmap_calls++;
+    return true;
 }
 
 void fp_vmm_release_range(fp_pool *p, fp_segment *s)
 {
     for (size_t i = next_in_state(s, 0, s->npages, true); i < s->npages;) {
         size_t j = next_in_state(s, i, s->npages, false);
-        unmap_pages(p, s, i, j - i, __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE));
+        unmap_pages(p, s, i, j - i, /* a maximal run: needs no memory */
+                    __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE));
         i = next_in_state(s, j, s->npages, true);
     }
     p->be.free_va(p->be.ctx, s->addr, s->size);
@@ -271,7 +265,8 @@ static size_t unmap_run(fp_pool *p, const idle_run *r, size_t want, const fp_seg
         size_t rest = want - got, left = rest / s->page + (rest % s->page != 0);
         size_t n = j - i;
         n = n < left ? n : left;
-        unmap_pages(p, s, i, n, r->stamp);
+        if (!unmap_pages(p, s, i, n, r->stamp))
+            break;
         got += n * s->page;
         i = next_in_state(s, i + n, r->hi, true);
     }
@@ -327,6 +322,8 @@ static size_t count_unmapped(const fp_segment *s, size_t lo, size_t hi)
 static int map_pages(fp_pool *p, fp_segment *s, size_t i, size_t j, size_t lo, size_t hi)
 {
     size_t bytes = (j - i) * s->page;
+    if (fp_pageset_prepare(&s->pages, i, j - i, true))
+        return fp_pool_host_short(p);
     int err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);
     if (err == ENOMEM && reclaim(p, bytes, s, lo, hi) > 0)
         err = p->be.map(p->be.ctx, s->addr + i * s->page, bytes);

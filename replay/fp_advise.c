@@ -320,13 +320,14 @@ static int choose_best(const fp_tune_row **v, size_t n, const fp_tune_row *cur,
 {
     a->current_need = cur->peak_reserved;
     a->kind = FP_ADVICE_KEEP;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && cur->peak_reserved; i++) { /* none holds less than 0 */
         const fp_tune_row *r = v[i];
         if (same_policy(&r->set.opts, &cur->set.opts) || r->set.gc)
             continue;
         uint64_t lhs = (uint64_t)r->peak_reserved * 100;
         uint64_t rhs = (uint64_t)cur->peak_reserved * (100 - FP_ADVICE_SAVING_PCT);
-        if (lhs <= rhs && !verdict_text(req->current, r->set.conf, 0, a)) {
+        if (r->peak_reserved < cur->peak_reserved && lhs <= rhs &&
+            !verdict_text(req->current, r->set.conf, 0, a)) {
             a->kind = FP_ADVICE_BEST;
             a->need = r->peak_reserved;
         }
@@ -535,7 +536,13 @@ static void put_current(fp_sink *s, const fp_advice *a, const char *subject, int
 
 static void put_best(fp_sink *s, const fp_advice *a, const char *subject)
 {
-    if (a->kind == FP_ADVICE_KEEP) {
+    if (a->kind == FP_ADVICE_KEEP && !a->current_need) {
+        fp_puts(s, "keep the settings in force" DASH "a replay of ");
+        fp_puts(s, subject);
+        fp_puts(s, " holds no memory at peak under any setting");
+        return;
+    }
+    if (a->kind == FP_ADVICE_KEEP || !a->current_need) {
         fp_puts(s, "keep the settings in force" DASH "no setting holds ");
         fp_put_u64(s, FP_ADVICE_SAVING_PCT);
         fp_puts(s, "% less than their ");

@@ -4,7 +4,10 @@
  * After parsing, fp_pdoc_index gives every string node an id, the index of
  * the first string node with the same bytes (a hash table of the bytes:
  * each string is hashed once, and compared in full only with a string of
- * the same hash and length).  Then each dict is rebuilt in place: its
+ * the same hash and length).  The hash is keyed by the process's secret
+ * (fp_seed.h), eight bytes a step: strings crafted to share a slot under
+ * a fixed hash (FNV-1a's low bits depend on the low bits alone) land
+ * apart, so probe runs stay short whatever the input.  Then each dict is rebuilt in place: its
  * pairs with string keys come first, one per key id holding the value set
  * last (Python's d[k] = v), sorted by key id; pairs with other keys (a
  * snapshot has none) follow as read.  A lookup hashes its key once, finds
@@ -18,6 +21,7 @@
  * (fp_unpickle frees the document).
  */
 #include "fp_unpickle.h"
+#include "fp_seed.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +31,18 @@ struct fp_pstr {
     uint32_t node; /* a string node, UINT32_MAX for an empty slot */
 };
 
-/* FNV-1a, 64 bits. */
+/* The bytes p[0..n), eight at a time (little-endian, the tail padded
+ * with zeros), each step a keyed bijective mix, then the length. */
 static uint64_t hash_bytes(const unsigned char *p, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
+    uint64_t seed = fp_seed(), h = seed;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        for (size_t k = 0; k < 8 && i + k < n; k++)
+            w |= (uint64_t)p[i + k] << (8 * k);
+        h = fp_mix_keyed(h ^ w, seed);
+    }
+    return fp_mix_keyed(h ^ n, ~seed);
 }
 
 /* The slot of the string p[0..n) with hash h: its id's slot, or the empty
@@ -137,6 +146,16 @@ int fp_pdoc_index(fp_pdoc *d)
 {
     int rc = intern_strings(d);
     return rc ? rc : build_dicts(d);
+}
+
+size_t fp_pdoc_longest_probe(const fp_pdoc *d)
+{
+    size_t best = 0, run = 0;
+    for (size_t i = 0; i < 2 * d->nstrs; i++) {
+        run = d->strs[i & (d->nstrs - 1)].node != UINT32_MAX ? run + 1 : 0;
+        best = run > best ? run : best;
+    }
+    return best < d->nstrs ? best : d->nstrs;
 }
 
 void fp_pdoc_index_free(fp_pdoc *d)

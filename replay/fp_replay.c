@@ -8,7 +8,9 @@
  * is refused and counted (dup_allocs), a free of an id that is not live is
  * skipped and counted (bad_frees); neither is an OOM.  A trace with a
  * deadline is checked against the clock every FP_REPLAY_CHECK_EVERY events:
- * past it, the replay stops and returns ETIMEDOUT.
+ * past it, the replay stops and returns ETIMEDOUT.  An allocation the
+ * pool refuses for lack of host memory (fp_oom_info.host) fails the whole
+ * replay with ENOMEM: its peaks would be nobody's.
  */
 #include "fp_trace.h"
 #include "fp_hmap.h"
@@ -109,6 +111,17 @@ static void count_event(size_t *count, size_t *first, size_t idx)
         *first = idx;
 }
 
+/* After a refusal: 1 (and counted) when host memory ran out. */
+static int host_short(fp_pool *p, fp_replay_result *r)
+{
+    fp_oom_info o;
+    fp_pool_last_oom(p, &o);
+    if (!o.host)
+        return 0;
+    r->host_fails++;
+    return 1;
+}
+
 static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t idx,
                          const fp_replay_hook *h, fp_replay_result *r)
 {
@@ -119,6 +132,8 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t 
         return;
     }
     if (fp_pool_alloc(p, (size_t)e->size, &addr)) {
+        if (host_short(p, r))
+            return;
         if (r->ooms++ == 0) {
             r->first_oom_event = idx;
             fp_pool_last_oom(p, &r->first_oom);
@@ -141,6 +156,8 @@ static void replay_refused(fp_pool *p, const fp_tracer_event *e, size_t idx,
         fp_pool_free(p, addr);
         return;
     }
+    if (host_short(p, r))
+        return;
     r->recorded_refused++;
     if (r->ooms++ == 0) {
         r->first_oom_event = idx;
@@ -195,7 +212,7 @@ static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_h
                       sim_dev *dev, fp_replay_result *r)
 {
     size_t i = 0;
-    while (i < t->n) {
+    while (i < t->n && !r->host_fails) {
         if (i % FP_REPLAY_CHECK_EVERY == 0 && fp_trace_past_deadline(t)) {
             r->events = i;
             return ETIMEDOUT;
@@ -246,6 +263,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     err = replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
     fp_hmap_fini(&m);
+    if (!err && r->host_fails)
+        err = ENOMEM;
     if (err) {
         fp_pool_destroy(p, 1);
         return err;

@@ -61,11 +61,14 @@ typedef struct fp_replay_result {
     size_t recorded_ooms;    /* 'o' rows: requests the recorded run failed on */
     size_t recorded_refused; /* of which this replay refused too             */
     fp_oom_info first_oom;   /* the pool's view of the first OOM             */
+    size_t host_fails;       /* allocations refused for lack of host memory  */
 } fp_replay_result;
 
 /* Replays t through a fresh pool with opts.  budget 0 = unlimited device.
  * With keep non-NULL the pool is returned (the caller destroys it).
- * ETIMEDOUT, nothing kept, once t->deadline_ns has passed. */
+ * ETIMEDOUT, nothing kept, once t->deadline_ns has passed; ENOMEM when
+ * host memory ran out, for the pool's own bookkeeping too: such a replay
+ * measured nothing (no pool is kept). */
 int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget, fp_replay_result *r,
               fp_pool **keep);
 

@@ -73,6 +73,9 @@ const fp_pv *fp_pdoc_node(const fp_pdoc *d, uint32_t i);
  * string keys once (the last value set), sorted.  0 or ENOMEM. */
 int fp_pdoc_index(fp_pdoc *d);
 void fp_pdoc_index_free(fp_pdoc *d);
+/* The longest run of occupied slots of the string table (a probe never
+ * walks further): for the tests. */
+size_t fp_pdoc_longest_probe(const fp_pdoc *d);
 /* The value of key in dict v, or NULL (not a dict, or no such key). */
 const fp_pv *fp_pdoc_get(const fp_pdoc *d, const fp_pv *v, const char *key);
 /* Item i of a list or tuple, or NULL. */

@@ -35,13 +35,15 @@
 #                        The header and every row of the table name it; the
 #                        expectations that depend on it (ipc) follow it.
 #                        Groups whose scripts write their own FRAGPOOL_CONF
-#                        (memcheck, snap, vmm, demo, real) are not changed;
+#                        (memcheck, snap, vmm, conformance, demo, real) are
+#                        not changed;
 #                        their rows say so
 #   GPU_CHECK_BUILD_DIR  build directory (default build-gpu)
 #   GPU_CHECK_COMMIT     the commit to print, where the tree's .git is stale
 #   GPU_CHECK_ONLY       space-separated check groups to run (default: those
 #                        marked on in GROUP_TABLE: alloc race multi demo pitch train
-#                        cupy jax bench ipc view memcheck snap vmm contexts); real runs
+#                        cupy jax bench ipc view memcheck snap vmm contexts
+#                        conformance); real runs
 #                        scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
 #                        minutes on its own)
@@ -113,6 +115,7 @@ memcheck on  script_group memcheck 240 tests/gpu/memcheck_check.sh
 snap    on   script_group snap 240 tests/gpu/snapshot_viz_check.sh
 vmm     on   script_group vmm 300 tests/gpu/vmm_check.sh
 contexts on   script_group contexts 400 tests/gpu/contexts_check.sh
+conformance on script_group conformance 240 tests/gpu/conformance_check.sh
 example off  script_group example 30 tests/gpu/example_group.sh
 '
 group_names() {   # [on]: every group's name, or only those run by default
@@ -261,6 +264,7 @@ group_mode() {
   [ -n "$CHECK_MODE" ] || return 0
   case $1 in
     vmm) echo "vmm always: the group sets expandable_segments:True itself" ;;
+    conformance) echo "both modes always: the group runs the default and classic itself" ;;
     memcheck|snap|demo|real) echo "$CHECK_MODE not applied: the group writes its own FRAGPOOL_CONF" ;;
     *) echo "$SEGS" ;;
   esac

@@ -33,6 +33,8 @@
  *   shim_capture.c    cuStreamBeginCapture* / cuStreamEndCapture*;
  *   shim_host_api.c   cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, queries;
  *   shim_ranges.c     cuMemGetAddressRange, cuPointerGetAttribute(s): blocks;
+ *                     what tells virtual memory from a cudaMalloc;
+ *   shim_gnodes.c     graph memset/memcpy nodes with a NULL context;
  *   shim_mempool.c    the stream-ordered pool API (cuMemPool*, syncs);
  *   shim_core.c       the allocation core: what is served, and how;
  *   shim_mem.c        allocation and free (cuMemAlloc*, cuMemFree*): translates;

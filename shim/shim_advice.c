@@ -226,10 +226,11 @@ static void put_method(fp_sink *s, const fp_advice *a, const fp_trace *t,
 /* What holds the device beside the pool, when nothing the pool can do fits. */
 static void put_outside(fp_sink *s, const fp_oom_info *o, size_t device_free, size_t total)
 {
-    if (!total || device_free == (size_t)-1 || o->reserved + device_free + FP_MIB > total)
+    size_t ours = o->reserved + o->held_aside; /* pages kept through a capture are ours */
+    if (!total || device_free == (size_t)-1 || ours + device_free + FP_MIB > total)
         return; /* unknown, or under 1 MiB */
     fp_puts(s, "fragpool: outside the pool: ");
-    fp_advise_put_mib(s, total - device_free - o->reserved);
+    fp_advise_put_mib(s, total - device_free - ours);
     fp_puts(s, " of the device's ");
     fp_advise_put_mib(s, total);
     fp_puts(s, " is held by this process's CUDA context, memory fragpool passes to the "

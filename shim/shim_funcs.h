@@ -3,7 +3,7 @@
  * FP_HOOKED_FUNCS: the functions that fragpool replaces.  Each has a
  * wrapper of the same name and signature in one interposer file
  * (shim_mem.c, shim_ctx_api.c, shim_capture.c, shim_ipc.c, shim_host_api.c,
- * shim_ranges.c, shim_mempool.c, shim_hooks.c), and shim_hooks.c
+ * shim_ranges.c, shim_gnodes.c, shim_mempool.c, shim_hooks.c), and shim_hooks.c
  * hands that wrapper out where a program looks the driver's own up.
  * FP_FORWARDED_FUNCS: the functions the shim only calls.
  * FP_REAL_FUNCS: both; shim_real.c resolves every one from libcuda.so.1.
@@ -39,7 +39,12 @@
     X(cuMemFreeHost) X(cuMemHostGetFlags) X(cuMemHostGetDevicePointer_v2)   \
     /* address ranges: shim_ranges.c */                                     \
     X(cuPointerGetAttribute) X(cuPointerGetAttributes)                      \
-    X(cuMemGetAddressRange_v2)                                              \
+    X(cuMemGetAddressRange_v2) X(cuMemRetainAllocationHandle)               \
+    X(cuMemGetAccess) X(cuPointerSetAttribute)                              \
+    /* graph nodes with a NULL context: shim_gnodes.c */                    \
+    X(cuGraphAddNode) X(cuGraphAddNode_v2) X(cuGraphNodeSetParams)          \
+    X(cuGraphExecNodeSetParams) X(cuGraphAddMemsetNode)                     \
+    X(cuGraphAddMemcpyNode)                                                 \
     /* the stream-ordered pools: shim_mempool.c */                          \
     X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)    \
     X(cuDeviceSetMemPool) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) \

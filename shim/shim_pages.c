@@ -8,7 +8,11 @@
  *                cuMemSetAccess for the device and every peer granted;
  *                the granules ask for POSIX file descriptor handles where
  *                the device offers them, so that IPC can export a block
- *                (fp_pages_export, shim_ipc_vmm.c);
+ *                (fp_pages_export, shim_ipc_vmm.c), and to be GPUDirect
+ *                RDMA- and HW-decompress-capable where the device offers
+ *                that for VMM memory, as a cudaMalloc's memory is (a
+ *                driver that refuses it once gets plain pages after, one
+ *                line);
  *   unmap        first the device must have finished the work queued
  *                before the pages' newest free (fp_defer_wait_done: the
  *                fence state, else a host wait, counted), then per
@@ -53,8 +57,10 @@ struct fp_pages {
     CUcontext ctx;
     CUdevice dev;
     fp_defer *defer;
-    size_t gran;    /* 0 until asked               */
-    bool shareable; /* granules export as POSIX fds  */
+    size_t gran;     /* 0 until asked               */
+    bool shareable;  /* granules export as POSIX fds  */
+    bool rdma;       /* granules GPUDirect RDMA-capable */
+    bool decompress; /* granules HW-decompress-capable */
     vmm_range *ranges;
     CUdevice peers[FP_VMM_MAX_PEERS];
     int npeers;
@@ -102,7 +108,19 @@ static CUmemAllocationProp device_prop(const fp_pages *v)
     p.location.id = v->dev;
     if (v->shareable)
         p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p.allocFlags.gpuDirectRDMACapable = v->rdma;
+    if (v->decompress)
+        p.allocFlags.usage = CU_MEM_CREATE_USAGE_HW_DECOMPRESS;
     return p;
+}
+
+/* The driver's value of a device attribute, 0 when it has none. */
+static int dev_attr(CUdevice dev, CUdevice_attribute a)
+{
+    int v = 0;
+    return fp_real.cuDeviceGetAttribute && fp_real.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS
+               ? v
+               : 0;
 }
 
 /* Whether the device's granules can be exported as POSIX file descriptors. */
@@ -134,6 +152,11 @@ size_t fp_pages_granularity(fp_pages *v)
         !fp_real.cuMemUnmap || !fp_real.cuMemRelease || !fp_real.cuMemAddressFree)
         return 0;
     v->shareable = fd_handles(v->dev);
+    /* as a cudaMalloc's memory: RDMA- and decompress-capable where the
+     * device offers it for VMM memory (docs/shim.md, "What the driver
+     * says about a block") */
+    v->rdma = dev_attr(v->dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED) != 0;
+    v->decompress = dev_attr(v->dev, CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK) != 0;
     CUmemAllocationProp p = device_prop(v);
     size_t g = 0;
     if (fp_real.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
@@ -293,7 +316,16 @@ static int map_granule(fp_pages *v, vmm_range *r, size_t k)
     fp_assert(!r->h[k], "a granule mapped once (a handle iff mapped)");
     CUmemAllocationProp p = device_prop(v);
     CUmemGenericAllocationHandle h = 0;
-    int err = drv(fp_real.cuMemCreate(&h, v->gran, &p, 0));
+    CUresult cr = fp_real.cuMemCreate(&h, v->gran, &p, 0);
+    if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_OUT_OF_MEMORY && (v->rdma || v->decompress)) {
+        fp_say("device %d refused GPUDirect RDMA / decompress-capable pages (CUresult %d); "
+               "mapping plain pages from now on",
+               (int)v->dev, (int)cr);
+        v->rdma = v->decompress = false;
+        p = device_prop(v);
+        cr = fp_real.cuMemCreate(&h, v->gran, &p, 0);
+    }
+    int err = drv(cr);
     if (err)
         return err;
     err = drv(fp_real.cuMemMap(r->addr + k * v->gran, v->gran, 0, h, 0));

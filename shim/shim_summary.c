@@ -18,6 +18,7 @@
  * summary_lock is tried only until the exit deadline (shim_exitlock.h).
  */
 #include "shim_summary.h"
+#include "fp_advise.h"
 #include "fp_file.h"
 #include "fp_groups.h"
 #include "fp_report.h"
@@ -25,6 +26,7 @@
 #include "shim_exitlock.h"
 #include "shim_framework.h"
 #include "shim_host.h"
+#include "shim_pages.h"
 #include "shim_path.h"
 #include "shim_real.h"
 #include "shim_snaprec.h"
@@ -374,8 +376,17 @@ void fp_summary_oom(fp_ctx_pool *d, fp_oom_info *o, size_t *device_free)
     if (fp_real.cuMemGetInfo_v2 && fp_real.cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS)
         fr = (size_t)-1;
     *device_free = fr;
+    o->held_aside =
+        d->vmm && fp_pages_kept(d->vmm) ? fp_pages_kept(d->vmm) * fp_pages_page(d->vmm) : 0;
     fp_sink s = fp_sink_buffer(text, sizeof text);
     fp_oom_message(o, &st, fp_pool_get_opts(d->pool), d->dev, d->total, fr, &s);
+    if (o->held_aside) { /* the pool gave them back, the device has them still */
+        fp_puts(&s, "fragpool: and ");
+        fp_advise_put_mib(&s, o->held_aside);
+        fp_puts(&s, " more of fragpool's: pages given back during the stream capture, which "
+                    "stay mapped until the device has finished the work that used them (after "
+                    "the capture)\n");
+    }
     fp_summary_oom_say(text, true);
 }
 

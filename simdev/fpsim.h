@@ -67,6 +67,12 @@ FPSIM_API int fpsim_reset_stats(int dev);
  * the pool's segment rather than the block fragpool's range queries
  * answer with.  Returns 0, or -1 when ptr is in no allocation. */
 FPSIM_API int fpsim_range(unsigned long long ptr, unsigned long long *base, size_t *size);
+/* The devices that may reach the VMM mapping holding ptr, as the
+ * simulated driver knows them (bit d: device d granted by cuMemSetAccess):
+ * for a test under fragpool, whose cuMemGetAccess answers for a pooled
+ * block as for a cudaMalloc.  Returns 0, or -1 when ptr is in no VMM
+ * mapping (or devices is NULL). */
+FPSIM_API int fpsim_vmm_access(unsigned long long ptr, unsigned *devices);
 
 #ifdef __cplusplus
 }

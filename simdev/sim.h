@@ -23,7 +23,8 @@
  *   4  sim_core.c      setup (FRAGPOOL_SIM_*), devices, and the context
  *                      calls that end or wait for work (teardown, sync)
  *   5  the other API files: sim_event.c (events, cross-stream and context
- *      waits), sim_graph.c (capture calls, graphs), sim_mem.c (memory
+ *      waits), sim_graph.c (capture calls), sim_nodes.c (graphs built node
+ *      by node, instantiated, launched; cuGraphDestroy), sim_mem.c (memory
  *      API), sim_copy.c (copies, memsets), sim_host.c (pinned host memory:
  *      flags, registration), sim_ipc.c (IPC handles across processes),
  *      sim_vmm.c (virtual memory management, shareable handles),
@@ -119,6 +120,8 @@ typedef struct sim_state {
                                 wait takes, as a real one with busy streams */
     bool vmm;                /* FRAGPOOL_SIM_VMM: the devices have virtual
                                  memory management (default 1) */
+    bool vmm_rdma;           /* FRAGPOOL_SIM_VMM_RDMA: cuMemCreate may ask
+                                 for GPUDirect RDMA (default 1) */
     sim_device dev[SIM_MAX_DEVICES];
     sim_ctx *ctxs;              /* created contexts, never freed */
     sim_event *events;          /* live events */
@@ -209,6 +212,12 @@ typedef struct sim_alloc {
     size_t span;               /* host bytes mapped at base (SIM_MEM_DEVICE:
                                  whole pages, so that IPC can share them) */
     bool shared;               /* SIM_MEM_DEVICE pages now shared (IPC) */
+    bool sync_memops;          /* cuPointerSetAttribute(SYNC_MEMOPS) set it */
+    /* SIM_MEM_VMM only, from the handle mapped there (sim_vmm.c): */
+    unsigned long long handle_types; /* requestedHandleTypes */
+    bool rdma;                       /* allocFlags.gpuDirectRDMACapable */
+    bool decompress;                 /* usage has CU_MEM_CREATE_USAGE_HW_DECOMPRESS */
+    unsigned access;                 /* bit d: device d may read and write it */
 } sim_alloc;
 
 void sim_mem_setup(int ndev, size_t capacity, unsigned fail_nth);
@@ -244,6 +253,14 @@ CUresult sim_mem_remove_import(CUdeviceptr base, sim_alloc *out);
 CUresult sim_mem_charge_phys(int dev, size_t bytes);
 void sim_mem_uncharge_phys(int dev, size_t bytes);
 void sim_mem_remove_vmm(CUdeviceptr base);
+/* The devices that may reach the SIM_MEM_VMM mapping at base (bit d). */
+void sim_mem_set_vmm_access(CUdeviceptr base, unsigned access);
+/* cuPointerSetAttribute(SYNC_MEMOPS) on the allocation holding p (not
+ * VMM memory: NOT_SUPPORTED there, as natively). */
+CUresult sim_mem_set_sync_memops(CUdeviceptr p, bool on);
+/* Whether device dev may touch [p, p+n): VMM memory needs its access
+ * (cuMemSetAccess), any other memory is reachable. */
+bool sim_mem_dev_reaches(CUdeviceptr p, size_t n, int dev);
 /* VMM reservations (sim_vmm.c adds and removes them), for the range
  * attributes of pointer queries. */
 CUresult sim_mem_add_reservation(CUdeviceptr base, size_t size);
@@ -278,6 +295,7 @@ typedef enum sim_stream_kind {
 typedef enum sim_op_kind {
     SIM_OP_COPY,
     SIM_OP_SET8,
+    SIM_OP_SET16,
     SIM_OP_SET32,
     SIM_OP_HOSTFN,
     SIM_OP_EVENT,
@@ -405,10 +423,12 @@ struct sim_capture {
     sim_graph *graph;   /* handed out by cuStreamEndCapture */
 };
 
+typedef struct sim_node sim_node;
 struct sim_graph {
     unsigned long long id;
-    size_t nodes;    /* operations captured */
-    sim_graph *next; /* g_sim.graphs */
+    size_t nodes;           /* operations captured */
+    sim_node *first, *last; /* nodes added one by one (sim_nodes.c) */
+    sim_graph *next;        /* g_sim.graphs */
 };
 
 /* With g_sim.lock held. */

@@ -78,3 +78,14 @@ int fpsim_range(unsigned long long ptr, unsigned long long *base, size_t *size)
     *size = a.size;
     return 0;
 }
+
+int fpsim_vmm_access(unsigned long long ptr, unsigned *devices)
+{
+    sim_setup();
+    sim_alloc a;
+    if (devices == NULL || sim_mem_find((CUdeviceptr)ptr, &a) != CUDA_SUCCESS ||
+        a.kind != SIM_MEM_VMM)
+        return -1;
+    *devices = a.access;
+    return 0;
+}

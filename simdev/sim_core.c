@@ -9,6 +9,10 @@
  *   FRAGPOOL_SIM_DRIVER_VERSION  what cuDriverGetVersion says (default and
  *                             most 13000); below 12050 there are no
  *                             context events, as in older drivers
+ *   FRAGPOOL_SIM_VMM          0: no virtual memory management (default 1)
+ *   FRAGPOOL_SIM_VMM_RDMA     0: cuMemCreate refuses gpuDirectRDMACapable
+ *                             and GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+ *                             reads 0 (default 1, as an H200)
  * A bad value is reported on stderr with the accepted form and the default
  * is kept.
  *
@@ -95,6 +99,7 @@ static void setup_once(void)
                                        SIM_DRIVER_VERSION);
     g_sim.ndev = ndev;
     g_sim.vmm = env_number("FRAGPOOL_SIM_VMM", 1, 0, 1) != 0;
+    g_sim.vmm_rdma = env_number("FRAGPOOL_SIM_VMM_RDMA", 1, 0, 1) != 0;
     g_sim.fence_us = (unsigned)env_number("FRAGPOOL_SIM_FENCE_US", 0, 0, 1000000);
     for (int d = 0; d < ndev; d++) {
         g_sim.dev[d].primary.dev = d;
@@ -166,6 +171,21 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         rc = sim_check_dev(dev);
     if (rc == CUDA_SUCCESS)
         snprintf(name, (size_t)len, "%s", kName);
+    return rc;
+}
+
+/* A PCI bus id of the form the driver gives ("0000:BB:00.0"), one bus per
+ * simulated device, so that NVML can be asked about it (the shim's OOM
+ * report does; tests put a stand-in libnvidia-ml.so.1 in front). */
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (pciBusId == NULL || len <= 0))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        rc = sim_check_dev(dev);
+    if (rc == CUDA_SUCCESS)
+        snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", 0x10 + (unsigned)dev);
     return rc;
 }
 
@@ -247,6 +267,9 @@ static const struct {
     {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1}, /* FRAGPOOL_SIM_VMM */
     {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1},
     {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1},
+    /* GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: FRAGPOOL_SIM_VMM_RDMA;
+     * MEM_DECOMPRESS_ALGORITHM_MASK 0: no decompression engine (an H200) */
 };
 
 /* 0 with *out set, or -1 for an attribute outside the enum's range.
@@ -263,6 +286,8 @@ int sim_attr_value(CUdevice_attribute attr, int dev, int *out)
             *out = kAttrs[i].value;
     if (attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
         *out = g_sim.vmm;
+    if (attr == CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED)
+        *out = g_sim.vmm && g_sim.vmm_rdma;
     return 0;
 }
 

@@ -3,10 +3,11 @@
  *
  * The capture state and its rules (what a capture is, which calls
  * invalidate it) are in sim_capture.c; this file resolves the stream of
- * each call, and keeps the rules of ending one (end_checks).  Graphs are
- * only counted nodes: cuGraphLaunch is not simulated, cuGraphDestroy frees
- * the handle.  A graph handed out by cuStreamEndCapture is on g_sim.graphs
- * until cuGraphDestroy; an invalidated capture's graph is freed at its end.
+ * each call, and keeps the rules of ending one (end_checks).  A captured
+ * graph is only counted nodes: launching it does nothing (sim_nodes.c
+ * builds, launches and destroys graphs).  A graph handed out by
+ * cuStreamEndCapture is on g_sim.graphs until cuGraphDestroy; an
+ * invalidated capture's graph is freed at its end.
  */
 #include "sim.h"
 
@@ -222,21 +223,4 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus 
 {
     capture_info o = {st, id, graph, deps, edges, ndeps};
     return capture_query(hStream, true, &o);
-}
-
-CUresult cuGraphDestroy(CUgraph hGraph)
-{
-    CUresult rc = sim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    sim_lock();
-    sim_graph **pp = &g_sim.graphs;
-    while (*pp != NULL && (CUgraph)*pp != hGraph)
-        pp = &(*pp)->next;
-    sim_graph *g = *pp;
-    if (g != NULL)
-        *pp = g->next;
-    sim_unlock();
-    free(g);
-    return g != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

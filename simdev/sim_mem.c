@@ -25,7 +25,9 @@
  * and for an unknown attribute; its RANGE_START_ADDR and RANGE_SIZE are
  * the allocation's, for VMM memory the whole reservation's; BUFFER_ID is
  * unique per allocation; IS_LEGACY_CUDA_IPC_CAPABLE is 1 for cuMemAlloc
- * memory only.
+ * memory only.  The attributes that tell VMM memory apart (handle types,
+ * RDMA, decompression, mapping, SYNC_MEMOPS, which only cuMemAlloc-like
+ * memory takes) are vmm_attr's; a VMM mapping has no context.
  * Chosen where the documentation is silent: cuMemFree(0), cuMemFreeAsync(0)
  * and cuMemFreeHost(NULL) succeed; cuMemGetInfo accepts NULL outputs.
  */
@@ -310,14 +312,22 @@ static size_t attr_size(CUpointer_attribute attr)
     case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void *);
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(void *);
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: return sizeof(CUdeviceptr);
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(size_t);
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-    case CU_POINTER_ATTRIBUTE_MAPPED: return sizeof(unsigned);
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: return sizeof(unsigned);
     }
     return 0;
 }
@@ -332,10 +342,46 @@ static uint64_t range_attr(CUdeviceptr base, size_t size, CUpointer_attribute at
     return attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ? base : size;
 }
 
+/* MAPPING_BASE_ADDR or MAPPING_SIZE: a VMM mapping is its own (cuMemMap's);
+ * any other allocation lies in the driver's 2 MiB-aligned mapping around it. */
+static uint64_t mapping_attr(const sim_alloc *a, CUpointer_attribute attr)
+{
+    uint64_t base = a->base, end = a->base + a->size;
+    if (a->kind != SIM_MEM_VMM) {
+        base -= base % SIM_LARGE_ALIGN;
+        end = (end + SIM_LARGE_ALIGN - 1) / SIM_LARGE_ALIGN * SIM_LARGE_ALIGN;
+    }
+    return attr == CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR ? base : end - base;
+}
+
+/* The attributes that tell VMM memory from a cuMemAlloc (sim_vmm.c says
+ * what a mapping carries): device memory of cuMemAlloc is RDMA- and
+ * decompress-capable with no shareable handle type, as natively. */
+static bool vmm_attr(const sim_alloc *a, CUpointer_attribute attr, uint64_t *v)
+{
+    bool vmm = a->kind == SIM_MEM_VMM,
+         dev = !vmm &&
+               (a->kind == SIM_MEM_DEVICE || a->kind == SIM_MEM_ASYNC || a->kind == SIM_MEM_GRAPH);
+    switch ((int)attr) {
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *v = vmm ? a->handle_types : 0; return true;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: *v = vmm ? a->rdma : dev; return true;
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: *v = vmm ? a->decompress : dev; return true;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *v = a->sync_memops; return true;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *v = 3; return true;   /* read and write */
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *v = 0; return true; /* not modelled */
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: *v = a->id; return true;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: *v = mapping_attr(a, attr); return true;
+    }
+    return false;
+}
+
 /* The value of attr for ptr inside allocation a, as 8 bytes. */
 static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr, CUdeviceptr ptr,
                            uint64_t *v)
 {
+    if (vmm_attr(a, attr, v))
+        return CUDA_SUCCESS;
     bool pinned = a->kind == SIM_MEM_HOST || a->kind == SIM_MEM_REGISTERED;
     bool host_visible = pinned || a->kind == SIM_MEM_MANAGED;
     switch (attr) {
@@ -349,7 +395,6 @@ static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr, CUdevic
             return CUDA_ERROR_INVALID_VALUE;
         *v = ptr;
         break;
-    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *v = 0; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *v = a->id; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *v = a->kind == SIM_MEM_MANAGED; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *v = (uint64_t)a->dev; break;
@@ -359,7 +404,7 @@ static CUresult attr_value(const sim_alloc *a, CUpointer_attribute attr, CUdevic
         *v = range_attr(a->base, a->size, attr, ptr, a->kind == SIM_MEM_VMM);
         break;
     case CU_POINTER_ATTRIBUTE_MAPPED: *v = 1; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE; /* the rest: vmm_attr */
     }
     return CUDA_SUCCESS;
 }
@@ -420,4 +465,18 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
         attr_store(data[i], attributes[i], v);
     }
     return CUDA_SUCCESS;
+}
+
+/* SYNC_MEMOPS is the one settable attribute; VMM memory does not take it
+ * (CUDA_ERROR_NOT_SUPPORTED, measured on an H200). */
+CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult rc = sim_check_init();
+    if (rc == CUDA_SUCCESS && (value == NULL || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    unsigned on;
+    memcpy(&on, value, sizeof on);
+    return sim_mem_set_sync_memops(ptr, on != 0);
 }

@@ -447,6 +447,43 @@ CUresult sim_mem_remove_registered(CUdeviceptr base)
 
 /* ---- queries --------------------------------------------------------------- */
 
+void sim_mem_set_vmm_access(CUdeviceptr base, unsigned access)
+{
+    mem_lock();
+    sim_alloc *a = exact(base);
+    if (a != NULL && a->kind == SIM_MEM_VMM)
+        a->access = access;
+    mem_unlock();
+}
+
+CUresult sim_mem_set_sync_memops(CUdeviceptr p, bool on)
+{
+    mem_lock();
+    sim_alloc *a = (sim_alloc *)containing(p);
+    CUresult rc = a == NULL                ? CUDA_ERROR_INVALID_VALUE
+                  : a->kind == SIM_MEM_VMM ? CUDA_ERROR_NOT_SUPPORTED
+                                           : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS)
+        a->sync_memops = on;
+    mem_unlock();
+    return rc;
+}
+
+bool sim_mem_dev_reaches(CUdeviceptr p, size_t n, int dev)
+{
+    bool ok = true;
+    mem_lock();
+    for (CUdeviceptr at = p; ok && n > 0 && at - p < n;) {
+        const sim_alloc *a = containing(at);
+        if (a == NULL || a->kind != SIM_MEM_VMM)
+            break; /* not VMM memory: reachable (or checked elsewhere) */
+        ok = (a->access >> dev) & 1u;
+        at = a->base + a->size;
+    }
+    mem_unlock();
+    return ok;
+}
+
 CUresult sim_mem_find(CUdeviceptr p, sim_alloc *out)
 {
     mem_lock();

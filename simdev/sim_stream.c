@@ -74,16 +74,30 @@ static void set32(void *dst, unsigned value, size_t count)
         memcpy(p + 4 * i, &value, 4);
 }
 
+static void set16(void *dst, unsigned value, size_t count)
+{
+    unsigned char *p = dst;
+    uint16_t v = (uint16_t)value;
+    for (size_t i = 0; i < count; i++)
+        memcpy(p + 2 * i, &v, 2);
+}
+
+static bool is_set(sim_op_kind k)
+{
+    return k == SIM_OP_SET8 || k == SIM_OP_SET16 || k == SIM_OP_SET32;
+}
+
 /* The body of an operation; runs without g_sim.lock. */
 static void run_op(const sim_op *op)
 {
     bool empty = (op->kind == SIM_OP_COPY && op->u.copy.n == 0) ||
-                 ((op->kind == SIM_OP_SET8 || op->kind == SIM_OP_SET32) && op->u.set.count == 0);
+                 (is_set(op->kind) && op->u.set.count == 0);
     if (empty)
         return; /* pointers may be NULL for 0 bytes */
     switch (op->kind) {
     case SIM_OP_COPY: memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n); break;
     case SIM_OP_SET8: memset(op->u.set.dst, (int)(op->u.set.value & 0xff), op->u.set.count); break;
+    case SIM_OP_SET16: set16(op->u.set.dst, op->u.set.value, op->u.set.count); break;
     case SIM_OP_SET32: set32(op->u.set.dst, op->u.set.value, op->u.set.count); break;
     case SIM_OP_HOSTFN: op->u.host.fn(op->u.host.data); break;
     case SIM_OP_FREE: sim_mem_release(op->u.free_ptr, SIM_FREE_ASYNC_RUN); break;
@@ -205,10 +219,26 @@ static CUresult capture_filter(sim_stream *s, bool *captured)
     return CUDA_SUCCESS;
 }
 
+/* Whether the device of the stream may touch the memory of op: VMM memory
+ * only where cuMemSetAccess granted the device access (a kernel of a
+ * device without it faults; its copies are refused here). */
+static bool op_reachable(const sim_op *op, int dev)
+{
+    if (op->kind == SIM_OP_COPY)
+        return sim_mem_dev_reaches((uintptr_t)op->u.copy.dst, op->u.copy.n, dev) &&
+               sim_mem_dev_reaches((uintptr_t)op->u.copy.src, op->u.copy.n, dev);
+    if (!is_set(op->kind))
+        return true;
+    size_t w = op->kind == SIM_OP_SET32 ? 4 : op->kind == SIM_OP_SET16 ? 2 : 1;
+    return sim_mem_dev_reaches((uintptr_t)op->u.set.dst, op->u.set.count * w, dev);
+}
+
 CUresult sim_stream_submit(sim_stream *s, sim_op *op)
 {
     bool captured = false;
-    CUresult rc = s->dead ? CUDA_ERROR_INVALID_HANDLE : capture_filter(s, &captured);
+    CUresult rc = s->dead                     ? CUDA_ERROR_INVALID_HANDLE
+                  : !op_reachable(op, s->dev) ? CUDA_ERROR_INVALID_VALUE
+                                              : capture_filter(s, &captured);
     if (rc == CUDA_SUCCESS && !captured && (!add_order_deps(s, op) || !add_barrier_deps(s, op)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS && !captured)

@@ -1,6 +1,7 @@
 /* simdev/sim_vmm.c: the driver's virtual memory management API
  * (cuMemGetAllocationGranularity, cuMemAddressReserve/Free,
- * cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess, cuMemGetAccess)
+ * cuMemCreate/Release, cuMemMap/Unmap, cuMemSetAccess, cuMemGetAccess,
+ * cuMemRetainAllocationHandle)
  * and its shareable handles (cuMemExportToShareableHandle,
  * cuMemImportFromShareableHandle: POSIX file descriptors).
  *
@@ -17,6 +18,19 @@
  *
  * Reservations are told to the registry too, so that pointer queries
  * answer a reservation's range (sim_mem.c).
+ *
+ * What the driver does differently for VMM memory, modelled: a mapping is
+ * registered with what its handle was created with (requestedHandleTypes,
+ * gpuDirectRDMACapable, the HW_DECOMPRESS usage) and the devices granted
+ * access, so that pointer attributes answer them and a device without
+ * access cannot copy to or from it (sim_copy.c); it has no context and no
+ * legacy IPC (sim_mem.c); cuMemRetainAllocationHandle gives the handle of
+ * a mapping (one more reference, given back by cuMemRelease) and
+ * CUDA_ERROR_INVALID_VALUE for any other memory; cuMemGetAccess answers 0
+ * (success) for memory of cuMemAlloc and the like, as for memory no VMM
+ * call made.  cuMemCreate refuses gpuDirectRDMACapable when the device
+ * does not offer it (FRAGPOOL_SIM_VMM_RDMA=0) and the HW_DECOMPRESS usage
+ * (an H200 has no decompression engine).
  *
  * Rules kept (the driver's): sizes, addresses and offsets are multiples
  * of the granularity; a mapping lies inside one reservation and overlaps
@@ -63,11 +77,15 @@ typedef struct vmm_handle {
     int fd;               /* that file: this process's, or (imported)
                              a descriptor this handle owns */
     int dev;
-    int maps;       /* live mappings */
-    bool released;  /* cuMemRelease was called */
-    bool shareable; /* may be exported (POSIX_FILE_DESCRIPTOR) */
-    bool exported;  /* was exported: pages never reused */
-    bool imported;  /* another export's pages, not charged */
+    int maps;        /* live mappings */
+    bool released;   /* cuMemRelease was called */
+    bool shareable;  /* may be exported (POSIX_FILE_DESCRIPTOR) */
+    bool exported;   /* was exported: pages never reused */
+    bool imported;   /* another export's pages, not charged */
+    int retained;    /* cuMemRetainAllocationHandle references, each
+                       given back by a cuMemRelease of its own */
+    bool rdma;       /* created gpuDirectRDMACapable */
+    bool decompress; /* created with CU_MEM_CREATE_USAGE_HW_DECOMPRESS */
 } vmm_handle;
 
 typedef struct vmm_map {
@@ -203,7 +221,16 @@ static CUresult prop_ok(const CUmemAllocationProp *prop)
         (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
          prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         return CUDA_ERROR_INVALID_VALUE;
-    return sim_check_dev(prop->location.id);
+    CUresult rc = sim_check_dev(prop->location.id);
+    int engines = 0;
+    if (rc == CUDA_SUCCESS && (prop->allocFlags.usage & CU_MEM_CREATE_USAGE_HW_DECOMPRESS) &&
+        (sim_attr_value(CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK, prop->location.id,
+                        &engines) != 0 ||
+         engines == 0))
+        rc = CUDA_ERROR_INVALID_VALUE; /* no decompression engine */
+    if (rc == CUDA_SUCCESS && prop->allocFlags.gpuDirectRDMACapable && !g_sim.vmm_rdma)
+        rc = CUDA_ERROR_INVALID_VALUE; /* FRAGPOOL_SIM_VMM_RDMA=0 */
+    return rc;
 }
 
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
@@ -296,6 +323,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     h->dev = prop->location.id;
     h->npages = size / VMM_GRAN;
     h->shareable = prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    h->rdma = prop->allocFlags.gpuDirectRDMACapable != 0;
+    h->decompress = (prop->allocFlags.usage & CU_MEM_CREATE_USAGE_HW_DECOMPRESS) != 0;
     pthread_mutex_lock(&g_vmm.lock);
     rc = sim_mem_charge_phys(h->dev, size);
     if (rc == CUDA_SUCCESS && sim_vmmfile_take(h->npages, &h->first, &h->fd) != 0) {
@@ -321,12 +350,15 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return rc;
     vmm_handle *h = handle_of(handle);
     pthread_mutex_lock(&g_vmm.lock);
-    if (!handle_known(h) || h->released) {
+    if (!handle_known(h) || (h->released && h->retained == 0)) {
         pthread_mutex_unlock(&g_vmm.lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    h->released = true;
-    if (h->maps == 0) {
+    if (h->retained > 0) /* a retained reference goes first */
+        h->retained--;
+    else
+        h->released = true;
+    if (h->maps == 0 && h->released && h->retained == 0) {
         untrack(h);
         handle_free(h);
     }
@@ -371,7 +403,7 @@ static void unmap_one(size_t i)
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     vmm_handle *h = m->h;
     *m = g_vmm.maps[--g_vmm.nmaps];
-    if (--h->maps == 0 && h->released) {
+    if (--h->maps == 0 && h->released && h->retained == 0) {
         untrack(h);
         handle_free(h);
     }
@@ -395,18 +427,33 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return rc;
 }
 
-/* Grants d's access to mapping m; the first grant registers it. */
+/* Grants d's access to mapping m; the first grant registers it, with
+ * what its handle was created with. */
 static CUresult grant(vmm_map *m, const CUmemAccessDesc *d)
 {
     m->access[d->location.id] = (unsigned long long)d->flags;
     int prot = PROT_NONE;
-    for (int k = 0; k < SIM_MAX_DEVICES; k++)
+    unsigned reach = 0;
+    for (int k = 0; k < SIM_MAX_DEVICES; k++) {
         prot = m->access[k] ? PROT_READ | PROT_WRITE : prot;
+        reach |= m->access[k] ? 1u << k : 0u;
+    }
     mprotect((void *)(uintptr_t)m->ptr, m->size, prot);
-    if (m->registered || prot == PROT_NONE)
+    if (m->registered || prot == PROT_NONE) {
+        if (m->registered)
+            sim_mem_set_vmm_access(m->ptr, reach);
         return CUDA_SUCCESS;
-    sim_alloc req = {
-        .base = m->ptr, .size = m->size, .dev = m->h->dev, .kind = SIM_MEM_VMM, .span = m->size};
+    }
+    const vmm_handle *h = m->h;
+    sim_alloc req = {.base = m->ptr,
+                     .size = m->size,
+                     .dev = h->dev,
+                     .kind = SIM_MEM_VMM,
+                     .span = m->size,
+                     .handle_types = h->shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0,
+                     .rdma = h->rdma,
+                     .decompress = h->decompress,
+                     .access = reach};
     CUresult rc = sim_mem_add_import(&req);
     m->registered = rc == CUDA_SUCCESS;
     return rc;
@@ -456,6 +503,34 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
         if (ptr >= m->ptr && ptr - m->ptr < m->size) {
             *flags = m->access[location->id];
             rc = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g_vmm.lock);
+    sim_alloc a;
+    if (rc != CUDA_SUCCESS && sim_mem_find(ptr, &a) == CUDA_SUCCESS && a.kind != SIM_MEM_VMM) {
+        *flags = 0; /* memory of cuMemAlloc and the like: no VMM access */
+        rc = CUDA_SUCCESS;
+    }
+    return rc;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)addr;
+    pthread_mutex_lock(&g_vmm.lock);
+    rc = CUDA_ERROR_INVALID_VALUE; /* not VMM memory (a cuMemAlloc, say) */
+    for (size_t i = 0; i < g_vmm.nmaps; i++) {
+        vmm_map *m = &g_vmm.maps[i];
+        if (p >= m->ptr && p - m->ptr < m->size) {
+            m->h->retained++;
+            *handle = (CUmemGenericAllocationHandle)(uintptr_t)m->h;
+            rc = CUDA_SUCCESS;
+            break;
         }
     }
     pthread_mutex_unlock(&g_vmm.lock);

@@ -13,7 +13,15 @@
  *  - a cap that binds: the verdict raises it to what the replay needs;
  *  - tune's rows and the direct search give the same verdict;
  *  - without a budget: a >= 5% leaner setting is named, or none;
- *  - the fix line's words and the MiB format.
+ *  - the fix line's words and the MiB format;
+ *  - a trace whose every setting peaks at 0 bytes (one free of an
+ *    unknown id): the verdict keeps the settings in force and says no
+ *    memory is held (no "leaner" setting needing 0 bytes, no division by
+ *    the 0-byte peak); with the budget search too;
+ *  - a replay that runs out of host memory (RLIMIT_DATA lowered after the
+ *    first event, in a child; skipped under ASan and TSan, whose own
+ *    allocators abort there) fails with ENOMEM rather than count its
+ *    refusals as device OOMs with 0-byte peaks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +32,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "fp_advise.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FP_OWN_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FP_OWN_ALLOCATOR 1
+#endif
+#endif
 
 static fp_trace resnet, gpt;
 
@@ -258,6 +277,89 @@ static void without_budget(void **state)
     assert_int_equal(a.kind, FP_ADVICE_KEEP); /* nor than the defaults */
 }
 
+static void zero_peaks(void **state)
+{
+    (void)state;
+    fp_trace t = {0};
+    assert_int_equal(fp_trace_push(&t, 'f', 1, 100, 0), 0);
+    fp_advice a;
+    advise(&t, 0, NULL, &a);
+    assert_int_equal(a.kind, FP_ADVICE_KEEP);
+    assert_int_equal(a.current_need, 0);
+    fp_sink s = fp_sink_buffer(line, sizeof line);
+    fp_advise_put(&s, &a, "verdict: ", "this trace");
+    assert_non_null(strstr(line, "holds no memory at peak under any setting"));
+    assert_null(strstr(line, "FRAGPOOL_CONF="));
+    advise(&t, 0, conf_of("expandable_segments:False"), &a);
+    assert_int_equal(a.kind, FP_ADVICE_KEEP);
+    fp_tune_params p = {.threads = 2};
+    fp_tune_row *rows;
+    size_t n;
+    assert_int_equal(fp_tune_run(&t, &p, &rows, &n), 0);
+    fp_advice_req req = {.threads = 2};
+    assert_int_equal(fp_advise_rows(&t, rows, n, &req, &a), 0);
+    assert_int_equal(a.kind, FP_ADVICE_KEEP);
+    free(rows);
+    fp_trace_free(&t);
+}
+
+/* After the first event: the data segment may grow 1 MiB more. */
+static int squeeze(void *ud, fp_pool *p, size_t idx, int oom)
+{
+    (void)ud, (void)p, (void)oom;
+    if (idx == 0) {
+        long pages = 0, data = 0, skip5[5];
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld %ld %ld %ld %ld %ld", &skip5[0], &skip5[1], &skip5[2], &skip5[3],
+                         &skip5[4], &data) != 6)
+            _exit(3);
+        fclose(f);
+        pages = data + 256;
+        struct rlimit rl = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE),
+                            (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE)};
+        if (setrlimit(RLIMIT_DATA, &rl))
+            _exit(3);
+    }
+    return 0;
+}
+
+/* In a child: 0 when the replay failed with ENOMEM, 1 when it reported
+ * success, 2 when it ran clean (the limit never bit). */
+static int replay_squeezed(const fp_trace *t, int vmm)
+{
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    if (!vmm)
+        o.expandable_segments = FP_VMM_OFF;
+    fp_replay_hook h = {.after_event = squeeze};
+    fp_replay_result r;
+    int err = fp_replay_ex(t, &o, 0, &h, &r, NULL);
+    return err == ENOMEM && r.host_fails ? 0 : err ? 4 : r.ooms ? 1 : 2;
+}
+
+static void host_memory_runs_out(void **state)
+{
+    (void)state;
+#ifdef FP_OWN_ALLOCATOR
+    skip();
+#endif
+    fp_trace t = {0};
+    for (uint64_t id = 1; id <= 400000; id++) /* 400,000 live blocks: headers */
+        assert_int_equal(fp_trace_push(&t, 'a', id, 512, 0), 0);
+    for (int vmm = 0; vmm < 2; vmm++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(replay_squeezed(&t, vmm));
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    fp_trace_free(&t);
+}
+
 static void mib_format(void **state)
 {
     (void)state;
@@ -293,6 +395,8 @@ int main(void)
         cmocka_unit_test(gpt_budget),
         cmocka_unit_test(without_budget),
         cmocka_unit_test(mib_format),
+        cmocka_unit_test(zero_peaks),
+        cmocka_unit_test(host_memory_runs_out),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -22,10 +22,13 @@
  *  - no error says line 0; defer_headroom_mb's help says it has no effect;
  *  - every command answers --help, -h and `help NAME`; --version;
  *  - a typo'd key or command gets "did you mean"; `config` with a problem prints only
- *    the problem; `run` with a problem in --conf starts nothing.
+ *    the problem; `run` with a problem in --conf starts nothing;
+ *  - `report -o` under a file size limit (SIGXFSZ at its default, fatal):
+ *    exit 1 with "writing 'OUT': File too large", and no partial page left.
  */
 #include "child_run.h"
 #include <errno.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #define DEADLINE_S 150 /* a hang guard: tune ranks VMM too, and TSan runs it 20x slower */
@@ -452,6 +455,28 @@ static void merge_out_of_range(void **state)
     assert_null(strstr(r.out, "a total passed"));
 }
 
+static void report_under_file_size_limit(void **state)
+{
+    (void)state;
+    const char *html = tmp_name("limited.html");
+    unlink(html);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4096; /* the page is larger; stderr fits */
+    void (*oldsig)(int) = signal(SIGXFSZ, SIG_DFL);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"report", small_trace(), "-o", html, NULL});
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, oldsig);
+    expect(&r, 1, "fragpool report: writing '");
+    expect(&r, 1, "': File too large; the partial page is removed");
+    struct stat st;
+    assert_int_equal(stat(html, &st), -1); /* no partial page */
+    assert_int_equal(lines(r.err), 1);
+}
+
 /* report and merge share one check: each bad summary is refused by both
  * with the same one line, each good one taken by both. */
 static void report_and_merge_agree(void **state)
@@ -665,6 +690,7 @@ int main(void)
         cmocka_unit_test_teardown(tune_fits_says_nothing, fp_t_release_held),
         cmocka_unit_test_teardown(budget_one_parser, fp_t_release_held),
         cmocka_unit_test_teardown(report_and_merge_agree, fp_t_release_held),
+        cmocka_unit_test_teardown(report_under_file_size_limit, fp_t_release_held),
         cmocka_unit_test_teardown(no_line_zero, fp_t_release_held),
         cmocka_unit_test_teardown(headroom_help, fp_t_release_held),
         cmocka_unit_test_teardown(stdout_full, fp_t_release_held),

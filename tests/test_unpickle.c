@@ -12,7 +12,11 @@
  *    lookup took minutes);
  *  - a dict of 120,000 distinct keys shared by 120,000 entries: every key
  *    found.  The ctest TIMEOUT (60 s, ASan included) fails the test if
- *    either ever turns n^2 again: both run well under a second.
+ *    either ever turns n^2 again: both run well under a second;
+ *  - a string flood: 30,000 keys whose FNV-1a hashes share their low 16
+ *    bits (the string table's slot under the former hash): the longest
+ *    probe run of the table stays short (fp_pdoc_longest_probe), where
+ *    the former hash put all 30,000 in one run, and every key is found.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,12 +208,83 @@ static void big_shared_dict(void **state)
     free(b.p);
 }
 
+#define FLOOD 30000u
+
+/* FNV-1a, 64 bits: the string table's former hash. */
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Printable 10-byte keys whose FNV-1a hash is 0 in its low 16 bits: a
+ * counter makes 8 bytes, the ninth is searched for, the tenth solved
+ * (the low 16 bits of FNV-1a depend on the low 16 bits of the state
+ * alone, and the prime is odd). */
+static size_t flood_keys(char (*keys)[11], size_t want)
+{
+    size_t n = 0;
+    for (uint64_t c = 0; n < want; c++) {
+        char k[11];
+        snprintf(k, sizeof k, "q%07llx", (unsigned long long)c);
+        uint64_t h8 = fnv1a((const unsigned char *)k, 8);
+        for (unsigned b9 = 0x30; b9 < 0x7b && n < want; b9++) {
+            uint64_t h9 = (h8 ^ b9) * 0x100000001b3ull;
+            unsigned b10 = (unsigned)(h9 & 0xff);
+            if ((h9 >> 8 & 0xff) || b10 < 0x21 || b10 > 0x7e)
+                continue;
+            k[8] = (char)b9, k[9] = (char)b10, k[10] = '\0';
+            assert_true((fnv1a((const unsigned char *)k, 10) & 0xffff) == 0);
+            memcpy(keys[n++], k, 11);
+        }
+    }
+    return n;
+}
+
+static char (*flood)[11];
+
+static void colliding(pbuf *b)
+{
+    str(b, "action"), str(b, "alloc"), str(b, "addr"), int4(b, 4096), str(b, "size");
+    int4(b, 512);
+    for (uint32_t i = 0; i < FLOOD; i++)
+        str(b, flood[i]), int4(b, i);
+}
+
+static void string_flood(void **state)
+{
+    (void)state;
+    flood = malloc(FLOOD * sizeof *flood);
+    assert_non_null(flood);
+    assert_int_equal(flood_keys(flood, FLOOD), FLOOD);
+    pbuf b = {0};
+    snapshot_of(&b, colliding);
+    fp_pdoc d;
+    parse(&b, &d);
+    size_t run = fp_pdoc_longest_probe(&d);
+    print_message("longest probe run: %zu slots of %zu\n", run, d.nstrs);
+    assert_true(d.nstrs == 65536); /* so the former slot was the low 16 bits */
+    assert_true(run < 400);        /* the former hash: 30,000 */
+    const fp_pv *root = fp_pdoc_node(&d, d.root);
+    const fp_pv *e =
+        fp_pdoc_item(&d, fp_pdoc_item(&d, fp_pdoc_get(&d, root, "device_traces"), 0), 5);
+    for (uint32_t k = 0; k < FLOOD; k += 3)
+        assert_int_equal(int_of(fp_pdoc_get(&d, e, flood[k])), k);
+    assert_int_equal(int_of(fp_pdoc_get(&d, e, "size")), 512);
+    fp_pdoc_free(&d);
+    free(b.p);
+    free(flood);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(last_value_wins),
         cmocka_unit_test(many_duplicate_keys),
         cmocka_unit_test(big_shared_dict),
+        cmocka_unit_test(string_flood),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,9 @@
 /* tests/pool/stats.c - every stats field after a known sequence of calls,
- * oversize counts, and the effect of roundup_power2_divisions on them.
- * Every pool call is followed by fp_pool_check.
+ * oversize counts, and the effect of roundup_power2_divisions on them;
+ * the cumulative totals stop at INT64_MAX, never wrap (70,000 pairs of
+ * 2^47 B: 9.9e18 B, past 2^63 - 1).
+ * Every pool call is followed by fp_pool_check (those 70,000 pairs: the
+ * last).
  */
 #include "pool_test.h"
 
@@ -260,12 +263,39 @@ static void test_set_fraction(void **state)
     fixture_close(&f);
 }
 
+static void test_totals_saturate(void **state)
+{
+    (void)state;
+    pool_fixture f;
+    fixture_open(&f, NULL, SIZE_MAX);
+    const size_t big = (size_t)1 << 47;
+    for (int i = 0; i < 70000; i++) { /* the pool is checked after the last pair */
+        uint64_t a = 0;
+        EQ(fp_pool_alloc(f.p, big, &a), 0);
+        EQ(fp_pool_free(f.p, a), 0);
+    }
+    check_pool(f.p);
+    fp_pool_stats s = stats_of(f.p);
+    EQ(s.num_allocs, 70000);
+    STAT_IS(s.allocated_bytes[FP_ALL], 0, (int64_t)big, INT64_MAX, INT64_MAX);
+    STAT_IS(s.requested_bytes[FP_LARGE], 0, (int64_t)big, INT64_MAX, INT64_MAX);
+    STAT_IS(s.allocations[FP_ALL], 0, 1, 70000, 70000);
+    fp_pool_stats base = s;
+    free_ok(f.p, alloc_ok(f.p, big));
+    s = stats_of(f.p);
+    fp_pool_stats_since(&s, &base);
+    STAT_IS(s.allocated_bytes[FP_ALL], 0, (int64_t)big, INT64_MAX, INT64_MAX);
+    STAT_IS(s.allocations[FP_ALL], 0, 1, 1, 1);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stats_sequence), cmocka_unit_test(test_stats_since),
-        cmocka_unit_test(test_stats_oversize), cmocka_unit_test(test_divisions_effect),
-        cmocka_unit_test(test_reset_peaks),    cmocka_unit_test(test_set_fraction),
+        cmocka_unit_test(test_stats_sequence),  cmocka_unit_test(test_stats_since),
+        cmocka_unit_test(test_stats_oversize),  cmocka_unit_test(test_divisions_effect),
+        cmocka_unit_test(test_reset_peaks),     cmocka_unit_test(test_set_fraction),
+        cmocka_unit_test(test_totals_saturate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

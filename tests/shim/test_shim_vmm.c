@@ -289,12 +289,13 @@ static void peer_access_single_device(void **state)
     CU(cuMemFree_v2(b));
 }
 
+/* The simulated driver's own view (cuMemGetAccess answers for a pooled
+ * block as for a cudaMalloc: 0). */
 static unsigned long long access_of(int dev, CUdeviceptr p)
 {
-    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
-    unsigned long long flags = 99;
-    CU(cuMemGetAccess(&flags, &loc, p));
-    return flags;
+    unsigned devices = 0;
+    assert_int_equal(fpsim_vmm_access(p, &devices), 0);
+    return (devices >> dev) & 1u ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : 0;
 }
 
 /* Two devices: device 1 enables access to context 0's memory; pages of
