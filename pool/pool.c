@@ -488,7 +488,7 @@ static void merge_next(fp_pool *p, fp_block *b)
     fp_block_put(p, n);
 }
 
-static void free_block(fp_pool *p, fp_block *b)
+static inline __attribute__((always_inline)) void free_block(fp_pool *p, fp_block *b)
 {
     fp_index *ix = fp_index_of(p, b->small);
     fp_account_used(p, b, -1);
@@ -522,7 +522,7 @@ static int not_live(fp_pool *p, uint64_t addr, bool foreign_ok)
 
 static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, fp_freed *out)
 {
-    if (fp_front_disown(p, addr)) { /* in a thread's cache: freed already */
+    if (p->owners.count && fp_front_disown(p, addr)) { /* in a thread's cache: freed already */
         p->st.num_invalid_frees++;
         return EINVAL;
     }

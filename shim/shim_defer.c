@@ -343,8 +343,9 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, fp_tcache *t, size_t size, CUstre
                                : UINT64_MAX;
     fp_grant g;
     int same = 0; /* a block of t's cache freed on s itself: stream order */
-    int err = fp_pool_front_alloc(pool, t, size, unsafe_from, async ? (uint64_t)(uintptr_t)s : 0,
-                                  &g, &same);
+    int err = t ? fp_pool_front_alloc(pool, t, size, unsafe_from,
+                                      async ? (uint64_t)(uintptr_t)s : 0, &g, &same)
+                : fp_pool_alloc_grant(pool, size, unsafe_from, &g);
     if (err == EAGAIN)
         err = refused(pool, size, unsafe_from, &g);
     if (err)

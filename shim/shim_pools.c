@@ -284,6 +284,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->dev = dev;
     d->total = total;
     d->forked = false;
+    atomic_store(&d->threads, 0); /* no thread has allocated from it */
     /* the deferral and the VMM state first: the pool may call them */
     if (!(d->defer = fp_defer_new(ctx)))
         return ENOMEM;
@@ -424,7 +425,11 @@ static bool tcache_wanted(void)
            !fp_tracer_on() && !fp_snap_on();
 }
 
-fp_tcache *fp_pools_tcache(fp_ctx_pool *d)
+FP_THREAD_LOCAL char fp_pools_me;
+atomic_bool fp_pools_threads;
+
+/* The calling thread's slot for d's pool, joined now if it has none. */
+static fp_tcache *my_cache(fp_ctx_pool *d)
 {
     if (!tcache_wanted())
         return NULL;
@@ -447,7 +452,21 @@ fp_tcache *fp_pools_tcache(fp_ctx_pool *d)
     return free_slot->t;
 }
 
-fp_ctx_pool *fp_pools_free_cached(uint64_t addr, CUstream s, size_t *size, uint64_t *stamp)
+fp_tcache *fp_pools_tcache_slow(fp_ctx_pool *d, uintptr_t seen)
+{
+    uintptr_t me = (uintptr_t)&fp_pools_me;
+    if (seen == 0 && atomic_compare_exchange_strong(&d->threads, &seen, me))
+        return NULL; /* the first thread: the pool alone */
+    if (seen == me)
+        return NULL;
+    if (seen != FP_POOL_THREADS) { /* a second thread: for good */
+        atomic_store(&d->threads, FP_POOL_THREADS);
+        atomic_store(&fp_pools_threads, true);
+    }
+    return my_cache(d);
+}
+
+fp_ctx_pool *fp_pools_free_cached_slow(uint64_t addr, CUstream s, size_t *size, uint64_t *stamp)
 {
     for (int i = 0; i < FP_THREAD_POOLS; i++) {
         thread_cache *c = &my_caches[i];

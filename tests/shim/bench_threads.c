@@ -8,6 +8,7 @@
  * did not fall).  Not a test: run it under the shim,
  *   LD_PRELOAD=build/lib/libfragpool.so LD_LIBRARY_PATH=build/lib/simdev \
  *     build/bin/bench_threads [pairs_per_thread=200000] [threads=1,2,4,8]
+ *       [entry=both|sync|async]
  */
 #include "fp_cuda.h"
 #include <math.h>
@@ -111,7 +112,9 @@ int main(int argc, char **argv)
     if (pairs < 1 || cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
         cuCtxSetCurrent(ctx))
         return 1;
-    for (async_mode = 0; async_mode < 2; async_mode++) {
+    const char *entry = argc > 3 ? argv[3] : "both";
+    int first = strcmp(entry, "async") == 0, last = strcmp(entry, "sync") == 0 ? 0 : 1;
+    for (async_mode = first; async_mode <= last; async_mode++) {
         char buf[128];
         snprintf(buf, sizeof buf, "%s", list);
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
