@@ -635,10 +635,17 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
     free(p);
 }
 
+/* Live block b (or NULL), unless it sits in a thread's cache: the
+ * program freed it, so no query answers it as live. */
+static fp_block *live_for_queries(fp_pool *p, fp_block *b)
+{
+    return b && p->owners.count && fp_front_cached(p, b->addr) ? NULL : b;
+}
+
 int fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq)
 {
     pthread_mutex_lock(&p->lock);
-    fp_block *b = fp_map_get(&p->live, addr);
+    fp_block *b = live_for_queries(p, fp_map_get(&p->live, addr));
     bool used = b != NULL;
     *size = used ? b->requested : 0;
     *seq = used ? b->stamp : 0;
@@ -650,7 +657,7 @@ int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size)
 {
     pthread_mutex_lock(&p->lock);
     fp_segment *s = fp_segtab_find(&p->segs, addr);
-    fp_block *b = s ? fp_map_get(&p->live, addr) : NULL;
+    fp_block *b = s ? live_for_queries(p, fp_map_get(&p->live, addr)) : NULL;
     if (size)
         *size = b ? b->requested : 0;
     pthread_mutex_unlock(&p->lock);
@@ -664,7 +671,8 @@ int fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out)
     fp_block *b = s ? s->first : NULL;
     while (b && addr - b->addr >= b->size) /* the block whose bytes hold addr */
         b = b->next;
-    bool live = b && b->state == FP_BLOCK_ALLOCATED && addr - b->addr < b->requested;
+    bool live = b && b->state == FP_BLOCK_ALLOCATED && addr - b->addr < b->requested &&
+                live_for_queries(p, b);
     if (live)
         *out = (fp_found){.addr = b->addr,
                           .requested = b->requested,

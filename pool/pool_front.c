@@ -230,6 +230,17 @@ int fp_front_disown(fp_pool *p, uint64_t addr)
     return 0;
 }
 
+bool fp_front_cached(fp_pool *p, uint64_t addr)
+{
+    fp_tcache *t = (fp_tcache *)(uintptr_t)fp_hmap_at(&p->owners, fp_hmap_slot(&p->owners, addr));
+    if (!t)
+        return false;
+    pthread_mutex_lock(&t->lock);
+    bool cached_now = (fp_hmap_at(&t->owned, fp_hmap_slot(&t->owned, addr)) & CACHED) != 0;
+    pthread_mutex_unlock(&t->lock);
+    return cached_now;
+}
+
 /* Every cached block of t back to best fit (t's lock held). */
 static size_t flush_one(fp_pool *p, fp_tcache *t)
 {

@@ -229,6 +229,8 @@ size_t fp_front_flush(fp_pool *p, bool for_growth);
 /* A free of addr in the pool: addr leaves its thread's records; EINVAL
  * when it sits in a thread's cache (freed already). */
 int fp_front_disown(fp_pool *p, uint64_t addr);
+/* Whether live block addr sits in a thread's cache (freed already). */
+bool fp_front_cached(fp_pool *p, uint64_t addr);
 /* Thread t's cached block for a request of rounded bytes, taken without
  * the pool's lock (fp_pool_front_alloc's hit); false when none fits. */
 bool fp_front_take(fp_pool *p, fp_tcache *t, size_t rounded, uint64_t unsafe_from, uint64_t stream,

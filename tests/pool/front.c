@@ -138,6 +138,41 @@ static void test_double_free_and_cross_free(void **state)
     fixture_close(&f);
 }
 
+/* A block in a thread's cache was freed by the program: no query answers
+ * it as live (lookup, owns, find_block), until its thread takes it back. */
+static void test_cached_block_not_live(void **state)
+{
+    (void)state;
+    pool_fixture f;
+    fixture_open(&f, NULL, 64 * MiB);
+    fp_tcache *a, *b;
+    EQ(fp_pool_front_join(f.p, &a), 0);
+    EQ(fp_pool_front_join(f.p, &b), 0);
+    int same;
+    fp_grant g = front_alloc(f.p, a, 6000, 0, &same);
+    size_t size, req;
+    uint64_t stamp, seq;
+    fp_found found;
+    EQ(fp_pool_lookup(f.p, g.addr, &req, &seq), 0);
+    EQ(fp_pool_front_free(f.p, a, g.addr, 0, &size, &stamp), 0);
+    EQ(fp_pool_lookup(f.p, g.addr, &req, &seq), EINVAL);
+    EQ(fp_pool_owns(f.p, g.addr, &req), 1); /* its segment is the pool's */
+    EQ(req, 0);
+    EQ(fp_pool_find_block(f.p, g.addr, &found), ENOENT);
+    EQ(fp_pool_find_block(f.p, g.addr + 100, &found), ENOENT);
+    fp_grant g2 = front_alloc(f.p, a, 6000, 0, &same); /* taken back: live */
+    EQ(g2.addr, g.addr);
+    EQ(fp_pool_lookup(f.p, g.addr, &req, &seq), 0);
+    EQ(fp_pool_owns(f.p, g.addr, &req), 1);
+    TRUE(req > 0);
+    EQ(fp_pool_find_block(f.p, g.addr + 100, &found), 0);
+    EQ(found.addr, g.addr);
+    free_ok(f.p, g2.addr);
+    fp_pool_front_leave(f.p, a);
+    fp_pool_front_leave(f.p, b);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_second_thread_caches),
         cmocka_unit_test(test_flush_before_growth),
         cmocka_unit_test(test_double_free_and_cross_free),
+        cmocka_unit_test(test_cached_block_not_live),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
