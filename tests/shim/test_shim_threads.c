@@ -4,7 +4,7 @@
  * thread's own stream.
  *
  * A client (this program run again with "client N async") starts N
- * threads that each keep 32 live blocks (512 B .. 256 KiB, log-uniform)
+ * threads that each keep 32 live blocks (512 B .. 32 KiB, log-uniform)
  * and, all at once, free one and allocate one in a random slot, PAIRS
  * times.  Each block is written with its thread's own pattern (thread,
  * slot, generation) at both ends when it is handed out, and read back
@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { LIVE = 32, PAIRS = 3000, DOUBLINGS = 9, MAX_THREADS = 8 };
+enum { LIVE = 32, PAIRS = 3000, DOUBLINGS = 6, MAX_THREADS = 8 };
 
 static CUcontext ctx;
 static bool async_mode;
