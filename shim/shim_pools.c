@@ -389,7 +389,9 @@ fp_ctx_pool *fp_pools_current(void)
  * A thread keeps, per pool it allocated from, the cache it joined with and
  * the pool's serial then: a slot rebuilt since has another serial (and its
  * old pool freed the cache).  At the thread's exit (a key's destructor)
- * every cache whose pool is still the one it joined goes back. */
+ * every cache whose pool is still the one it joined goes back.  A thread
+ * joins only once d->threads says a second thread allocates from d
+ * (fp_pools_tcache, shim_pools.h): a single-threaded program never does. */
 #define FP_THREAD_POOLS 4
 typedef struct thread_cache {
     fp_ctx_pool *d;
