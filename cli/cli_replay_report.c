@@ -9,12 +9,24 @@
  * trace, settings and budget; the device is the simulated one, with the
  * budget as its capacity; the shim's groups are null in a replay and keep
  * their keys, filled by id through report/fp_groups.h (never by slot
- * number).
+ * number); the settings listed are those a replay reads (thread_cache_mb,
+ * the shim's per-thread caches, is not: a replay is one thread).
  */
 #include "cli.h"
 #include "fp_groups.h"
 #include "fp_report.h"
 #include "fp_trace.h"
+#include <string.h>
+
+/* Drops the settings a replay does not read from the n entries e. */
+static size_t replayed_only(fp_kv *e, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(e[i].key, "thread_cache_mb") != 0)
+            e[k++] = e[i];
+    return k;
+}
 
 void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
                           fp_replay_report *out)
@@ -32,7 +44,8 @@ void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     fp_group trace;
     fp_replay_trace_group(r, out->trace_rows, &trace);
     fp_report_group_set(out->groups, FP_GROUP_TRACE, &trace);
-    size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf, sizeof out->conf);
+    size_t n = replayed_only(out->entries, fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS,
+                                                           out->conf, sizeof out->conf));
     out->run = (fp_run_report){.pid = 0,
                                .rank = -1,
                                .config = out->entries,

@@ -978,6 +978,23 @@ static const fp_option fp_options[] = {
         .parse = parse_mib,
         .format = format_mib,
     },
+    {
+        .name = "thread_cache_mb",
+        .type = "integer MiB",
+        .deflt = "8",
+        .help = "freed blocks each thread may keep for its own next "
+                "allocations without the pool's lock, once a second thread "
+                "allocates (given back before the pool grows, before an OOM "
+                "and at the thread's exit); off or 0: every pair takes the "
+                "pool's lock",
+        .offset = POOL_FIELD(thread_cache),
+        .min = 0,
+        .max = FP_MAX_MB,
+        .off_word = "off",
+        .off_value = 0,
+        .parse = parse_mib,
+        .format = format_mib,
+    },
     /* ---- pinned host memory ---- */
     FP_BOOL_OPTION(host_pool, "1",
                    "1: cuMemHostAlloc/cudaHostAlloc and cuMemAllocHost/"

@@ -69,6 +69,8 @@ typedef struct fp_pool_opts {
     size_t exact_segment_round; /* 0: PyTorch's segment sizes; else a large
                                       request's segment is its rounded size
                                       rounded up to this (pinned host memory) */
+    size_t thread_cache;        /* bytes of freed blocks each thread's front
+                                      end may hold (pool_front.c); 0 = off  */
 } fp_pool_opts;
 
 /* expandable_segments: classic segments; virtual-memory segments asked
@@ -81,7 +83,8 @@ enum { FP_VMM_OFF = 0, FP_VMM_ON = 1, FP_VMM_AUTO = 2 };
 /* PyTorch's defaults, but virtual-memory segments where the backend can:
  * no max_split, 20 MiB rounding slack, no rounding, no GC, no cap; with
  * virtual memory, FP_VMM_HEADROOM left free for the driver. */
-#define FP_VMM_HEADROOM (64 * FP_MIB)
+#define FP_VMM_HEADROOM       (64 * FP_MIB)
+#define FP_THREAD_CACHE_BYTES (8 * FP_MIB) /* thread_cache's default */
 void fp_pool_opts_default(fp_pool_opts *o);
 
 /* The cap in bytes that the options imply; SIZE_MAX when there is none. */
@@ -395,6 +398,49 @@ typedef struct fp_record_info {
  * under the pool's lock, and fills info.  0, ENODATA when the pool keeps no
  * record, ESTALE when history before upto was dropped, or fn's error. */
 int fp_pool_record_read(fp_pool *p, uint64_t upto, fp_record_fn fn, void *ud, fp_record_info *info);
+
+/* ---- the front end: per-thread caches (pool_front.c, docs/pool.md) ------
+ * A thread that allocates joins the pool once (fp_pool_front_join) and
+ * passes its fp_tcache to every call after.  While only one thread has
+ * joined, the front end does nothing and the pool behaves exactly as
+ * without it.  From the second thread on (for good), a thread's free of a
+ * block it allocated itself goes to its own cache (by block size, a few
+ * per class, at most opts.thread_cache bytes), stamped with the clock and
+ * its stream, and that thread's next allocation of a fitting size (the
+ * rounded request up to the block, at most a quarter more) takes it back:
+ * neither takes the pool's lock.  Cached blocks stay allocated in the pool
+ * (its layout), and every cache goes back to best fit before the pool
+ * reserves or maps more, before an OOM, at empty_cache and trim, when the
+ * thread leaves, and in a forked child.  fp_pool_get_stats counts cached
+ * blocks as free (not allocated, not active). */
+typedef struct fp_tcache fp_tcache;
+/* What the front end did.  allocs and frees: served without the pool's
+ * lock; returned: bytes of cached blocks given back to best fit before a
+ * growth or an OOM (flushes: times that happened). */
+typedef struct fp_front_counts {
+    uint64_t threads, allocs, frees, flushes, returned;
+} fp_front_counts;
+/* The calling thread's cache of p: 0, or ENOMEM. */
+int fp_pool_front_join(fp_pool *p, fp_tcache **out);
+/* The thread is leaving: its cache goes back to best fit, then t is freed.
+ * Blocks it allocated stay live (their frees take the pool's lock). */
+void fp_pool_front_leave(fp_pool *p, fp_tcache *t);
+/* fp_pool_alloc_grant for thread t (NULL: the pool alone).  stream: the
+ * order the caller's work runs in (0: none known); *same_stream gets 1
+ * when the grant is a cached block freed on that very stream. */
+int fp_pool_front_alloc(fp_pool *p, fp_tcache *t, size_t size, uint64_t unsafe_from,
+                        uint64_t stream, fp_grant *g, int *same_stream);
+/* A free by thread t: 0 when t's cache took addr (*size: the block's
+ * size, *freed_at: its stamp); ENOENT when the caller must free it in the
+ * pool (fp_pool_free_seen), as any free not of t's own cacheable block. */
+int fp_pool_front_free(fp_pool *p, fp_tcache *t, uint64_t addr, uint64_t stream, size_t *size,
+                       uint64_t *freed_at);
+/* Every cached block freed on stream forgets it (its handle may be reused). */
+void fp_pool_front_stream_gone(fp_pool *p, uint64_t stream);
+void fp_pool_front_counts(fp_pool *p, fp_front_counts *out);
+/* A number no other pool of this process had: a thread's record of its
+ * cache is stale when the pool it names has another serial. */
+uint64_t fp_pool_serial(const fp_pool *p);
 
 /* Verify every invariant; 0 when sound, else EFAULT with a description. */
 int fp_pool_check(fp_pool *p, char *msg, size_t msglen);

@@ -26,6 +26,12 @@ static size_t reserved_now(const fp_pool *p)
     return (size_t)p->st.reserved_bytes[FP_ALL].current;
 }
 
+/* The clock: a thread's cache may tick it without the lock (pool_front.c). */
+static uint64_t clock_now(const fp_pool *p)
+{
+    return __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE);
+}
+
 /* Reserves a segment and files its single free block in the index;
  * *out gets that block. */
 static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
@@ -152,7 +158,7 @@ static void collect_garbage(fp_pool *p)
         size_t count = 0;
         for (fp_segment *s = p->seg_head; s; s = s->next)
             if (!s->small && segment_is_free(s)) {
-                age_sum += (double)(p->clock - s->first->stamp);
+                age_sum += (double)(clock_now(p) - s->first->stamp);
                 count++;
             }
         if (!count)
@@ -161,7 +167,8 @@ static void collect_garbage(fp_pool *p)
         freed = false;
         for (fp_segment *s = p->seg_head, *n; s && reserved_now(p) > limit; s = n) {
             n = s->next;
-            if (!s->small && segment_is_free(s) && (double)(p->clock - s->first->stamp) >= avg) {
+            if (!s->small && segment_is_free(s) &&
+                (double)(clock_now(p) - s->first->stamp) >= avg) {
                 release_segment(p, s);
                 p->st.num_gc_releases++;
                 freed = true;
@@ -285,6 +292,24 @@ typedef struct alloc_req {
     uint64_t unsafe_from;
 } alloc_req;
 
+/* Whether threads' caches may hold blocks (a second thread joined). */
+static bool front_holds(const fp_pool *p)
+{
+    return __atomic_load_n(&p->front_on, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Whether the first rounded bytes of free block b lie in mapped pages (a
+ * block needs no map).  Conservative: false when it may need one. */
+static bool vmm_backed(fp_pool *p, const fp_block *b, size_t rounded)
+{
+    fp_segment *s = fp_segtab_find(&p->segs, b->addr);
+    if (!s || !s->vmm)
+        return true;
+    size_t lo = (size_t)((b->addr - s->addr) / s->page), end = 0;
+    size_t hi = (size_t)((b->addr - s->addr + rounded + s->page - 1) / s->page);
+    return fp_vmm_mapped_run(s, lo, &end) == lo && end >= hi;
+}
+
 /* A cached block for the request, or a new segment.  *freed_at gets the
  * block's free time (FP_NEVER_FREED for a new segment). */
 static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **out,
@@ -292,6 +317,8 @@ static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_bloc
 {
     bool small = fp_pool_is_small(rounded);
     fp_block *b = find_free(p, rounded, small);
+    if ((!b || b->stamp >= rq->unsafe_from) && front_holds(p) && fp_front_flush(p, true))
+        b = find_free(p, rounded, small); /* the threads' caches first */
     bool too_fresh = b && b->stamp >= rq->unsafe_from;
     if (b && !too_fresh) {
         p->st.num_cache_hits++;
@@ -301,6 +328,15 @@ static int find_or_grow(fp_pool *p, const alloc_req *rq, size_t rounded, fp_bloc
     }
     *freed_at = FP_NEVER_FREED;
     int err = grow(p, rounded, small, !too_fresh, out);
+    if (err == ENOMEM && !too_fresh && front_holds(p) && fp_front_flush(p, true)) {
+        b = find_free(p, rounded, small); /* cached meanwhile: before an OOM */
+        if (b) {
+            p->st.num_cache_hits++;
+            *freed_at = b->stamp;
+            *out = b;
+            return 0;
+        }
+    }
     if (err == ENOMEM && !too_fresh)
         note_oom(p, rq->size, rounded);
     return too_fresh && err ? EAGAIN : err;
@@ -315,6 +351,9 @@ static int vmm_find(fp_pool *p, const alloc_req *rq, size_t rounded, fp_block **
 {
     bool small = fp_pool_is_small(rounded);
     fp_block *b = fp_index_lower_bound(fp_index_of(p, small), rounded);
+    if (front_holds(p) && (!b || b->stamp >= rq->unsafe_from || !vmm_backed(p, b, rounded)) &&
+        fp_front_flush(p, true))
+        b = fp_index_lower_bound(fp_index_of(p, small), rounded); /* the caches first */
     bool too_fresh = b && b->stamp >= rq->unsafe_from;
     uint64_t maps = p->st.num_map_calls;
     int err = b && !too_fresh ? 0 : fp_vmm_new_range(p, rounded, too_fresh, small, &b);
@@ -352,6 +391,8 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
                       : find_or_grow(p, rq, rounded, &b, &g->freed_at);
     if (err)
         return err;
+    if (g->freed_at >= g->now) /* a block the threads' caches gave back just now */
+        g->now = __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE);
     if (fp_map_make_room(&p->live))
         return fp_pool_host_short(p);
     if (take_block(p, b, rounded, fp_pool_is_small(rounded)))
@@ -395,6 +436,23 @@ int fp_pool_alloc_grant(fp_pool *p, size_t size, uint64_t unsafe_from, fp_grant 
     return err;
 }
 
+int fp_pool_front_alloc(fp_pool *p, fp_tcache *t, size_t size, uint64_t unsafe_from,
+                        uint64_t stream, fp_grant *g, int *same_stream)
+{
+    *same_stream = 0;
+    if (t && __atomic_load_n(&p->front_on, __ATOMIC_ACQUIRE) && size <= FP_MAX_REQUEST &&
+        fp_front_take(p, t, fp_round_size(&p->opts, size), unsafe_from, stream, g, same_stream))
+        return 0;
+    alloc_req rq = {.size = size, .unsafe_from = unsafe_from};
+    pthread_mutex_lock(&p->lock);
+    int err = alloc_locked(p, &rq, g);
+    if (!err && t)
+        fp_front_adopt(p, t, g);
+    pthread_mutex_unlock(&p->lock);
+    check_whole(p);
+    return err;
+}
+
 int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr)
 {
     fp_grant g;
@@ -430,14 +488,14 @@ static void merge_next(fp_pool *p, fp_block *b)
     fp_block_put(p, n);
 }
 
-static void free_block(fp_pool *p, fp_block *b)
+static inline __attribute__((always_inline)) void free_block(fp_pool *p, fp_block *b)
 {
     fp_index *ix = fp_index_of(p, b->small);
     fp_account_used(p, b, -1);
     fp_account_active(p, b, -1);
     b->state = FP_BLOCK_FREE;
     b->requested = 0;
-    b->stamp = p->clock;
+    b->stamp = clock_now(p);
     if (b->next && b->next->state == FP_BLOCK_FREE) {
         unfile(p, ix, b->next);
         merge_next(p, b);
@@ -446,7 +504,7 @@ static void free_block(fp_pool *p, fp_block *b)
         fp_block *prev = b->prev;
         unfile(p, ix, prev);
         merge_next(p, prev);
-        prev->stamp = p->clock;
+        prev->stamp = clock_now(p);
         b = prev;
     }
     file(p, ix, b);
@@ -464,6 +522,10 @@ static int not_live(fp_pool *p, uint64_t addr, bool foreign_ok)
 
 static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, fp_freed *out)
 {
+    if (p->owners.count && fp_front_disown(p, addr)) { /* in a thread's cache: freed already */
+        p->st.num_invalid_frees++;
+        return EINVAL;
+    }
     fp_block *b = fp_map_take(&p->live, addr);
     if (!b)
         return not_live(p, addr, foreign_ok);
@@ -471,10 +533,21 @@ static int free_locked(fp_pool *p, uint64_t addr, bool foreign_ok, fp_freed *out
     fp_record_free(p, b->stamp, b->requested);
     free_block(p, b);
     p->st.num_frees++;
-    f.freed_at = p->clock;
+    f.freed_at = clock_now(p);
     if (out)
         *out = f;
     return 0;
+}
+
+static void free_live_locked(fp_pool *p, uint64_t addr)
+{
+    fp_block *b = fp_map_take(&p->live, addr);
+    fp_assert(b != NULL, "a cached block is live in the pool");
+    if (!b)
+        return;
+    fp_record_free(p, b->stamp, b->requested);
+    free_block(p, b);
+    p->st.num_frees++;
 }
 
 int fp_pool_free_seen(fp_pool *p, uint64_t addr, fp_freed *out, fp_free_seen seen, void *ud)
@@ -532,6 +605,8 @@ int fp_pool_create(const fp_pool_opts *opts, const fp_backend *backend, fp_pool 
     p->cap = fp_pool_opts_cap(opts);
     fp_record_init(&p->rec, opts->record_bytes / sizeof(fp_rec_event));
     fp_vmm_setup(p);
+    fp_front_init(p);
+    p->free_live = free_live_locked;
     *out = p;
     return 0;
 }
@@ -552,6 +627,7 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
         n = c->next;
         free(c);
     }
+    fp_front_destroy(p);
     fp_map_fini(&p->live);
     fp_record_fini(&p->rec);
     fp_segtab_free(&p->segs);
@@ -559,10 +635,17 @@ void fp_pool_destroy(fp_pool *p, int keep_segments)
     free(p);
 }
 
+/* Live block b (or NULL), unless it sits in a thread's cache: the
+ * program freed it, so no query answers it as live. */
+static fp_block *live_for_queries(fp_pool *p, fp_block *b)
+{
+    return b && p->owners.count && fp_front_cached(p, b->addr) ? NULL : b;
+}
+
 int fp_pool_lookup(fp_pool *p, uint64_t addr, size_t *size, uint64_t *seq)
 {
     pthread_mutex_lock(&p->lock);
-    fp_block *b = fp_map_get(&p->live, addr);
+    fp_block *b = live_for_queries(p, fp_map_get(&p->live, addr));
     bool used = b != NULL;
     *size = used ? b->requested : 0;
     *seq = used ? b->stamp : 0;
@@ -574,7 +657,7 @@ int fp_pool_owns(fp_pool *p, uint64_t addr, size_t *size)
 {
     pthread_mutex_lock(&p->lock);
     fp_segment *s = fp_segtab_find(&p->segs, addr);
-    fp_block *b = s ? fp_map_get(&p->live, addr) : NULL;
+    fp_block *b = s ? live_for_queries(p, fp_map_get(&p->live, addr)) : NULL;
     if (size)
         *size = b ? b->requested : 0;
     pthread_mutex_unlock(&p->lock);
@@ -588,7 +671,8 @@ int fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out)
     fp_block *b = s ? s->first : NULL;
     while (b && addr - b->addr >= b->size) /* the block whose bytes hold addr */
         b = b->next;
-    bool live = b && b->state == FP_BLOCK_ALLOCATED && addr - b->addr < b->requested;
+    bool live = b && b->state == FP_BLOCK_ALLOCATED && addr - b->addr < b->requested &&
+                live_for_queries(p, b);
     if (live)
         *out = (fp_found){.addr = b->addr,
                           .requested = b->requested,
@@ -604,6 +688,7 @@ int fp_pool_find_block(fp_pool *p, uint64_t addr, fp_found *out)
 void fp_pool_forget_segments(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);
+    fp_front_forget(p);
     for (fp_segment *s = p->seg_head, *n; s; s = n) {
         n = s->next;
         for (fp_block *b = s->first, *bn; b; b = bn) {
@@ -629,6 +714,7 @@ void fp_pool_forget_segments(fp_pool *p)
 int fp_pool_empty_cache(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);
+    fp_front_flush(p, false);
     if (p->be.synchronize)
         p->be.synchronize(p->be.ctx);
     release_free_segments(p);
@@ -651,6 +737,7 @@ size_t fp_pool_trim(fp_pool *p, size_t keep)
 {
     size_t bytes = 0;
     pthread_mutex_lock(&p->lock);
+    fp_front_flush(p, false);
     fp_segment *s;
     while (reserved_now(p) > keep && (s = oldest_free_segment(p))) {
         bytes += s->size;
@@ -696,6 +783,7 @@ void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out)
 {
     pthread_mutex_lock(&p->lock);
     *out = p->st;
+    fp_front_stats(p, out);
     out->largest_free = largest_free_locked(p);
     pthread_mutex_unlock(&p->lock);
 }
@@ -775,20 +863,27 @@ size_t fp_pool_idle_bytes(fp_pool *p)
 void fp_pool_fork_prepare(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);
+    fp_front_fork_prepare(p);
 }
 
 int fp_pool_lock_free(fp_pool *p)
 {
     if (pthread_mutex_trylock(&p->lock) != 0)
         return 0;
+    bool ok = fp_front_locks_free(p);
     pthread_mutex_unlock(&p->lock);
-    return 1;
+    return ok;
 }
 
 void fp_pool_fork_after(fp_pool *p, int child)
 {
-    if (child)
+    if (child) {
         fp_mutex_init_brief(&p->lock);
-    else
+        pthread_mutex_lock(&p->lock);
+        fp_front_fork_after(p, true);
         pthread_mutex_unlock(&p->lock);
+    } else {
+        fp_front_fork_after(p, false);
+        pthread_mutex_unlock(&p->lock);
+    }
 }

@@ -56,10 +56,10 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally
                         (unsigned long long)b->addr);
         if (fp_map_get(&p->live, b->addr) == b)
             return fail(msg, len, "free block %#llx in live map", (unsigned long long)b->addr);
-        if (b->stamp > p->clock)
+        if (b->stamp > __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE))
             return fail(msg, len, "free block %#llx freed in the future (stamp %llu > clock %llu)",
                         (unsigned long long)b->addr, (unsigned long long)b->stamp,
-                        (unsigned long long)p->clock);
+                        (unsigned long long)__atomic_load_n(&p->clock, __ATOMIC_ACQUIRE));
         *(s->small ? &t->free_small : &t->free_large) += 1;
         if (fp_stat_is_split(b) && !s->vmm) {
             add3(t->split_bytes, s->small, (int64_t)b->size);
@@ -312,6 +312,7 @@ static size_t blocks_in(const fp_segment *s, uint64_t lo, uint64_t hi, fp_block_
 void fp_pool_walk(fp_pool *p, fp_segment_fn fn, void *ud)
 {
     pthread_mutex_lock(&p->lock);
+    fp_front_flush(p, false); /* a block in a thread's cache is free, not live */
     size_t cap = 0;
     fp_block_info *v = NULL;
     for (size_t i = 0; i < fp_segtab_count(&p->segs); i++) {

@@ -208,7 +208,43 @@ struct fp_pool {
     fp_record rec;    /* what a replay needs (pool_record.c)     */
     size_t page;      /* VMM page size; 0 = classic segments     */
     size_t vmm_range; /* VMM: address space per range            */
+    /* ---- the front end (pool_front.c) ---- */
+    uint64_t serial;       /* unique in the process                   */
+    fp_tcache *tcaches;    /* the threads' caches, under lock         */
+    unsigned nthreads;     /* threads that ever joined                */
+    int front_on;          /* a second thread joined (atomic builtins) */
+    fp_hmap owners;        /* addr -> its thread's fp_tcache, for blocks
+                               a thread's cache may take back             */
+    fp_front_counts front; /* flushes and returned (allocs, frees: the
+                               caches' own, summed when read)             */
+    /* pool.c's free of a live block whose records are gone already (the
+       flush's, passed in so that pool_front.c needs no call of pool.c's) */
+    void (*free_live)(fp_pool *p, uint64_t addr);
 };
+
+/* ---- the front end (pool_front.c), under p->lock -------------------- */
+/* Gives every cached block back to best fit; returns the bytes (counted as
+ * returned before growth when for_growth). */
+size_t fp_front_flush(fp_pool *p, bool for_growth);
+/* A free of addr in the pool: addr leaves its thread's records; EINVAL
+ * when it sits in a thread's cache (freed already). */
+int fp_front_disown(fp_pool *p, uint64_t addr);
+/* Whether live block addr sits in a thread's cache (freed already). */
+bool fp_front_cached(fp_pool *p, uint64_t addr);
+/* Thread t's cached block for a request of rounded bytes, taken without
+ * the pool's lock (fp_pool_front_alloc's hit); false when none fits. */
+bool fp_front_take(fp_pool *p, fp_tcache *t, size_t rounded, uint64_t unsafe_from, uint64_t stream,
+                   fp_grant *g, int *same_stream);
+/* Block g just allocated for thread t: t may cache it at its free. */
+void fp_front_adopt(fp_pool *p, fp_tcache *t, const fp_grant *g);
+/* Cached blocks, by kind, to leave out of the allocated and active stats. */
+void fp_front_stats(fp_pool *p, fp_pool_stats *st);
+void fp_front_init(fp_pool *p);    /* at creation: the serial              */
+void fp_front_forget(fp_pool *p);  /* segments forgotten: caches emptied   */
+void fp_front_destroy(fp_pool *p); /* pool destroyed: caches freed          */
+void fp_front_fork_prepare(fp_pool *p);
+void fp_front_fork_after(fp_pool *p, bool child);
+bool fp_front_locks_free(fp_pool *p);
 
 /* The free index a block of the small or the large pool lives in. */
 static inline fp_index *fp_index_of(fp_pool *p, bool small)

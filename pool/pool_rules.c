@@ -20,6 +20,7 @@ void fp_pool_opts_default(fp_pool_opts *o)
     o->max_non_split_rounding = FP_LARGE_SEGMENT;
     o->expandable_segments = FP_VMM_AUTO;
     o->vmm_headroom = FP_VMM_HEADROOM;
+    o->thread_cache = FP_THREAD_CACHE_BYTES;
 }
 
 size_t fp_pool_opts_cap(const fp_pool_opts *o)

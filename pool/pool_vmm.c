@@ -185,7 +185,8 @@ void fp_vmm_release_range(fp_pool *p, fp_segment *s)
 {
     for (size_t i = next_in_state(s, 0, s->npages, true); i < s->npages;) {
         size_t j = next_in_state(s, i, s->npages, false);
-        unmap_pages(p, s, i, j - i, p->clock); /* a maximal run: needs no memory */
+        unmap_pages(p, s, i, j - i, /* a maximal run: needs no memory */
+                    __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE));
         i = next_in_state(s, j, s->npages, true);
     }
     p->be.free_va(p->be.ctx, s->addr, s->size);

@@ -13,10 +13,11 @@
 typedef struct group_name {
     const char *key;   /* JSON member of the device */
     const char *label; /* text row label            */
+    bool omit;         /* JSON: no member when absent */
 } group_name;
 
 static const group_name group_names[FP_DEV_NGROUPS] = {
-#define FP_DEV_GROUP_NAME(id, key, label) [FP_GROUP_##id] = {key, label},
+#define FP_DEV_GROUP_NAME(id, key, label, omit) [FP_GROUP_##id] = {key, label, omit},
     FP_DEV_GROUPS(FP_DEV_GROUP_NAME)
 #undef FP_DEV_GROUP_NAME
 };
@@ -24,7 +25,8 @@ static const group_name group_names[FP_DEV_NGROUPS] = {
 void fp_report_groups_init(fp_dev_report *d, fp_group g[FP_DEV_NGROUPS])
 {
     for (size_t i = 0; i < FP_DEV_NGROUPS; i++)
-        g[i] = (fp_group){.key = group_names[i].key, .label = group_names[i].label};
+        g[i] = (fp_group){
+            .key = group_names[i].key, .label = group_names[i].label, .omit = group_names[i].omit};
     d->groups = g;
     d->ngroups = FP_DEV_NGROUPS;
 }
@@ -39,4 +41,5 @@ void fp_report_group_set(fp_group g[FP_DEV_NGROUPS], fp_dev_group_id id, const f
     g[id] = *with;
     g[id].key = n->key;
     g[id].label = n->label;
+    g[id].omit = n->omit;
 }

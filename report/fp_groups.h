@@ -20,15 +20,18 @@
 
 #include "fp_report.h"
 
-/* X(ID, key, label): the JSON member of the device, the text row label. */
+/* X(ID, key, label, omit): the JSON member of the device, the text row
+ * label; omit 1: an absent group leaves no JSON member at all (not null),
+ * so that output which never has it (a replay's) stays as it was. */
 #define FP_DEV_GROUPS(X)                                                                           \
-    X(PASSTHROUGH, "passthrough", "Passed to the driver") /* the shim's pass-through calls */      \
-    X(DEFERRED, "deferred", "Deferred reuse")             /* the shim's deferral; null: sync */    \
-    X(TRACE, "trace", "Trace problems")                   /* a replay's trace problems */          \
-    X(IPC, "ipc", "IPC")                                  /* the shim's IPC counters */
+    X(PASSTHROUGH, "passthrough", "Passed to the driver", 0) /* the shim's pass-through calls */   \
+    X(DEFERRED, "deferred", "Deferred reuse", 0)             /* the shim's deferral; null: sync */ \
+    X(THREADS, "thread_cache", "Thread caches", 1) /* the pools' front end; absent: off */         \
+    X(TRACE, "trace", "Trace problems", 0)         /* a replay's trace problems */                 \
+    X(IPC, "ipc", "IPC", 0)                        /* the shim's IPC counters */
 
 typedef enum fp_dev_group_id {
-#define FP_DEV_GROUP_ID(id, key, label) FP_GROUP_##id,
+#define FP_DEV_GROUP_ID(id, key, label, omit) FP_GROUP_##id,
     FP_DEV_GROUPS(FP_DEV_GROUP_ID)
 #undef FP_DEV_GROUP_ID
         FP_DEV_NGROUPS

@@ -20,6 +20,7 @@
 #ifndef FP_REPORT_H
 #define FP_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "fp_pool.h"
@@ -75,6 +76,7 @@ typedef struct fp_group {
     const char *zero;  /* text when every row is 0: NULL shows the zeros,
                            "" shows no line, else this text               */
     const char *note;  /* text: one more line after the rows, or NULL    */
+    bool omit;         /* JSON: absent leaves no member (else null)      */
 } fp_group;
 
 typedef struct fp_dev_report {

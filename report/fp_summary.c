@@ -785,7 +785,8 @@ static void fp_json_row(fp_json *j, const fp_row *r)
 static void fp_json_group(fp_json *j, const fp_group *g)
 {
     if (g->key && !g->rows) {
-        fp_json_null(j, g->key);
+        if (!g->omit)
+            fp_json_null(j, g->key);
         return;
     }
     if (g->key)

@@ -111,9 +111,9 @@ RANK_ROW = re.compile(r'\{\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*\}')
 LOCKS_UNDER = {"shim/shim_defer.c": "device pools", "shim/shim_pages.c": "device pools",
                "shim/shim_streams.c": "device pools"}
 # Rule (e): the one table of the device's groups, its rows X(ID, "key",
-# "label"), and a slot indexed by a number (not a declaration's size).
+# "label", omit), and a slot indexed by a number (not a declaration's size).
 GROUP_TABLE = "report/fp_groups.h"
-GROUP_ROW = re.compile(r'\bX\(\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)')
+GROUP_ROW = re.compile(r'\bX\(\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*(?:,\s*\d\s*)?\)')
 GROUP_SLOT = re.compile(r"\b(?:g|groups)\s*\[\s*\d+\s*\]")
 # Files that write a group's names themselves since before the table, and
 # the names each may write: said on stderr, not failing; the check says
@@ -698,7 +698,7 @@ def group_problems(files):
         return [], []
     problems, notes = [], []
     if not names:
-        problems.append(f"{GROUP_TABLE}: no X(ID, \"key\", \"label\") row in FP_DEV_GROUPS")
+        problems.append(f"{GROUP_TABLE}: no X(ID, \"key\", \"label\", omit) row in FP_DEV_GROUPS")
     for rel, text in sorted(files.items()):
         code = strip(text)
         if rel == GROUP_TABLE or not re.search(r"\bfp_group\b", code):

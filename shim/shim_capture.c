@@ -196,6 +196,7 @@ static bool forget_stream(fp_ctx_pool *d, void *s)
 {
     if (d->defer)
         fp_defer_stream_gone(d->defer, (CUstream)s);
+    fp_pool_front_stream_gone(d->pool, (uint64_t)(uintptr_t)s);
     return false; /* every pool */
 }
 

@@ -126,8 +126,9 @@ static void trace_alloc(fp_ctx_pool *d, uint64_t addr, CUstream s)
 static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s, bool async)
 {
     uint64_t t0 = fp_time_begin(), addr = 0;
-    int err = deferred() ? fp_defer_alloc(d->defer, d->pool, size, s, async, &addr)
-                         : fp_pool_alloc(d->pool, size, &addr);
+    int err = deferred()
+                  ? fp_defer_alloc(d->defer, d->pool, fp_pools_tcache(d), size, s, async, &addr)
+                  : fp_pool_alloc(d->pool, size, &addr);
     fp_time_end(t0);
     if (!atomic_load_explicit(&fp_shim.used, memory_order_relaxed)) /* keep the line shared */
         atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
@@ -220,6 +221,7 @@ typedef struct free_req {
     size_t size;
     int err;
     int refused; /* the first error of a pool whose segments hold p */
+    bool cached; /* the calling thread's cache took it (no pool lock)   */
 } free_req;
 
 /* trace:PATH and snapshot:PATH - the free of a block, under its pool's
@@ -303,7 +305,11 @@ static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, int
 {
     *res = 0;
     if (deferred()) {
-        fp_ctx_pool *d = fp_pools_find(try_free, r);
+        fp_ctx_pool *d = fp_pools_free_cached(r->p, r->s, &r->size, &r->stamp);
+        r->cached = d != NULL;
+        if (d)
+            return d;
+        d = fp_pools_find(try_free, r);
         if (d || !r->refused)
             return d;
         r->err = r->refused; /* no pool freed it, one holds it: refused */
@@ -337,7 +343,7 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
     fp_assert(!d || res || r.err || r.size > 0, "a freed block has a size");
     if (!d)
         return ENOENT;
-    if (!res && !r.err && async && deferred())
+    if (!res && !r.err && async && deferred() && !r.cached) /* a cache keeps its stream */
         fp_defer_freed_async(d->defer, p, r.size, r.stamp, s);
     if (!res)
         debug_check(d);

@@ -333,7 +333,8 @@ static int refused(fp_pool *pool, size_t size, uint64_t unsafe_from, fp_grant *g
     return err;
 }
 
-int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async, uint64_t *addr)
+int fp_defer_alloc(fp_defer *f, fp_pool *pool, fp_tcache *t, size_t size, CUstream s, bool async,
+                   uint64_t *addr)
 {
     /* While a graph is captured no fence may be made: pass over memory
      * freed since the last one. */
@@ -341,13 +342,17 @@ int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool asy
                                ? atomic_load_explicit(&f->covered, memory_order_acquire)
                                : UINT64_MAX;
     fp_grant g;
-    int err = fp_pool_alloc_grant(pool, size, unsafe_from, &g);
+    int same = 0; /* a block of t's cache freed on s itself: stream order */
+    int err = t ? fp_pool_front_alloc(pool, t, size, unsafe_from,
+                                      async ? (uint64_t)(uintptr_t)s : 0, &g, &same)
+                : fp_pool_alloc_grant(pool, size, unsafe_from, &g);
     if (err == EAGAIN)
         err = refused(pool, size, unsafe_from, &g);
     if (err)
         return err;
     bool safe = g.freed_at < atomic_load_explicit(&f->covered, memory_order_acquire) ||
-                (async && ordered_on_stream(f, &g, s)) || make_safe(f, pool, &g, s, async);
+                (async && (same || ordered_on_stream(f, &g, s))) ||
+                make_safe(f, pool, &g, s, async);
     if (safe) {
         *addr = g.addr;
         return 0;

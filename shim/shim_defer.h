@@ -20,8 +20,11 @@ bool fp_defer_ctx_events(void);
 /* The deferral of a context's pool; NULL when out of memory. */
 fp_defer *fp_defer_new(CUcontext ctx);
 /* An allocation from pool whose memory no work queued before its free
- * can still touch (s and async: the stream of cuMemAllocAsync). */
-int fp_defer_alloc(fp_defer *f, fp_pool *pool, size_t size, CUstream s, bool async, uint64_t *addr);
+ * can still touch (s and async: the stream of cuMemAllocAsync; t: the
+ * calling thread's cache of pool, or NULL).  A block from t's cache
+ * carries its free's stamp and stream and follows the same rule. */
+int fp_defer_alloc(fp_defer *f, fp_pool *pool, fp_tcache *t, size_t size, CUstream s, bool async,
+                   uint64_t *addr);
 /* cuMemFreeAsync(addr, s) gave back a block of size bytes, stamped stamp. */
 void fp_defer_freed_async(fp_defer *f, uint64_t addr, size_t size, uint64_t stamp, CUstream s);
 /* Stream s is destroyed: its handle orders nothing from now on. */

@@ -284,6 +284,7 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->dev = dev;
     d->total = total;
     d->forked = false;
+    atomic_store(&d->threads, 0); /* no thread has allocated from it */
     /* the deferral and the VMM state first: the pool may call them */
     if (!(d->defer = fp_defer_new(ctx)))
         return ENOMEM;
@@ -382,6 +383,103 @@ fp_ctx_pool *fp_pools_current(void)
         return NULL;
     fp_ctx_pool *d = find_ctx(ctx);
     return d ? d : add_pool(ctx);
+}
+
+/* ---- each thread's caches (pool/'s front end) ------------------------- *
+ * A thread keeps, per pool it allocated from, the cache it joined with and
+ * the pool's serial then: a slot rebuilt since has another serial (and its
+ * old pool freed the cache).  At the thread's exit (a key's destructor)
+ * every cache whose pool is still the one it joined goes back.  A thread
+ * joins only once d->threads says a second thread allocates from d
+ * (fp_pools_tcache, shim_pools.h): a single-threaded program never does. */
+#define FP_THREAD_POOLS 4
+typedef struct thread_cache {
+    fp_ctx_pool *d;
+    uint64_t serial;
+    fp_tcache *t;
+} thread_cache;
+static FP_THREAD_LOCAL thread_cache my_caches[FP_THREAD_POOLS];
+static pthread_key_t leave_key;
+static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
+
+static void leave_all(void *arg)
+{
+    thread_cache *c = arg;
+    for (int i = 0; i < FP_THREAD_POOLS; i++) {
+        if (!c[i].t || !hold(c[i].d, true))
+            continue;
+        if (fp_pool_serial(c[i].d->pool) == c[i].serial)
+            fp_pool_front_leave(c[i].d->pool, c[i].t);
+        fp_pools_put(c[i].d);
+        c[i].t = NULL;
+    }
+}
+
+static void make_leave_key(void)
+{
+    if (pthread_key_create(&leave_key, leave_all) != 0)
+        leave_key = (pthread_key_t)-1;
+}
+
+static bool tcache_wanted(void)
+{
+    return fp_shim.conf.free_policy == FP_FREE_DEFERRED && fp_shim.conf.pool.thread_cache &&
+           !fp_tracer_on() && !fp_snap_on();
+}
+
+FP_THREAD_LOCAL char fp_pools_me;
+atomic_bool fp_pools_threads;
+
+/* The calling thread's slot for d's pool, joined now if it has none. */
+static fp_tcache *my_cache(fp_ctx_pool *d)
+{
+    if (!tcache_wanted())
+        return NULL;
+    uint64_t serial = fp_pool_serial(d->pool);
+    thread_cache *free_slot = NULL;
+    for (int i = 0; i < FP_THREAD_POOLS; i++) {
+        thread_cache *c = &my_caches[i];
+        if (c->t && c->d == d && c->serial == serial)
+            return c->t;
+        if (!free_slot && (!c->t || c->d == d)) /* empty, or d's old pool's */
+            free_slot = c;
+    }
+    pthread_once(&leave_once, make_leave_key);
+    if (!free_slot || leave_key == (pthread_key_t)-1 ||
+        pthread_setspecific(leave_key, my_caches) != 0 ||
+        fp_pool_front_join(d->pool, &free_slot->t) != 0)
+        return NULL;
+    free_slot->d = d;
+    free_slot->serial = serial;
+    return free_slot->t;
+}
+
+fp_tcache *fp_pools_tcache_slow(fp_ctx_pool *d, uintptr_t seen)
+{
+    uintptr_t me = (uintptr_t)&fp_pools_me;
+    if (seen == 0 && atomic_compare_exchange_strong(&d->threads, &seen, me))
+        return NULL; /* the first thread: the pool alone */
+    if (seen == me)
+        return NULL;
+    if (seen != FP_POOL_THREADS) { /* a second thread: for good */
+        atomic_store(&d->threads, FP_POOL_THREADS);
+        atomic_store(&fp_pools_threads, true);
+    }
+    return my_cache(d);
+}
+
+fp_ctx_pool *fp_pools_free_cached_slow(uint64_t addr, CUstream s, size_t *size, uint64_t *stamp)
+{
+    for (int i = 0; i < FP_THREAD_POOLS; i++) {
+        thread_cache *c = &my_caches[i];
+        if (!c->t || !hold(c->d, false))
+            continue;
+        if (fp_pool_serial(c->d->pool) == c->serial &&
+            fp_pool_front_free(c->d->pool, c->t, addr, (uint64_t)(uintptr_t)s, size, stamp) == 0)
+            return c->d;
+        fp_pools_put(c->d);
+    }
+    return NULL;
 }
 
 uint64_t fp_pools_trace_id(const fp_ctx_pool *d, uint64_t seq)

@@ -15,6 +15,7 @@
 #include "fp_pool.h"
 #include "shim_defer.h"
 #include "shim_pages.h"
+#include "shim_state.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,6 +52,7 @@ typedef struct fp_ctx_pool {
     bool forked;                         /* this process is a fork of the one
                                      that made the pool                 */
     fp_pool_stats at_fork;               /* its stats at the (last) fork        */
+    atomic_uintptr_t threads;            /* who allocates (fp_pools_tcache)     */
 } fp_ctx_pool;
 
 /* The pool of the calling thread's current context, created on first use;
@@ -90,6 +92,39 @@ void fp_pools_each(void (*fn)(fp_ctx_pool *d, void *ud), void *ud);
 /* Calls fn once with every pool, retired ones too, all held while it runs
  * (for a caller that keeps pointers into several pools at once). */
 void fp_pools_all(void (*fn)(fp_ctx_pool **ds, size_t n, void *ud), void *ud);
+/* ---- threads (pool/'s front end) -------------------------------------
+ * d->threads is 0 until a thread allocates from d, then that thread's
+ * token (the address of its fp_pools_me) while no other thread has, then
+ * FP_POOL_THREADS for good.  Until then the hot path is this one relaxed
+ * load and compare: a single-threaded program never joins a front end. */
+#define FP_POOL_THREADS ((uintptr_t)1)
+extern FP_THREAD_LOCAL char fp_pools_me;
+/* Set for good once any pool has seen a second thread: before that, no
+ * free can be in a thread's cache (fp_pools_free_cached is skipped). */
+extern atomic_bool fp_pools_threads;
+fp_tcache *fp_pools_tcache_slow(fp_ctx_pool *d, uintptr_t seen);
+/* The calling thread's cache of d's pool, joined on first use once a
+ * second thread allocates from d; NULL while one thread does, or when the
+ * front end is off (free_policy:sync, thread_cache_mb:0, or a trace or
+ * snapshot recording, which see every pair in the pool), or the thread
+ * already follows FP_THREAD_POOLS pools. */
+static inline fp_tcache *fp_pools_tcache(fp_ctx_pool *d)
+{
+    uintptr_t seen = atomic_load_explicit(&d->threads, memory_order_relaxed);
+    return seen == (uintptr_t)&fp_pools_me ? NULL : fp_pools_tcache_slow(d, seen);
+}
+/* A free of addr on stream s (NULL: cuMemFree) that the calling thread's
+ * own cache took: the pool (held), *size and *stamp as the pool's free
+ * gives them; NULL when no cache took it (the caller frees in the pool). */
+fp_ctx_pool *fp_pools_free_cached_slow(uint64_t addr, CUstream s, size_t *size, uint64_t *stamp);
+static inline fp_ctx_pool *fp_pools_free_cached(uint64_t addr, CUstream s, size_t *size,
+                                                uint64_t *stamp)
+{
+    if (!atomic_load_explicit(&fp_pools_threads, memory_order_relaxed))
+        return NULL;
+    return fp_pools_free_cached_slow(addr, s, size, stamp);
+}
+
 /* The driver's error of the last failed backend call on this thread. */
 CUresult fp_pools_last_error(void);
 /* A trace id for a block of d with the pool's allocation number seq. */

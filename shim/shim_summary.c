@@ -46,12 +46,14 @@
  * keys, labels and order are its; "trace" is a replay's and stays null). */
 #define FP_NDEFER_ROWS    (1 + FP_DEFER_COUNTS(FP_COUNT_ONE) 0)
 #define FP_NIPC_ROWS      (FP_IPC_COUNTS(FP_COUNT_ONE) 0)
+#define FP_NFRONT_ROWS    (FP_FRONT_COUNTS(FP_COUNT_ONE) 0)
 #define FP_COUNT_ONE(...) 1 +
 
 typedef struct dev_groups {
     fp_row pt[FP_PT_NKINDS];
     fp_row defer[FP_NDEFER_ROWS];
     fp_row ipc[FP_NIPC_ROWS];
+    fp_row front[FP_NFRONT_ROWS];
     fp_group g[FP_DEV_NGROUPS]; /* fp_report_groups_init's slots */
 } dev_groups;
 
@@ -105,6 +107,18 @@ static void defer_group(dev_groups *g, const fp_defer_counts *c)
     fp_report_group_set(g->g, FP_GROUP_DEFERRED, &with);
 }
 
+/* The threads' caches: null where the front end is off. */
+static void front_group(dev_groups *g, const fp_front_counts *c)
+{
+    size_t n = 0;
+#define FP_FRONT_ROW(field, key, one, many, kind)                                                  \
+    g->front[n++] = (fp_row){key, one, many, kind, c ? c->field : 0, 0};
+    FP_FRONT_COUNTS(FP_FRONT_ROW)
+#undef FP_FRONT_ROW
+    fp_report_group_set(g->g, FP_GROUP_THREADS,
+                        &(fp_group){.rows = c ? g->front : NULL, .nrows = n, .per_line = 3});
+}
+
 static void ipc_group(dev_groups *g, const fp_ipc_counts *c)
 {
     size_t n = 0;
@@ -133,9 +147,14 @@ static void shim_groups(collect *c, fp_ctx_pool *d, fp_dev_report *r)
     bool deferred = fp_shim.conf.free_policy == FP_FREE_DEFERRED;
     if (deferred)
         fp_defer_counts_get(d->defer, &dc);
+    fp_front_counts fc;
+    bool front = deferred && fp_shim.conf.pool.thread_cache;
+    if (front)
+        fp_pool_front_counts(d->pool, &fc);
     fp_report_groups_init(r, g->g); /* every group null until filled */
     pt_group(g, pt);
     defer_group(g, deferred ? &dc : NULL);
+    front_group(g, front ? &fc : NULL);
     ipc_group(g, &ipc);
 }
 

@@ -580,6 +580,22 @@ static void replay_shows_trace_problems(void **state)
     assert_non_null(strstr(r.out, "\"trace\":{\"unknown_frees\":1,\"duplicate_allocs\":1}"));
 }
 
+/* A replay is one thread: its summary says nothing of the shim's thread
+ * caches (no "thread_cache" group, no thread_cache_mb setting), so its
+ * JSON stays byte for byte what it was before them (issue 43). */
+static void replay_says_nothing_of_thread_caches(void **state)
+{
+    (void)state;
+    cli_run r;
+    const char *trace = small_trace();
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--json", NULL});
+    assert_non_null(strstr(r.out, "\"deferred\":null,\"trace\":"));
+    assert_null(strstr(r.out, "thread_cache"));
+    run_cli(&r, NULL, (const char *[]){"replay", trace, NULL});
+    assert_null(strstr(r.out, "thread_cache"));
+    assert_null(strstr(r.out, "Thread caches"));
+}
+
 /* An OOM in replay: the fix is the verdict on the whole trace in the same
  * budget (replay/fp_advise.c): for the classic pool, expandable_segments:True
  * at 4,650 MiB, which the default runs without an OOM; no setting at 4,600
@@ -698,6 +714,7 @@ int main(void)
         cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
+        cmocka_unit_test_teardown(replay_says_nothing_of_thread_caches, fp_t_release_held),
         cmocka_unit_test_teardown(replay_oom_advises_proven_fix, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
         cmocka_unit_test_teardown(demo_runs_the_loop, fp_t_release_held),

@@ -31,7 +31,7 @@
     "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, "                                \
     "trace, record_mb, advice_budget_ms, ipc_export, own_segment_mb, snapshot, trace_stacks, "     \
     "tools, "                                                                                      \
-    "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, "                          \
+    "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, thread_cache_mb, "         \
     "host_pool, host_max_reserved_mb, host_max_cached_mb, "                                        \
     "pinned_max_cached_size_mb"
 #define MSS                                                                                        \
@@ -124,7 +124,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
     "advice_budget_ms:1000,ipc_export:fragpool,own_segment_mb:off,"                                \
     "snapshot:off,trace_stacks:0,tools:passthrough,"                                               \
     "expandable_segments:auto,vmm_page_mb:granularity,"                                            \
-    "vmm_reserve_mb:device,vmm_headroom_mb:64,host_pool:1,"                                        \
+    "vmm_reserve_mb:device,vmm_headroom_mb:64,thread_cache_mb:8,host_pool:1,"                      \
     "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited,"                                 \
     "pinned_max_cached_size_mb:unlimited"
 
@@ -199,7 +199,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 30);
+    assert_int_equal(fp_conf_noptions(), 31);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
