@@ -84,7 +84,7 @@ enum { FP_VMM_OFF = 0, FP_VMM_ON = 1, FP_VMM_AUTO = 2 };
  * no max_split, 20 MiB rounding slack, no rounding, no GC, no cap; with
  * virtual memory, FP_VMM_HEADROOM left free for the driver. */
 #define FP_VMM_HEADROOM       (64 * FP_MIB)
-#define FP_THREAD_CACHE_BYTES (8 * FP_MIB) /* thread_cache's default */
+#define FP_THREAD_CACHE_BYTES 0 /* thread_cache's default: off until measured on a GPU */
 void fp_pool_opts_default(fp_pool_opts *o);
 
 /* The cap in bytes that the options imply; SIZE_MAX when there is none. */

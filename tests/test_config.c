@@ -124,7 +124,7 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
     "advice_budget_ms:1000,ipc_export:fragpool,own_segment_mb:off,"                                \
     "snapshot:off,trace_stacks:0,tools:passthrough,"                                               \
     "expandable_segments:auto,vmm_page_mb:granularity,"                                            \
-    "vmm_reserve_mb:device,vmm_headroom_mb:64,thread_cache_mb:8,host_pool:1,"                      \
+    "vmm_reserve_mb:device,vmm_headroom_mb:64,thread_cache_mb:off,host_pool:1,"                    \
     "host_max_reserved_mb:unlimited,host_max_cached_mb:unlimited,"                                 \
     "pinned_max_cached_size_mb:unlimited"
 

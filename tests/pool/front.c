@@ -14,11 +14,20 @@ static fp_grant front_alloc(fp_pool *p, fp_tcache *t, size_t size, uint64_t stre
 }
 
 /* One thread joined: the front end takes nothing, the pool serves all. */
+/* The defaults with the front end on (its default is off, issue 43). */
+static const fp_pool_opts *front_opts(void)
+{
+    static fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.thread_cache = 8 * MiB;
+    return &o;
+}
+
 static void test_one_thread_untouched(void **state)
 {
     (void)state;
     pool_fixture f;
-    fixture_open(&f, NULL, 64 * MiB);
+    fixture_open(&f, front_opts(), 64 * MiB);
     fp_tcache *a;
     EQ(fp_pool_front_join(f.p, &a), 0);
     int same;
@@ -42,7 +51,7 @@ static void test_second_thread_caches(void **state)
 {
     (void)state;
     pool_fixture f;
-    fixture_open(&f, NULL, 64 * MiB);
+    fixture_open(&f, front_opts(), 64 * MiB);
     fp_tcache *a, *b;
     EQ(fp_pool_front_join(f.p, &a), 0);
     EQ(fp_pool_front_join(f.p, &b), 0);
@@ -117,7 +126,7 @@ static void test_double_free_and_cross_free(void **state)
 {
     (void)state;
     pool_fixture f;
-    fixture_open(&f, NULL, 64 * MiB);
+    fixture_open(&f, front_opts(), 64 * MiB);
     fp_tcache *a, *b;
     EQ(fp_pool_front_join(f.p, &a), 0);
     EQ(fp_pool_front_join(f.p, &b), 0);
@@ -144,7 +153,7 @@ static void test_cached_block_not_live(void **state)
 {
     (void)state;
     pool_fixture f;
-    fixture_open(&f, NULL, 64 * MiB);
+    fixture_open(&f, front_opts(), 64 * MiB);
     fp_tcache *a, *b;
     EQ(fp_pool_front_join(f.p, &a), 0);
     EQ(fp_pool_front_join(f.p, &b), 0);

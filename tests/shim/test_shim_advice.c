@@ -96,8 +96,7 @@ static run run_client(const char *trace, unsigned mib, const char *conf)
     static const char *const drop[] = {
         "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=", "PYTORCH_CUDA_ALLOC_CONF=", NULL};
     char *confvar = fp_t_hold(malloc(strlen(conf) + sizeof BUDGET + 16));
-    sprintf(confvar, "FRAGPOOL_CONF=%s%s", conf,
-            strstr(conf, "advice_budget_ms:") ? "" : BUDGET);
+    sprintf(confvar, "FRAGPOOL_CONF=%s%s", conf, strstr(conf, "advice_budget_ms:") ? "" : BUDGET);
     const char *const add[] = {confvar, NULL};
     char **env = fp_t_hold(fp_t_child_env(drop, add));
     char cap[32];

@@ -151,7 +151,8 @@ static void run_client(int threads, bool async)
     char dir[] = "/tmp/fp-threads-XXXXXX", conf[640], self[4096], path[512];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/s.json", dir);
-    snprintf(conf, sizeof conf, "FRAGPOOL_CONF=debug_check:1,summary_format:json,summary:%s", path);
+    snprintf(conf, sizeof conf,
+             "FRAGPOOL_CONF=debug_check:1,thread_cache_mb:8,summary_format:json,summary:%s", path);
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     assert_true(n > 0);
     self[n] = '\0';
