@@ -91,9 +91,14 @@ int fp_parse_budget(const char *cmd, const char *s, size_t *out);
 int fp_cli_output_done(const char *cmd, int sink_err);
 /* Defaults, then FRAGPOOL_CONF from the environment (or, when it is
  * unset, PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, with one line that
- * says so), then text as --conf; problems are printed on stderr.  Returns
- * the number of problems. */
+ * says so), then text as --conf; problems are printed on stderr, and so
+ * is one line for each key given that has no effect with the segments
+ * the result asks for (fp_conf_inert).  Returns the number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
+/* For tune, which ranks settings of its own: one line for each key of
+ * FRAGPOOL_CONF (or PyTorch's variable) that has no effect with the
+ * segments it asks for (fp_conf_inert); its problems are not said. */
+void fp_cli_env_inert(void);
 /* With virtual-memory segments, one line on stderr when vmm_page_mb or
  * vmm_reserve_mb of c is more than a device of budget bytes (0: none
  * given) allows, and the limit the replay uses instead (fp_vmm_size). */

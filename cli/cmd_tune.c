@@ -195,6 +195,7 @@ int fp_cmd_tune(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc;
+    fp_cli_env_inert();
     fp_trace t;
     char err[512];
     if (fp_trace_load(a.trace, &t, err, sizeof err)) {

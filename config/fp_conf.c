@@ -657,12 +657,14 @@ static const char *const fp_bool_words[] = {"0", "1", "true", "false", "True", "
 #define FP_BOOL_OPTION(key, def, text)                                                             \
     {                                                                                              \
         .name = #key, .type = "bool", .deflt = def, .words = fp_bool_words, .help = text,          \
-        .offset = offsetof(fp_conf, key), .parse = parse_bool, .format = format_bool,              \
+        .offset = offsetof(fp_conf, key), .acts = FP_ACTS_ALL, .parse = parse_bool,                \
+        .format = format_bool,                                                                     \
     }
 
 static const fp_option fp_options[] = {
     {
         .name = "max_split_size_mb",
+        .acts = FP_ACTS_CLASSIC,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "blocks of this size or more are never split; requests of "
@@ -678,6 +680,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "max_non_split_rounding_mb",
+        .acts = FP_ACTS_CLASSIC,
         .type = "integer MiB",
         .deflt = "20",
         .help = "how much bigger than the request a cached block at or "
@@ -690,6 +693,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "roundup_power2_divisions",
+        .acts = FP_ACTS_ALL,
         .type = "divisions",
         .deflt = "0",
         .range = "0, 1, 2, 4, ..., 1024, or [size:div,...,>:div]",
@@ -704,6 +708,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "garbage_collection_threshold",
+        .acts = FP_ACTS_CLASSIC,
         .type = "real",
         .deflt = "off",
         .example = "0.6",
@@ -720,6 +725,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "per_process_memory_fraction",
+        .acts = FP_ACTS_ALL,
         .type = "real",
         .deflt = "unlimited",
         .example = "0.5",
@@ -734,6 +740,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "max_reserved_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "cap on reserved memory in MiB",
@@ -756,6 +763,7 @@ static const fp_option fp_options[] = {
                    "free, and abort with the broken one (slow)"),
     {
         .name = "free_policy",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "deferred",
         .help = "deferred: a free returns at once and the block is reused "
@@ -768,6 +776,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "defer_headroom_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "0",
         .help = "no effect, kept so that existing settings still parse: "
@@ -781,6 +790,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "summary",
+        .acts = FP_ACTS_ALL,
         .type = "destination",
         .deflt = "stderr",
         .range = "off, stderr, PATH (%p pid, %r rank, %h host)",
@@ -793,6 +803,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "summary_format",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "text",
         .help = "the summary's format: PyTorch's memory_summary table, or "
@@ -807,6 +818,7 @@ static const fp_option fp_options[] = {
                    "PATH.N with a summary path) and the program runs on"),
     {
         .name = "trace",
+        .acts = FP_ACTS_ALL,
         .type = "destination",
         .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
@@ -820,6 +832,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "record_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "16",
         .help = "host memory each pool may use to record its requests (16 "
@@ -836,6 +849,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "advice_budget_ms",
+        .acts = FP_ACTS_ALL,
         .type = "integer",
         .deflt = "1000",
         .help = "the most milliseconds the search after an OOM may replay the "
@@ -849,6 +863,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "ipc_export",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "fragpool",
         .help = "cuIpcGetMemHandle of an allocation inside a pool segment or "
@@ -862,6 +877,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "own_segment_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "off",
         .help = "allocations of this many MiB or more go to the driver, each "
@@ -878,6 +894,7 @@ static const fp_option fp_options[] = {
     /* ---- snapshot:PATH and trace_stacks:N ---- */
     {
         .name = "snapshot",
+        .acts = FP_ACTS_ALL,
         .type = "destination",
         .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
@@ -892,6 +909,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "trace_stacks",
+        .acts = FP_ACTS_ALL,
         .type = "integer",
         .deflt = "0",
         .help = "record the N innermost host frames of each allocation "
@@ -905,6 +923,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "tools",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "passthrough",
         .help = "when a CUDA tool is injected (compute-sanitizer, Nsight: "
@@ -920,6 +939,7 @@ static const fp_option fp_options[] = {
     /* ---- virtual-memory segments ---- */
     {
         .name = "expandable_segments",
+        .acts = FP_ACTS_ALL,
         .type = "bool",
         .deflt = "auto",
         .words = fp_bool_words,
@@ -935,6 +955,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "vmm_page_mb",
+        .acts = FP_ACTS_VMM,
         .type = "integer MiB",
         .deflt = "granularity",
         .help = "with expandable_segments, the page mapped at a time, rounded "
@@ -949,6 +970,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "vmm_reserve_mb",
+        .acts = FP_ACTS_VMM,
         .type = "integer MiB",
         .deflt = "device",
         .help = "with expandable_segments, the address space reserved per "
@@ -964,6 +986,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "vmm_headroom_mb",
+        .acts = FP_ACTS_VMM,
         .type = "integer MiB",
         .deflt = "64",
         .help = "with expandable_segments, device memory a new page may not "
@@ -985,6 +1008,7 @@ static const fp_option fp_options[] = {
                    "(docs/shim.md, Pinned host memory); 0: all to the driver"),
     {
         .name = "host_max_reserved_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "cap on the pinned memory the host pool holds; past it, "
@@ -999,6 +1023,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "host_max_cached_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "pinned requests of more than this many MiB go to the "
@@ -1013,6 +1038,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "pinned_max_cached_size_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "PyTorch's name for host_max_cached_mb: the same value",
@@ -1175,11 +1201,17 @@ static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)
         fp_puts(&b, guess);
         fp_puts(&b, "? (fragpool config lists every key)");
     } else {
-        fp_puts(&b, "); known keys: ");
-        for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        const char *names[FP_NOPTIONS];
+        size_t near[3];
+        for (size_t i = 0; i < FP_NOPTIONS; i++)
+            names[i] = fp_options[i].name;
+        size_t m = fp_nearest(k, names, FP_NOPTIONS, near, 3);
+        fp_puts(&b, "); nearest keys: ");
+        for (size_t i = 0; i < m; i++) {
             fp_puts(&b, i ? ", " : "");
-            fp_puts(&b, fp_options[i].name);
+            fp_puts(&b, names[near[i]]);
         }
+        fp_puts(&b, " (fragpool config lists every key)");
     }
     fp_puts(&b, FP_TAIL);
     emit(ps, buf);
@@ -1430,4 +1462,55 @@ int fp_conf_source_line(const fp_conf *c, const char *source, char *buf, size_t 
         fp_puts(&b, " has no key fragpool uses, so fragpool runs with its defaults");
     }
     return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
+/* ---- keys that do not act in the segments in force ------------------------
+ * Each row says in which segment modes it acts (acts).  A key given for
+ * the other mode would change nothing, silently; fp_conf_inert says so,
+ * and what would make it act. */
+
+fp_segs fp_conf_segs(const fp_conf *c)
+{
+    int es = c->pool.expandable_segments;
+    return es == FP_VMM_OFF  ? FP_SEGS_CLASSIC
+           : es == FP_VMM_ON ? FP_SEGS_VMM_ASKED
+                             : FP_SEGS_VMM_DEFAULT;
+}
+
+static const char *const fp_segs_said[] = {
+    [FP_SEGS_VMM_DEFAULT] = "virtual-memory segments (the default): add "
+                            "expandable_segments:False for PyTorch's classic rules",
+    [FP_SEGS_VMM_ASKED] = "virtual-memory segments (expandable_segments:True): use "
+                          "expandable_segments:False for PyTorch's classic rules",
+    [FP_SEGS_CLASSIC] = "classic segments (expandable_segments:False): leave "
+                        "expandable_segments out (or set it True) for virtual-memory segments",
+    [FP_SEGS_CLASSIC_NO_VMM] = "classic segments (the driver has no virtual memory management "
+                               "here): it acts only on a device that has it",
+};
+
+int fp_conf_inert(const fp_conf *c, uint64_t mask, fp_segs segs, const char *label,
+                  fp_conf_report_fn report, void *ud)
+{
+    unsigned mode =
+        segs == FP_SEGS_CLASSIC || segs == FP_SEGS_CLASSIC_NO_VMM ? FP_ACTS_CLASSIC : FP_ACTS_VMM;
+    int n = 0;
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        const fp_option *o = &fp_options[i];
+        if (!((mask >> i) & 1) || (o->acts & mode))
+            continue;
+        char buf[FP_LINE];
+        fp_sink b = fp_sink_buffer(buf, sizeof buf);
+        fp_puts(&b, "fragpool: ");
+        fp_puts(&b, label ? label : FP_LABEL);
+        fp_puts(&b, ": ");
+        fp_puts(&b, o->name);
+        fp_putc(&b, ':');
+        o->format(o, c, &b);
+        fp_puts(&b, " has no effect with ");
+        fp_puts(&b, fp_segs_said[segs]);
+        n++;
+        if (report)
+            report(ud, buf);
+    }
+    return n;
 }

@@ -154,9 +154,39 @@ struct fp_option {
     const char *off_word;     /* word meaning "no limit/off", or NULL          */
     size_t off_value;         /* stored value for off_word (size_t fields)     */
     const char *const *words; /* enum keys: the accepted words, NULL-ended */
+    unsigned acts;            /* FP_ACTS_*: the segment modes the key acts in  */
     fp_opt_parse_fn parse;
     fp_opt_format_fn format;
 };
+
+/* Where a key acts (fp_option.acts; never 0): with PyTorch's classic
+ * segments (expandable_segments:False, or a driver without virtual memory
+ * management), with virtual-memory segments (the default), or both. */
+#define FP_ACTS_CLASSIC 1u
+#define FP_ACTS_VMM     2u
+#define FP_ACTS_ALL     (FP_ACTS_CLASSIC | FP_ACTS_VMM)
+
+/* The segments in force and why: what a line about a key that does not
+ * act there says would make it act. */
+typedef enum fp_segs {
+    FP_SEGS_VMM_DEFAULT,   /* expandable_segments unset or auto: virtual memory */
+    FP_SEGS_VMM_ASKED,     /* expandable_segments:True                          */
+    FP_SEGS_CLASSIC,       /* expandable_segments:False                         */
+    FP_SEGS_CLASSIC_NO_VMM /* the driver has no virtual memory management       */
+} fp_segs;
+
+/* The segments c asks for where the driver has virtual memory management
+ * (replay, tune, config: the simulated device has it). */
+fp_segs fp_conf_segs(const fp_conf *c);
+
+/* One line per key of mask (bits of set_mask) that has no effect with the
+ * segments segs, saying what would make it act:
+ *   "fragpool: LABEL: max_split_size_mb has no effect with virtual-memory
+ *    segments (the default): add expandable_segments:False for PyTorch's
+ *    classic rules"
+ * given to report (which may be NULL).  Returns the number of lines. */
+int fp_conf_inert(const fp_conf *c, uint64_t mask, fp_segs segs, const char *label,
+                  fp_conf_report_fn report, void *ud);
 
 /* Accepted values of o, written from its bounds (numeric rows), its words
  * (word and bool rows) or its range/accept text (the rest): the short form

@@ -30,6 +30,7 @@
 #include "shim_pools.h"
 #include "fp_assert.h"
 #include "shim_clock.h"
+#include "shim_framework.h"
 #include "shim_real.h"
 #include "shim_snaprec.h"
 #include "shim_state.h"
@@ -38,6 +39,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FP_MAX_POOLS 64
 
@@ -200,6 +202,26 @@ static void note_page(fp_ctx_pool *d, const fp_pool_opts *o)
                asked / FP_MIB, g / FP_MIB, st.page_size / FP_MIB);
 }
 
+static void say_line(void *ud, const char *line)
+{
+    (void)ud;
+    fp_say("%s", line + strlen("fragpool: ")); /* fp_conf's lines start so */
+}
+
+/* Said once per process, for the first pool: each key given that has no
+ * effect with the segments this pool runs (fp_conf_inert), and what
+ * would make it act. */
+static void note_inert(const fp_pool_opts *o, bool vmm)
+{
+    static atomic_bool said;
+    if (atomic_exchange(&said, true))
+        return;
+    fp_segs segs = vmm                      ? fp_conf_segs(&fp_shim.conf)
+                   : o->expandable_segments ? FP_SEGS_CLASSIC_NO_VMM
+                                            : FP_SEGS_CLASSIC;
+    fp_conf_inert(&fp_shim.conf, fp_shim.conf.set_mask, segs, fp_fw_conf_source(), say_line, NULL);
+}
+
 /* ---- finding pools ---------------------------------------------------- */
 
 /* The calling thread's shard of a pool's user count, fixed for its
@@ -297,6 +319,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         note_no_vmm(o.expandable_segments);
     if (!err && fp_pool_is_vmm(d->pool))
         note_page(d, &o);
+    if (!err)
+        note_inert(&o, fp_pool_is_vmm(d->pool));
     if (err) {
         fp_pages_free(d->vmm);
         fp_defer_free(d->defer);

@@ -21,6 +21,8 @@
  *    verdict says every setting runs out of memory (text and JSON);
  *  - no error says line 0; defer_headroom_mb's help says it has no effect;
  *  - every command answers --help, -h and `help NAME`; --version;
+ *  - a key with no effect in the segments in force is said once, where
+ *    it was given, in replay, config and tune;
  *  - a typo'd key or command gets "did you mean"; `config` with a problem prints only
  *    the problem; `run` with a problem in --conf starts nothing;
  *  - `report -o` under a file size limit (SIGXFSZ at its default, fatal):
@@ -57,10 +59,13 @@ static void write_text(const char *path, const char *text)
 
 /* Runs fragpool with args (NULL-terminated); stdout to out_path when not
  * NULL (e.g. /dev/full), else captured. */
+static const char *const *cli_add; /* run_cli's extra variables (NULL: none) */
+
 static void run_cli(cli_run *r, const char *out_path, const char *const *args)
 {
-    static const char *const drop[] = {"FRAGPOOL_CONF=", "LD_PRELOAD=", NULL};
-    char **env = fp_t_hold(fp_t_child_env(drop, NULL));
+    static const char *const drop[] = {
+        "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=", "PYTORCH_CUDA_ALLOC_CONF=", "LD_PRELOAD=", NULL};
+    char **env = fp_t_hold(fp_t_child_env(drop, cli_add));
     char *argv[16] = {(char *)FP_CLI};
     for (int i = 0; args[i] && i < 14; i++)
         argv[i + 1] = (char *)args[i];
@@ -679,6 +684,41 @@ static int cleanup(void **state)
     return 0;
 }
 
+/* A key that has no effect with the segments in force: one line, where
+ * it was given (--conf, FRAGPOOL_CONF, PyTorch's variable), in replay,
+ * config and tune; none once expandable_segments:False makes it act. */
+#define NO_EFFECT                                                                                  \
+    "max_split_size_mb:128 has no effect with virtual-memory segments (the default): add "         \
+    "expandable_segments:False for PyTorch's classic rules\n"
+static void inert_keys_said(void **state)
+{
+    (void)state;
+    cli_run r;
+    const char *trace = tmp_name("clean.csv");
+    write_text(trace, "seq,op,id,size,stream\n0,a,1,1000,0\n1,a,2,3000000,0\n2,f,1,0,0\n"
+                      "3,f,2,0,0\n");
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", "max_split_size_mb:128", NULL});
+    expect(&r, 0, NULL);
+    assert_string_equal(r.err, "fragpool: --conf: " NO_EFFECT);
+    run_cli(&r, NULL,
+            (const char *[]){"replay", trace, "--conf",
+                             "max_split_size_mb:128,expandable_segments:False", NULL});
+    expect(&r, 0, NULL);
+    assert_string_equal(r.err, "");
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:128", NULL});
+    expect(&r, 0, NULL);
+    assert_string_equal(r.err, "fragpool: FRAGPOOL_CONF: " NO_EFFECT);
+    cli_add = (const char *const[]){"FRAGPOOL_CONF=max_split_size_mb:128", NULL};
+    run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", "1", NULL});
+    expect(&r, 0, "fragpool: FRAGPOOL_CONF: " NO_EFFECT);
+    assert_int_equal(fp_t_count_of(r.err, "has no effect"), 1);
+    cli_add = (const char *const[]){"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128", NULL};
+    run_cli(&r, NULL, (const char *[]){"replay", trace, NULL});
+    cli_add = NULL;
+    expect(&r, 0, "fragpool: PYTORCH_CUDA_ALLOC_CONF: " NO_EFFECT);
+    assert_int_equal(fp_t_count_of(r.err, "has no effect"), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,6 +741,7 @@ int main(void)
         cmocka_unit_test_teardown(replay_oom_advises_proven_fix, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
         cmocka_unit_test_teardown(demo_runs_the_loop, fp_t_release_held),
+        cmocka_unit_test_teardown(inert_keys_said, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }

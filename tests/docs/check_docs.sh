@@ -7,6 +7,19 @@ bin=$1 src=$2 bad=0
 for key in $("$bin" config | awk 'NF && $1 !~ /^ / && $2 == "default" {print $1}'); do
   grep -q "| \`$key\` |" "$src/docs/config.md" || { echo "docs/config.md lacks key $key"; bad=1; }
 done
+# The table "Which segments each key acts in" agrees with `fragpool config`.
+"$bin" config | awk '$1 !~ /^ / && $2 == "default" {key=$1} /acts with classic segments only/ {print key, "classic"} /acts with virtual-memory segments only/ {print key, "vmm"}' >"${TMPDIR:-/tmp}/fp-acts.$$"
+for key in $("$bin" config | awk 'NF && $1 !~ /^ / && $2 == "default" {print $1}'); do
+  want="| acts | acts |"
+  mode=$(awk -v k="$key" '$1 == k {print $2}' "${TMPDIR:-/tmp}/fp-acts.$$")
+  [ "$mode" = classic ] && want="| acts | no effect |"
+  [ "$mode" = classic ] && [ "$key" = garbage_collection_threshold ] && want="| acts (under a cap) | no effect |"
+  [ "$mode" = vmm ] && want="| no effect | acts |"
+  [ "$key" = expandable_segments ] && want="| chooses | chooses |"
+  [ "$key" = defer_headroom_mb ] && want="| no effect | no effect |"
+  grep -qF "| \`$key\` $want" "$src/docs/config.md" || { echo "docs/config.md: the acts table's row of $key is not '$want'"; bad=1; }
+done
+rm -f "${TMPDIR:-/tmp}/fp-acts.$$"
 for cmd in demo run replay tune report merge config snapshot; do
   grep -q "fragpool $cmd" "$src/README.md" || { echo "README.md lacks 'fragpool $cmd'"; bad=1; }
 done
