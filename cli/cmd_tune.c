@@ -214,7 +214,7 @@ int fp_cmd_tune(int argc, char **argv)
     double secs = now_s() - t0;
     size_t replays = 0;
     for (size_t i = 0; i < n; i++)
-        replays += rows[i].replays;
+        replays += rows[i].shared ? 0 : rows[i].replays; /* replays made */
     fp_advice v;
     fp_advice_req req = {.budget = a.budget, .threads = a.threads};
     if (fp_advise_rows(&t, rows, n, &req, &v)) {

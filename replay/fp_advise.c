@@ -400,6 +400,13 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
     fp_tune_setting s;
     current_setting(req->current, &s);
     int err = fp_tune_eval(t, &s, &p, &cur);
+    /* Without a budget the verdict names only a setting whose peak is
+     * FP_ADVICE_SAVING_PCT% under the current one's (choose_best): a
+     * replay may stop as soon as its reserved bytes pass that, which on a
+     * long trace is most replays stopping near the first peak. */
+    if (!err && !req->budget)
+        p.stop_above = cur.peak_reserved / 100 * (100 - FP_ADVICE_SAVING_PCT) +
+                       cur.peak_reserved % 100 * (100 - FP_ADVICE_SAVING_PCT) / 100;
     if (!err)
         err = fp_tune_run(t, &p, &rows, &n);
     if (!err) {
