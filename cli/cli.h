@@ -103,6 +103,29 @@ void fp_cli_env_inert(void);
  * vmm_reserve_mb of c is more than a device of budget bytes (0: none
  * given) allows, and the limit the replay uses instead (fp_vmm_size). */
 void fp_cli_vmm_note(const fp_conf *c, size_t budget);
+/* ---- the progress line (cli_progress.c) ---- */
+typedef struct fp_progress {
+    const char *cmd; /* "tune": the line starts "fragpool tune: "      */
+    int on;          /* stderr is a terminal and --quiet not given     */
+    int shown;       /* a line is on the screen, to be wiped           */
+    double t0, last; /* start, and when the line was last written (s)  */
+    double after;    /* seconds before the first line (2)              */
+} fp_progress;
+/* Starts the clock; quiet: --quiet was given. */
+void fp_progress_init(fp_progress *p, const char *cmd, int quiet);
+/* "\rfragpool CMD: TEXT (N s)" once past 2 s, at most 4 times a second
+ * (p may be NULL: nothing). */
+void fp_progress_say(fp_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Wipes the line, if one was written. */
+void fp_progress_done(fp_progress *p);
+/* A replay's after_event hook saying "WHAT i of n events" (ud: this). */
+typedef struct fp_progress_events {
+    fp_progress *p;
+    const char *what;
+    size_t n;
+} fp_progress_events;
+int fp_progress_replay_hook(void *ud, fp_pool *pool, size_t i, int refused);
+
 /* Where this fragpool's pieces are, found from this executable's own
  * path: the installed layout (PREFIX/BINDIR/fragpool, PREFIX/LIBDIR/fragpool/,
  * GNUInstallDirs) first, then the build tree (build/bin, build/lib). */

@@ -304,6 +304,7 @@ typedef struct tune_jobs {
     fp_tune_row *rows;  /* rows[i].set is the input of job i  */
     const size_t *twin; /* twin[i] != SIZE_MAX: job i is not run    */
     size_t n, next;
+    size_t before, done; /* jobs of earlier stages; of this one done */
     const fp_tune_params *p;
     int err; /* first error                        */
     pthread_mutex_t lock;
@@ -318,22 +319,27 @@ static void *tune_worker(void *arg)
         pthread_mutex_unlock(&j->lock);
         if (i == j->n)
             return NULL;
-        if (j->twin[i] != SIZE_MAX)
+        if (j->twin[i] != SIZE_MAX) {
+            pthread_mutex_lock(&j->lock);
+            j->done++;
+            pthread_mutex_unlock(&j->lock);
             continue;
+        }
         fp_tune_setting s = j->rows[i].set;
         int err = fp_tune_eval(j->t, &s, j->p, &j->rows[i]);
-        if (err) {
-            pthread_mutex_lock(&j->lock);
-            j->err = j->err ? j->err : err;
-            pthread_mutex_unlock(&j->lock);
-        }
+        pthread_mutex_lock(&j->lock);
+        j->err = j->err ? j->err : err;
+        j->done++;
+        if (j->p->progress)
+            j->p->progress(j->p->progress_ud, j->before + j->done, j->before + j->n);
+        pthread_mutex_unlock(&j->lock);
     }
 }
 
-static int eval_all(const fp_trace *t, fp_tune_row *rows, const size_t *twin, size_t n,
-                    const fp_tune_params *p, unsigned threads)
+static int eval_all(const fp_trace *t, fp_tune_row *rows, const size_t *twin, size_t before,
+                    size_t n, const fp_tune_params *p, unsigned threads)
 {
-    tune_jobs j = {.t = t, .rows = rows, .twin = twin, .n = n, .p = p};
+    tune_jobs j = {.t = t, .rows = rows, .twin = twin, .before = before, .n = n, .p = p};
     pthread_t tid[TUNE_MAX_THREADS];
     unsigned started = 0;
     if (pthread_mutex_init(&j.lock, NULL))
@@ -454,7 +460,7 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     int err = twin && sizes ? base_settings(t, rows, &nbase, params->over, params->lean) : ENOMEM;
     if (!err) {
         find_twins(rows, 0, nbase, sizes, nsizes, twin);
-        err = eval_all(t, rows, twin, nbase, params, threads);
+        err = eval_all(t, rows, twin, 0, nbase, params, threads);
         copy_twins(rows, 0, nbase, twin);
     }
     n = nbase;
@@ -462,7 +468,7 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
         err = gc_settings(rows, nbase, &n, top, params->full, params->over);
     if (!err) {
         find_twins(rows, nbase, n, sizes, nsizes, twin);
-        err = eval_all(t, rows + nbase, twin + nbase, n - nbase, params, threads);
+        err = eval_all(t, rows + nbase, twin + nbase, nbase, n - nbase, params, threads);
         copy_twins(rows, nbase, n, twin);
     }
     free(twin);

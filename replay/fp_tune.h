@@ -63,7 +63,12 @@ typedef struct fp_tune_params {
                                budget (fp_tune_row.fits)                     */
     int lean;            /* 1: no roundup_power2_divisions variants (the
                                exit summary's quick look: 1/7 the replays)   */
-    size_t stop_above;   /* nonzero (with peaks_only): an unlimited replay
+    /* Called (may be NULL) after each setting is evaluated, with the
+     * settings done and known so far, on the worker's thread, one call at
+     * a time. */
+    void (*progress)(void *ud, size_t done, size_t total);
+    void *progress_ud;
+    size_t stop_above; /* nonzero (with peaks_only): an unlimited replay
                                stops once reserved passes this; its row's
                                peak is then only "more than this" (cut) */
 } fp_tune_params;
