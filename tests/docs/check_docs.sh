@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # check_docs.sh - every FRAGPOOL_CONF key that `fragpool config` lists is
-# documented in docs/config.md, and every `fragpool` command in the usage
-# is in the README.  Usage: check_docs.sh FRAGPOOL_BIN SOURCE_DIR
+# documented in docs/config.md, with the segments it acts in as `fragpool
+# config` says; every `fragpool` command in the usage is in the README's
+# command table with its usage line as `fragpool CMD --help` prints it.
+# Usage: check_docs.sh FRAGPOOL_BIN SOURCE_DIR
 set -u
 bin=$1 src=$2 bad=0
 for key in $("$bin" config | awk 'NF && $1 !~ /^ / && $2 == "default" {print $1}'); do
@@ -22,5 +24,8 @@ done
 rm -f "${TMPDIR:-/tmp}/fp-acts.$$"
 for cmd in demo run replay tune report merge config snapshot; do
   grep -q "fragpool $cmd" "$src/README.md" || { echo "README.md lacks 'fragpool $cmd'"; bad=1; }
+  # the command table's first column is the usage line, every option in it
+  usage=$("$bin" "$cmd" --help | sed -n '1s/^usage: //p' | sed 's/|/\\|/g')
+  grep -qF "| \`$usage\` |" "$src/README.md" || { echo "README.md's command table lacks '$usage'"; bad=1; }
 done
 exit $bad
