@@ -38,6 +38,14 @@ int fp_cmd_config(int argc, char **argv)
         print_table();
         return fp_cli_output_done("config", 0);
     }
+    if (argc > 2) { /* one setting: K:V,K:V is one argument */
+        fprintf(stderr,
+                "fragpool config: unexpected argument '%s' (the setting is one argument: "
+                "K:V,K:V,...)\n",
+                argv[2]);
+        fp_cli_usage(stderr, &fp_cli_config);
+        return 2;
+    }
     fp_conf c;
     fp_conf_default(&c);
     if (fp_conf_parse(argv[1], &c, print_problem, NULL))

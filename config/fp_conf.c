@@ -338,6 +338,23 @@ static int hex_escape(const char *v, size_t n, size_t i, char *out)
     return 0;
 }
 
+/* A '%' at v[i] that is not %% or a hex escape: one of the shim's
+ * escapes (%p pid, %r rank, %h host: shim/shim_path.c), or 0 with why. */
+static int is_path_escape(const char *v, size_t n, size_t i, fp_sink *why)
+{
+    if (i + 1 < n && strchr("prh", v[i + 1]))
+        return 1;
+    if (i + 1 >= n) {
+        fp_puts(why, "a lone '%' at the end (write %% for a '%')");
+        return 0;
+    }
+    fp_puts(why, "unknown escape ");
+    fp_putc(why, '%');
+    fp_put_shown(why, v + i + 1, 1, 1);
+    fp_puts(why, " (the escapes are %p pid, %r rank, %h host, %% a '%')");
+    return 0;
+}
+
 static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     (void)o;
@@ -363,6 +380,8 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c, f
                    (strchr("[],", v[i + 1]) || hex_escape(v, n, i + 1, &next))) {
             fp_puts(why, "'%' before '[', ']' or ','"); /* no escape, and no round trip */
             return -1;
+        } else if (ch == '%' && !is_path_escape(v, n, i, why)) {
+            return -1; /* the shim would refuse it at its first write */
         }
         tmp[m++] = ch;
     }

@@ -710,6 +710,9 @@ static void inert_keys_said(void **state)
     run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:128", NULL});
     expect(&r, 0, NULL);
     assert_string_equal(r.err, "fragpool: FRAGPOOL_CONF: " NO_EFFECT);
+    /* one setting is one argument: a second one is a usage error */
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:128", "junk", NULL});
+    expect(&r, 2, "fragpool config: unexpected argument 'junk'");
     cli_add = (const char *const[]){"FRAGPOOL_CONF=max_split_size_mb:128", NULL};
     run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", "1", NULL});
     expect(&r, 0, "fragpool: FRAGPOOL_CONF: " NO_EFFECT);
