@@ -69,7 +69,8 @@ typedef struct fp_replay_report {
     fp_row trace_rows[2];
     fp_group groups[FP_DEV_NGROUPS]; /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
-    char conf[4096]; /* fp_conf_entries: 4 KiB always suffice   */
+    unsigned char set[FP_CONF_MAX_OPTIONS]; /* entries not at their default */
+    char conf[4096];                        /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;
 void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
                           fp_replay_report *out);

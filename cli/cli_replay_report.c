@@ -33,10 +33,13 @@ void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     fp_replay_trace_group(r, out->trace_rows, &trace);
     fp_report_group_set(out->groups, FP_GROUP_TRACE, &trace);
     size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf, sizeof out->conf);
+    for (size_t i = 0; i < n; i++)
+        out->set[i] = !fp_conf_is_default(c, i);
     out->run = (fp_run_report){.pid = 0,
                                .rank = -1,
                                .config = out->entries,
                                .nconfig = n,
+                               .config_set = out->set,
                                .mode = "replay",
                                .devs = &out->dev,
                                .ndevs = 1};

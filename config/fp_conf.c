@@ -1144,6 +1144,19 @@ size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size
     return n;
 }
 
+int fp_conf_is_default(const fp_conf *c, size_t i)
+{
+    char a[FP_CONF_PATH_MAX * 3 + 64], b[sizeof a];
+    fp_conf d;
+    if (i >= FP_NOPTIONS)
+        return 0;
+    fp_conf_default(&d);
+    fp_sink x = fp_sink_buffer(a, sizeof a), y = fp_sink_buffer(b, sizeof b);
+    fp_options[i].format(&fp_options[i], c, &x);
+    fp_options[i].format(&fp_options[i], &d, &y);
+    return !fp_sink_error(&x) && !fp_sink_error(&y) && !strcmp(a, b);
+}
+
 /* ---- the parser ---------------------------------------------------------- */
 typedef struct fp_parser {
     fp_conf *c;

@@ -126,6 +126,11 @@ int fp_conf_format(const fp_conf *c, char *buf, size_t len);
  * buf is too small (4 KiB always suffice). */
 size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size_t len);
 
+/* 1 when key i of the table (fp_conf_entries' order) has its default
+ * value in c, as fp_conf_format writes both; else 0 (the summary's
+ * Configuration row shows only the others). */
+int fp_conf_is_default(const fp_conf *c, size_t i);
+
 /* ---- the option table ------------------------------------------------- */
 typedef struct fp_option fp_option;
 

@@ -637,13 +637,19 @@ static void fp_text_process(fp_sink *s, const fp_run_report *r)
     fp_val_end(&v, s, "Version");
 }
 
-/* One config entry per line, as "key:value". */
+/* One config entry per line, as "key:value": those not at their default
+ * (config_set), then how many keys are; "defaults" when all are. */
 static void fp_text_config(fp_sink *s, const fp_run_report *r)
 {
     const char *label = "Configuration";
     fp_val v;
+    size_t hidden = 0;
     for (size_t i = 0; i < r->nconfig && r->config; i++) {
         const fp_kv *e = &r->config[i];
+        if (r->config_set && !r->config_set[i]) {
+            hidden++;
+            continue;
+        }
         fp_sink *o = fp_val_begin(&v);
         fp_put_visible(o, e->key, strlen(e->key));
         if (e->value) {
@@ -653,8 +659,18 @@ static void fp_text_config(fp_sink *s, const fp_run_report *r)
         fp_val_end(&v, s, label);
         label = NULL;
     }
-    if (label)
+    if (label && hidden) {
+        static const char all[] = "defaults (fragpool config lists every key)";
+        fp_tbl_kv(s, label, all, sizeof all - 1);
+    } else if (label) {
         fp_tbl_kv(s, label, "defaults", 8);
+    } else if (hidden) {
+        fp_sink *o = fp_val_begin(&v);
+        fp_puts(o, "the other ");
+        fp_put_u64(o, hidden);
+        fp_puts(o, hidden == 1 ? " key: its default" : " keys: their defaults");
+        fp_val_end(&v, s, NULL);
+    }
 }
 
 static void fp_text_config_errors(fp_sink *s, const fp_run_report *r)

@@ -267,6 +267,9 @@ static void write_summary(const char *mode, unsigned dump)
     fp_pools_each(add_pool, c);
     gethostname(host, sizeof host - 1);
     size_t nconf = fp_conf_entries(&fp_shim.conf, entries, FP_CONF_MAX_OPTIONS, conf, sizeof conf);
+    static unsigned char set[FP_CONF_MAX_OPTIONS];
+    for (size_t i = 0; i < nconf; i++)
+        set[i] = !fp_conf_is_default(&fp_shim.conf, i);
     static fp_host_report hr;
     bool pinned = fp_host_report_get(&hr);
     fp_run_report r = {.pid = (int)getpid(),
@@ -274,6 +277,7 @@ static void write_summary(const char *mode, unsigned dump)
                        .host = host,
                        .config = entries,
                        .nconfig = nconf,
+                       .config_set = set,
                        .config_errors = errs,
                        .mode = mode,
                        .config_source = fp_fw_conf_source(),

@@ -396,7 +396,7 @@ static void rank_and_host_in_path(void **state)
 
 /* ---- configuration before main ----------------------------------------------- */
 
-#define UNKNOWN_FOO "fragpool: FRAGPOOL_CONF: unknown key 'foo' (in 'foo:1'); known keys: "
+#define UNKNOWN_FOO "fragpool: FRAGPOOL_CONF: unknown key 'foo' (in 'foo:1'); nearest keys: "
 
 static void strict_exits_before_main(void **state)
 {
