@@ -505,8 +505,10 @@ static void put_none(fp_sink *s, const fp_advice *a)
         fp_puts(s, "no setting fits any budget tried, against the ");
     }
     fp_advise_put_mib(s, a->budget);
-    fp_puts(s, " it had: exhaustion, not fragmentation; reduce the working set (batch "
-               "size, sequence length) or free the memory held outside the pool");
+    fp_puts(
+        s,
+        " it had: too little memory for this run under any setting; reduce the working set (batch "
+        "size, sequence length) or free the memory held outside the pool");
 }
 
 static void put_all_oom(fp_sink *s, const fp_advice *a)
