@@ -82,7 +82,7 @@ static void write_snapshot(unsigned dump)
         fp_say("snapshot: cannot write '%s': %s; writing no snapshot", path, why);
         return;
     }
-    fp_path_claimed("snapshot", fd, path);
+    fp_path_claimed("snapshot", fp_shim.conf.snapshot, fd, path);
     int err = write_to(fd);
     if (close(fd) != 0 && !err)
         err = errno;

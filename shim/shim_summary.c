@@ -210,7 +210,7 @@ static int open_destination(int rank, const char *host, unsigned dump)
                why);
         return 2;
     }
-    fp_path_claimed("summary", fd, dest_path);
+    fp_path_claimed("summary", dest, fd, dest_path);
     return fd;
 }
 
