@@ -709,6 +709,26 @@ static void fp_text_source_notes(fp_sink *s, const fp_run_report *r)
     }
 }
 
+/* A setting a note names for pasting: "FRAGPOOL_CONF=..." or
+ * "PYTORCH_CUDA_ALLOC_CONF=...", up to a space or ')'.  The box wraps its
+ * notes, so these follow the box whole, one a line, to be pasted. */
+static void fp_text_paste(fp_sink *s, const fp_run_report *r)
+{
+    static const char *const vars[] = {"FRAGPOOL_CONF=", "PYTORCH_CUDA_ALLOC_CONF="};
+    int said = 0;
+    for (size_t i = 0; i < r->nnotes; i++)
+        for (size_t k = 0; k < 2 && r->notes[i]; k++) {
+            const char *at = strstr(r->notes[i], vars[k]);
+            if (!at || (at > r->notes[i] && at[-1] != ' ' && at[-1] != '('))
+                continue;
+            if (!said++)
+                fp_puts(s, "fragpool: the setting the notes name, to paste:\n");
+            fp_puts(s, "    ");
+            fp_put_visible(s, at, strcspn(at, " )"));
+            fp_putc(s, '\n');
+        }
+}
+
 static void fp_text_run(fp_sink *s, const fp_run_report *r)
 {
     static const char title[] = "fragpool run";
@@ -720,6 +740,7 @@ static void fp_text_run(fp_sink *s, const fp_run_report *r)
     fp_text_config_errors(s, r);
     fp_text_source_notes(s, r);
     fp_tbl_rule(s, '=');
+    fp_text_paste(s, r);
 }
 
 /* The pinned host memory box: a title, then the host rows' groups. */
