@@ -683,6 +683,7 @@ static const char *const fp_bool_words[] = {"0", "1", "true", "false", "True", "
 static const fp_option fp_options[] = {
     {
         .name = "max_split_size_mb",
+        .pytorch = 1,
         .acts = FP_ACTS_CLASSIC,
         .type = "integer MiB",
         .deflt = "unlimited",
@@ -699,6 +700,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "max_non_split_rounding_mb",
+        .pytorch = 1,
         .acts = FP_ACTS_CLASSIC,
         .type = "integer MiB",
         .deflt = "20",
@@ -712,6 +714,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "roundup_power2_divisions",
+        .pytorch = 1,
         .acts = FP_ACTS_ALL,
         .type = "divisions",
         .deflt = "0",
@@ -727,6 +730,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "garbage_collection_threshold",
+        .pytorch = 1,
         .acts = FP_ACTS_CLASSIC,
         .type = "real",
         .deflt = "off",
@@ -958,6 +962,7 @@ static const fp_option fp_options[] = {
     /* ---- virtual-memory segments ---- */
     {
         .name = "expandable_segments",
+        .pytorch = 1,
         .acts = FP_ACTS_ALL,
         .type = "bool",
         .deflt = "auto",
@@ -1057,6 +1062,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "pinned_max_cached_size_mb",
+        .pytorch = 1,
         .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
@@ -1142,6 +1148,22 @@ size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size
         used += fp_sink_length(&v) + 1;
     }
     return n;
+}
+
+int fp_conf_format_pytorch(const fp_conf *c, int vmm, char *buf, size_t len)
+{
+    fp_sink b = fp_sink_buffer(buf, len);
+    int es = fp_conf_find("expandable_segments", 19);
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        if (!fp_options[i].pytorch || (int)i == es || fp_conf_is_default(c, i))
+            continue;
+        fp_puts(&b, fp_options[i].name);
+        fp_putc(&b, ':');
+        fp_options[i].format(&fp_options[i], c, &b);
+        fp_putc(&b, ',');
+    }
+    fp_puts(&b, vmm ? "expandable_segments:True" : "expandable_segments:False");
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
 }
 
 int fp_conf_is_default(const fp_conf *c, size_t i)

@@ -126,6 +126,13 @@ int fp_conf_format(const fp_conf *c, char *buf, size_t len);
  * buf is too small (4 KiB always suffice). */
 size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size_t len);
 
+/* The setting as PYTORCH_CUDA_ALLOC_CONF would say it, for a snapshot's
+ * allocator_settings: the keys PyTorch has (fp_option.pytorch) that are
+ * not at their default, and expandable_segments as it ran (vmm: True,
+ * else False; PyTorch has no "auto").  fragpool's own keys (paths among
+ * them) are left out.  0, or ENOSPC (still NUL-terminated). */
+int fp_conf_format_pytorch(const fp_conf *c, int vmm, char *buf, size_t len);
+
 /* 1 when key i of the table (fp_conf_entries' order) has its default
  * value in c, as fp_conf_format writes both; else 0 (the summary's
  * Configuration row shows only the others). */
@@ -160,6 +167,8 @@ struct fp_option {
     size_t off_value;         /* stored value for off_word (size_t fields)     */
     const char *const *words; /* enum keys: the accepted words, NULL-ended */
     unsigned acts;            /* FP_ACTS_*: the segment modes the key acts in  */
+    int pytorch;              /* 1: PyTorch's allocator config has this key,
+                                 with the same meaning                         */
     fp_opt_parse_fn parse;
     fp_opt_format_fn format;
 };

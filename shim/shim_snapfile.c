@@ -43,7 +43,8 @@ static void write_held(fp_ctx_pool **ds, size_t n, void *ud)
         if (!fp_pools_retired(ds[i]))
             devs[k++] = (fp_snap_device){
                 .device = ds[i]->dev, .pool = ds[i]->pool, .key_base = fp_pools_trace_id(ds[i], 0)};
-    fp_conf_format(&fp_shim.conf, conf, sizeof conf);
+    /* PyTorch's keys only, expandable_segments as it ran: no paths */
+    fp_conf_format_pytorch(&fp_shim.conf, k && fp_pool_is_vmm(devs[0].pool), conf, sizeof conf);
     fp_snap s = {.devs = devs,
                  .ndevs = k,
                  .opts = &fp_shim.conf.pool,

@@ -1336,6 +1336,28 @@ static void test_inert(void **state)
     free(cap);
 }
 
+/* A snapshot's allocator_settings: PyTorch's keys not at their default,
+ * expandable_segments as it ran, and none of fragpool's own (paths). */
+static void test_format_pytorch(void **state)
+{
+    (void)state;
+    fp_conf c;
+    char buf[512];
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_format_pytorch(&c, 1, buf, sizeof buf), 0);
+    assert_string_equal(buf, "expandable_segments:True");
+    assert_int_equal(fp_conf_parse("summary:/tmp/s-%p.txt,trace:/tmp/t.csv,max_split_size_mb:128,"
+                                   "roundup_power2_divisions:[256:1,>:8],vmm_page_mb:4,"
+                                   "pinned_max_cached_size_mb:64",
+                                   &c, NULL, NULL),
+                     0);
+    assert_int_equal(fp_conf_format_pytorch(&c, 0, buf, sizeof buf), 0);
+    assert_string_equal(buf, "max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8],"
+                             "pinned_max_cached_size_mb:64,expandable_segments:False");
+    assert_int_equal(fp_conf_format_pytorch(&c, 0, buf, 8), ENOSPC);
+    assert_int_equal(strlen(buf), 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1368,6 +1390,7 @@ int main(void)
         cmocka_unit_test(test_from_env),
         cmocka_unit_test(test_format_set),
         cmocka_unit_test(test_inert),
+        cmocka_unit_test(test_format_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
