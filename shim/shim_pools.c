@@ -59,6 +59,17 @@ CUresult fp_pools_last_error(void)
 
 /* ---- backend: segments from the real driver --------------------------- */
 
+static size_t be_device_free(void *ud);
+
+/* After the pool took or gave back memory: what the driver says is free
+ * now, kept for the summary (it makes no driver call at exit). */
+static void see_free(fp_ctx_pool *d)
+{
+    size_t fr = atomic_load(&fp_shim.exiting) ? SIZE_MAX : be_device_free(d);
+    if (fr != SIZE_MAX)
+        atomic_store(&d->free_seen, fr);
+}
+
 static int be_reserve(void *ud, size_t size, uint64_t *addr)
 {
     CUdeviceptr p = 0;
@@ -68,6 +79,7 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
         *addr = p;
         fp_tracer_event('s', p, size, NULL);
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 's', p, size);
+        see_free(ud);
         return 0;
     }
     last_error = r;
@@ -81,7 +93,10 @@ static int be_release(void *ud, uint64_t addr, size_t size)
     if (atomic_load(&fp_shim.exiting))
         return 0; /* the driver frees everything at teardown */
     fp_time_slow();
-    return fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
+    int err = fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
+    if (!err)
+        see_free(ud);
+    return err;
 }
 
 /* Before cached segments go back: not while a graph is captured, which a
@@ -144,16 +159,20 @@ static int be_free_va(void *ud, uint64_t addr, size_t size)
 static int be_map(void *ud, uint64_t addr, size_t size)
 {
     int err = vmm_result(fp_pages_map(vmm_of(ud), addr, size));
-    if (!err)
+    if (!err) {
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'm', addr, size);
+        see_free(ud);
+    }
     return err;
 }
 
 static int be_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
 {
     int err = vmm_result(fp_pages_unmap(vmm_of(ud), addr, size, freed_at));
-    if (!err)
+    if (!err) {
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'u', addr, size);
+        see_free(ud);
+    }
     return err;
 }
 
@@ -305,6 +324,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->ctx = ctx;
     d->dev = dev;
     d->total = total;
+    atomic_store(&d->free_seen, SIZE_MAX);
+    see_free(d);
     d->forked = false;
     /* the deferral and the VMM state first: the pool may call them */
     if (!(d->defer = fp_defer_new(ctx)))

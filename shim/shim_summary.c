@@ -150,7 +150,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     snprintf(c->names[c->n], sizeof c->names[c->n], "%s", d->name);
     r->device_name = c->names[c->n][0] ? c->names[c->n] : NULL;
     r->total_capacity = d->total;
-    r->device_free = (size_t)-1;
+    r->device_free = atomic_load(&d->free_seen); /* SIZE_MAX: unknown */
     r->segments_why = fp_segments_why(d->segments_asked, fp_pool_is_vmm(d->pool));
     fp_pool_get_stats(d->pool, &st);
     if (d->forked) { /* a forked child: what it did itself, not its parent */

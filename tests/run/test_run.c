@@ -300,11 +300,15 @@ static void inert_keys_said_once(void **state)
     ran_ok(&r);
     assert_int_equal(fp_t_count_of(r.err, INERT_MSS), 1);
     has(r.err, "| Config source         | FRAGPOOL_CONF "); /* not run's own backend */
+    /* the driver's free memory, as seen when the pool last grew or shrank */
+    has(r.err, "| Free on the device    | ");
+    lacks(r.err, "| Free on the device    | unknown");
     static const char *const classic[] = {
         "--conf", "expandable_segments:False,max_split_size_mb:128,vmm_page_mb:4", NULL};
     run_fp(&r, classic, FP_FAKE_APP, NULL, NULL);
     ran_ok(&r);
     lacks(r.err, "max_split_size_mb:128 has no effect");
+    lacks(r.err, "| Free on the device    | unknown"); /* classic segments too */
     assert_int_equal(fp_t_count_of(r.err, "fragpool: FRAGPOOL_CONF: vmm_page_mb:4 has no effect "
                                           "with classic segments (expandable_segments:False)"),
                      1);
