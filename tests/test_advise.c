@@ -118,8 +118,9 @@ static void nothing_fits_4600(void **state)
     fix_line(&a);
     assert_non_null(strstr(line, "fragpool: fix: no setting fits \xe2\x80\x94 the peak live bytes "
                                  "are 4,592 MiB"));
-    assert_non_null(strstr(line, "(expandable_segments:True) needs 4,602 MiB, 2 MiB more than "
-                                 "the 4,600 MiB it had: too little memory for this run under any setting"));
+    assert_non_null(
+        strstr(line, "(expandable_segments:True) needs 4,602 MiB, 2 MiB more than "
+                     "the 4,600 MiB it had: too little memory for this run under any setting"));
     assert_null(strstr(line, "FRAGPOOL_CONF="));
     assert_null(strstr(line, "empty_cache"));
 }
