@@ -1542,11 +1542,25 @@ static const char *const fp_segs_said[] = {
                                "here): it acts only on a device that has it",
 };
 
+static unsigned segs_mode(fp_segs segs)
+{
+    return segs == FP_SEGS_CLASSIC || segs == FP_SEGS_CLASSIC_NO_VMM ? FP_ACTS_CLASSIC
+                                                                     : FP_ACTS_VMM;
+}
+
+uint64_t fp_conf_inert_mask(fp_segs segs)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < FP_NOPTIONS; i++)
+        if (!(fp_options[i].acts & segs_mode(segs)))
+            m |= (uint64_t)1 << i;
+    return m;
+}
+
 int fp_conf_inert(const fp_conf *c, uint64_t mask, fp_segs segs, const char *label,
                   fp_conf_report_fn report, void *ud)
 {
-    unsigned mode =
-        segs == FP_SEGS_CLASSIC || segs == FP_SEGS_CLASSIC_NO_VMM ? FP_ACTS_CLASSIC : FP_ACTS_VMM;
+    unsigned mode = segs_mode(segs);
     int n = 0;
     for (size_t i = 0; i < FP_NOPTIONS; i++) {
         const fp_option *o = &fp_options[i];

@@ -202,6 +202,10 @@ fp_segs fp_conf_segs(const fp_conf *c);
 int fp_conf_inert(const fp_conf *c, uint64_t mask, fp_segs segs, const char *label,
                   fp_conf_report_fn report, void *ud);
 
+/* The keys (bits of set_mask) that have no effect with the segments segs:
+ * the OOM advice leaves them out of the run's keys it repeats. */
+uint64_t fp_conf_inert_mask(fp_segs segs);
+
 /* Accepted values of o, written from its bounds (numeric rows), its words
  * (word and bool rows) or its range/accept text (the rest): the short form
  * for the key list ("21..17592186044415, unlimited"), and the form a
