@@ -389,3 +389,50 @@ const char *fp_closest(fp_slice word, const char *const *names, size_t n)
     }
     return best;
 }
+
+/* The longest run of bytes w and name share (at most 48 of w are looked at). */
+static size_t common_run(fp_slice w, const char *name)
+{
+    size_t m = strlen(name), best = 0, wn = w.n < 48 ? w.n : 48;
+    for (size_t i = 0; i < wn; i++)
+        for (size_t j = 0; j < m; j++) {
+            size_t k = 0;
+            while (i + k < wn && j + k < m && w.p[i + k] == name[j + k])
+                k++;
+            best = k > best ? k : best;
+        }
+    return best;
+}
+
+/* Lower is nearer: the edit distance less the longest shared run, so
+ * that a word that is part of a name ("split_size") finds it. */
+static long nearness(fp_slice w, const char *name)
+{
+    size_t d = distance(w, name);
+    if (d == SIZE_MAX)
+        d = w.n + strlen(name);
+    return (long)d - (long)common_run(w, name);
+}
+
+size_t fp_nearest(fp_slice word, const char *const *names, size_t n, size_t *out, size_t k)
+{
+    size_t got = 0;
+    long score[FP_NEAREST_MAX];
+    k = k < FP_NEAREST_MAX ? k : FP_NEAREST_MAX;
+    for (size_t i = 0; i < n && k; i++) {
+        long s = nearness(word, names[i]);
+        size_t at = got;
+        while (at > 0 && score[at - 1] > s) /* equals keep table order */
+            at--;
+        if (at >= k)
+            continue;
+        got = got < k ? got + 1 : k;
+        for (size_t j = got - 1; j > at; j--) {
+            score[j] = score[j - 1];
+            out[j] = out[j - 1];
+        }
+        score[at] = s;
+        out[at] = i;
+    }
+    return got;
+}

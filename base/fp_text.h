@@ -103,5 +103,11 @@ fp_slice fp_trim(const char *p, size_t n);
  * words shorter than 6 bytes; the nearest, the first of equals; NULL when
  * none is that near.  For "did you mean" (config keys, commands). */
 const char *fp_closest(fp_slice word, const char *const *names, size_t n);
+/* The indices of the k (at most FP_NEAREST_MAX) names of names[0..n)
+ * nearest to word, nearest first (edit distance less the longest run of
+ * bytes they share; equals in table order), in out.  Returns how many:
+ * min(k, n).  For an unknown key that is no typo of any. */
+#define FP_NEAREST_MAX 8
+size_t fp_nearest(fp_slice word, const char *const *names, size_t n, size_t *out, size_t k);
 
 #endif

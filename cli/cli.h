@@ -69,7 +69,8 @@ typedef struct fp_replay_report {
     fp_row trace_rows[2];
     fp_group groups[FP_DEV_NGROUPS]; /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
-    char conf[4096]; /* fp_conf_entries: 4 KiB always suffice   */
+    unsigned char set[FP_CONF_MAX_OPTIONS]; /* entries not at their default */
+    char conf[4096];                        /* fp_conf_entries: 4 KiB always suffice   */
 } fp_replay_report;
 void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *c, size_t budget,
                           fp_replay_report *out);
@@ -91,13 +92,41 @@ int fp_parse_budget(const char *cmd, const char *s, size_t *out);
 int fp_cli_output_done(const char *cmd, int sink_err);
 /* Defaults, then FRAGPOOL_CONF from the environment (or, when it is
  * unset, PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, with one line that
- * says so), then text as --conf; problems are printed on stderr.  Returns
- * the number of problems. */
+ * says so), then text as --conf; problems are printed on stderr, and so
+ * is one line for each key given that has no effect with the segments
+ * the result asks for (fp_conf_inert).  Returns the number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
+/* For tune, which ranks settings of its own: one line for each key of
+ * FRAGPOOL_CONF (or PyTorch's variable) that has no effect with the
+ * segments it asks for (fp_conf_inert); its problems are not said. */
+void fp_cli_env_inert(void);
 /* With virtual-memory segments, one line on stderr when vmm_page_mb or
  * vmm_reserve_mb of c is more than a device of budget bytes (0: none
  * given) allows, and the limit the replay uses instead (fp_vmm_size). */
 void fp_cli_vmm_note(const fp_conf *c, size_t budget);
+/* ---- the progress line (cli_progress.c) ---- */
+typedef struct fp_progress {
+    const char *cmd; /* "tune": the line starts "fragpool tune: "      */
+    int on;          /* stderr is a terminal and --quiet not given     */
+    int shown;       /* a line is on the screen, to be wiped           */
+    double t0, last; /* start, and when the line was last written (s)  */
+    double after;    /* seconds before the first line (2)              */
+} fp_progress;
+/* Starts the clock; quiet: --quiet was given. */
+void fp_progress_init(fp_progress *p, const char *cmd, int quiet);
+/* "\rfragpool CMD: TEXT (N s)" once past 2 s, at most 4 times a second
+ * (p may be NULL: nothing). */
+void fp_progress_say(fp_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Wipes the line, if one was written. */
+void fp_progress_done(fp_progress *p);
+/* A replay's after_event hook saying "WHAT i of n events" (ud: this). */
+typedef struct fp_progress_events {
+    fp_progress *p;
+    const char *what;
+    size_t n;
+} fp_progress_events;
+int fp_progress_replay_hook(void *ud, fp_pool *pool, size_t i, int refused);
+
 /* Where this fragpool's pieces are, found from this executable's own
  * path: the installed layout (PREFIX/BINDIR/fragpool, PREFIX/LIBDIR/fragpool/,
  * GNUInstallDirs) first, then the build tree (build/bin, build/lib). */

@@ -33,6 +33,10 @@ static int check_budget(const char *cmd, const char *v)
         "--conf", "K:V,...", "the settings, as FRAGPOOL_CONF takes them (fragpool config)", 0,     \
             NULL                                                                                   \
     }
+#define QUIET_OPT                                                                                  \
+    {                                                                                              \
+        "--quiet", NULL, "no progress line (on a terminal past 2 s) nor timing on stderr", 0, NULL \
+    }
 #define BUDGET_OPT                                                                                 \
     {                                                                                              \
         "--budget", "SIZE", "a device of SIZE: what does not fit is an OOM", 0, check_budget       \
@@ -48,7 +52,7 @@ static const fp_cli_opt run_opts[] = {
 const fp_cli_spec fp_cli_run = {"run", "-- CMD...", OPTS(run_opts)};
 
 static const fp_cli_opt replay_opts[] = {
-    CONF_OPT, BUDGET_OPT, {"--json", NULL, "the summary as JSON", 0, NULL}};
+    CONF_OPT, BUDGET_OPT, {"--json", NULL, "the summary as JSON", 0, NULL}, QUIET_OPT};
 const fp_cli_spec fp_cli_replay = {"replay", "TRACE", OPTS(replay_opts)};
 
 static const fp_cli_opt tune_opts[] = {
@@ -56,6 +60,7 @@ static const fp_cli_opt tune_opts[] = {
     {"--json", NULL, "the table and the verdict as JSON", 0, NULL},
     {"--threads", "N", "replay workers (default: one per CPU; 0..64)", 0, NULL},
     {"--full", NULL, "garbage-collection variants of every setting, not the best 3", 0, NULL},
+    QUIET_OPT,
 };
 const fp_cli_spec fp_cli_tune = {"tune", "TRACE", OPTS(tune_opts)};
 
@@ -65,6 +70,7 @@ static const fp_cli_opt report_opts[] = {
     BUDGET_OPT,
     {"--at", "WHEN", "the map's moment: reserved (the default), allocated, end, or an event number",
      0, NULL},
+    QUIET_OPT,
 };
 const fp_cli_spec fp_cli_report = {"report", "TRACE|SUMMARY.json", OPTS(report_opts)};
 

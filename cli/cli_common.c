@@ -89,7 +89,20 @@ int fp_cli_conf(const char *text, fp_conf *c)
     int n = fp_conf_from_env(c, getenv, print_problem, NULL, &source);
     if (fp_conf_source_line(c, source, line, sizeof line) != ENOENT)
         fprintf(stderr, "%s\n", line);
-    return n + fp_conf_parse_as(text, "--conf", 0, c, print_problem, NULL);
+    uint64_t from_env = c->set_mask;
+    n += fp_conf_parse_as(text, "--conf", 0, c, print_problem, NULL);
+    fp_conf_inert(c, from_env, fp_conf_segs(c), source, print_problem, NULL);
+    fp_conf_inert(c, c->set_mask & ~from_env, fp_conf_segs(c), "--conf", print_problem, NULL);
+    return n;
+}
+
+void fp_cli_env_inert(void)
+{
+    const char *source;
+    fp_conf c;
+    fp_conf_default(&c);
+    fp_conf_from_env(&c, getenv, NULL, NULL, &source);
+    fp_conf_inert(&c, c.set_mask, fp_conf_segs(&c), source, print_problem, NULL);
 }
 
 void fp_cli_vmm_note(const fp_conf *c, size_t budget)

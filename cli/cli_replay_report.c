@@ -19,12 +19,14 @@
 #include <string.h>
 
 /* Drops the settings a replay does not read from the n entries e. */
-static size_t replayed_only(fp_kv *e, size_t n)
+static size_t replayed_only(fp_kv *e, unsigned char *set, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(e[i].key, "thread_cache_mb") != 0)
+        if (strcmp(e[i].key, "thread_cache_mb") != 0) {
+            set[k] = set[i];
             e[k++] = e[i];
+        }
     return k;
 }
 
@@ -44,12 +46,15 @@ void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     fp_group trace;
     fp_replay_trace_group(r, out->trace_rows, &trace);
     fp_report_group_set(out->groups, FP_GROUP_TRACE, &trace);
-    size_t n = replayed_only(out->entries, fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS,
-                                                           out->conf, sizeof out->conf));
+    size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf, sizeof out->conf);
+    for (size_t i = 0; i < n; i++)
+        out->set[i] = !fp_conf_is_default(c, i);
+    n = replayed_only(out->entries, out->set, n);
     out->run = (fp_run_report){.pid = 0,
                                .rank = -1,
                                .config = out->entries,
                                .nconfig = n,
+                               .config_set = out->set,
                                .mode = "replay",
                                .devs = &out->dev,
                                .ndevs = 1};

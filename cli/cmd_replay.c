@@ -1,5 +1,5 @@
 /* cmd_replay.c - `fragpool replay TRACE [--conf K:V,...] [--budget SIZE]
- * [--json]`: runs a recorded trace through the same pool code on a
+ * [--json] [--quiet]`: runs a recorded trace through the same pool code on a
  * simulated device and prints the summary the shim would write
  * (fp_cli_replay_report, cli_replay_report.c).
  * Deterministic: the same trace and settings give the same output.
@@ -19,7 +19,7 @@
 typedef struct replay_args {
     const char *trace, *conf;
     size_t budget;
-    int json;
+    int json, quiet;
 } replay_args;
 
 static int parse_args(int argc, char **argv, replay_args *a)
@@ -31,6 +31,7 @@ static int parse_args(int argc, char **argv, replay_args *a)
         return 2;
     a->conf = fp_cli_value(s, val, "--conf");
     a->json = fp_cli_value(s, val, "--json") != NULL;
+    a->quiet = fp_cli_value(s, val, "--quiet") != NULL;
     budget = fp_cli_value(s, val, "--budget");
     return budget && fp_parse_budget("replay", budget, &a->budget) ? 2 : 0;
 }
@@ -125,7 +126,13 @@ int fp_cmd_replay(int argc, char **argv)
     print_input_notes(&a, &t);
     fp_replay_result r;
     fp_pool *p;
-    if (fp_replay(&t, &c.pool, a.budget, &r, &p)) {
+    fp_progress pr;
+    fp_progress_init(&pr, "replay", a.quiet);
+    fp_progress_events pe = {&pr, "replaying,", t.n};
+    fp_replay_hook h = {.after_event = fp_progress_replay_hook, .ud = &pe};
+    int failed = fp_replay_ex(&t, &c.pool, a.budget, &h, &r, &p);
+    fp_progress_done(&pr);
+    if (failed) {
         fprintf(stderr, "fragpool replay: out of host memory\n");
         fp_trace_free(&t);
         return 1;

@@ -38,6 +38,8 @@
 typedef struct report_args {
     const char *input, *out, *conf, *at;
     size_t budget;
+    int quiet;
+    fp_progress *pr; /* the progress line */
 } report_args;
 
 static int parse_args(int argc, char **argv, report_args *a)
@@ -51,6 +53,7 @@ static int parse_args(int argc, char **argv, report_args *a)
     a->conf = fp_cli_value(s, val, "--conf");
     a->at = fp_cli_value(s, val, "--at");
     a->at = a->at ? a->at : "reserved";
+    a->quiet = fp_cli_value(s, val, "--quiet") != NULL;
     budget = fp_cli_value(s, val, "--budget");
     return budget && fp_parse_budget("report", budget, &a->budget) ? 2 : 0;
 }
@@ -169,15 +172,20 @@ typedef struct timeline {
     int64_t peak_r, peak_a; /* highest seen so far                        */
     int64_t a_at_r;         /* most allocated while reserved was at peak_r */
     size_t at_r, at_a;      /* events replayed at those two moments        */
+    fp_progress *pr;        /* the progress line, and the trace's events   */
+    size_t n;
 } timeline;
 
 static int on_event(void *ud, fp_pool *p, size_t i, int refused)
 {
     timeline *t = ud;
-    fp_pool_stats st;
     (void)refused;
-    fp_pool_get_stats(p, &st);
-    int64_t a = st.allocated_bytes[FP_ALL].current, r = st.reserved_bytes[FP_ALL].current;
+    /* reserved and allocated now, without fp_pool_get_stats: that also
+     * finds the largest free block (a walk of the free blocks and, with
+     * virtual memory, their pages), which made this hook most of a
+     * report's time on a long trace */
+    size_t res = fp_pool_reserved_bytes(p);
+    int64_t r = (int64_t)res, a = (int64_t)(res - fp_pool_idle_bytes(p));
     size_t k = i / t->step;
     if ((uint64_t)a > t->amax[k])
         t->amax[k] = (uint64_t)a;
@@ -187,6 +195,8 @@ static int on_event(void *ud, fp_pool *p, size_t i, int refused)
         t->peak_r = r, t->a_at_r = a, t->at_r = i + 1;
     if (a > t->peak_a)
         t->peak_a = a, t->at_a = i + 1;
+    if (i % 65536 == 0)
+        fp_progress_say(t->pr, "replaying, %zu of %zu events", i, t->n);
     return 0;
 }
 
@@ -396,6 +406,8 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
                    fp_html_page *pg)
 {
     int err = timeline_init(&rp->tl, t->n);
+    rp->tl.pr = a->pr;
+    rp->tl.n = t->n;
     fp_replay_hook h = {.after_event = on_event, .ud = &rp->tl};
     fp_replay_result r;
     fp_pool *p;
@@ -403,8 +415,10 @@ static int collect(const report_args *a, const fp_trace *t, const fp_conf *c, tr
         return err;
     err = make_summaries(p, &r, c, a->budget, &rp->sum);
     fp_pool_destroy(p, 1);
+    fp_progress_say(a->pr, "the verdict: replaying the settings tune ranks");
     if (!err)
         make_finding(t, c, a->budget, &r, rp->finding, sizeof rp->finding);
+    fp_progress_say(a->pr, "the segment map");
     size_t ev;
     const char *what;
     if (pick_event(a->at, &rp->tl, t->n, &ev, &what)) {
@@ -484,7 +498,12 @@ static int report_trace(const report_args *a)
     }
     trace_report *rp = calloc(1, sizeof *rp);
     fp_html_page pg;
-    int rc = !rp ? ENOMEM : collect(a, &t, &c, rp, &pg);
+    fp_progress pr;
+    report_args with = *a;
+    fp_progress_init(&pr, "report", a->quiet);
+    with.pr = &pr;
+    int rc = !rp ? ENOMEM : collect(&with, &t, &c, rp, &pg);
+    fp_progress_done(&pr);
     if (rc && rc != EINVAL)
         fprintf(stderr, "fragpool report: out of host memory\n");
     if (!rc && !(rc = write_page(a->out, &pg)))

@@ -101,7 +101,7 @@ static int write_out(const snap_args *a, const fp_conf *c, fp_pool *p, const ent
         fprintf(stderr, "fragpool snapshot: cannot write '%s': %s\n", a->out, why);
         return 1;
     }
-    fp_conf_format(c, conf, sizeof conf);
+    fp_conf_format_pytorch(c, fp_pool_is_vmm(p), conf, sizeof conf); /* PyTorch's keys only */
     fp_snap_device d = {.device = 0, .pool = p};
     fp_snap s = {.devs = &d,
                  .ndevs = 1,

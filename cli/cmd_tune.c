@@ -1,5 +1,5 @@
 /* cmd_tune.c - `fragpool tune TRACE [--budget SIZE] [--json] [--threads N]
- * [--full]`: ranks pool settings by the peak reserved memory they give on
+ * [--full] [--quiet]`: ranks pool settings by the peak reserved memory they give on
  * the trace, each with the smallest device budget it runs in without an
  * OOM (the search is fp_tune.c; docs/replay.md explains the output).
  *
@@ -18,7 +18,7 @@
 typedef struct tune_args {
     const char *trace;
     size_t budget; /* 0 = none given */
-    int json, full;
+    int json, full, quiet;
     unsigned threads;
 } tune_args;
 
@@ -31,6 +31,7 @@ static int parse_args(int argc, char **argv, tune_args *a)
         return 2;
     a->json = fp_cli_value(s, val, "--json") != NULL;
     a->full = fp_cli_value(s, val, "--full") != NULL;
+    a->quiet = fp_cli_value(s, val, "--quiet") != NULL;
     budget = fp_cli_value(s, val, "--budget");
     if (budget && fp_parse_budget("tune", budget, &a->budget))
         return 2;
@@ -189,12 +190,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* fp_tune_params.progress: settings done, of those known so far (the
+ * garbage-collection variants are added once the first stage is done). */
+static void say_progress(void *ud, size_t done, size_t total)
+{
+    fp_progress_say(ud, "%zu of %zu settings evaluated", done, total);
+}
+
 int fp_cmd_tune(int argc, char **argv)
 {
     tune_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc;
+    fp_cli_env_inert();
     fp_trace t;
     char err[512];
     if (fp_trace_load(a.trace, &t, err, sizeof err)) {
@@ -202,10 +211,18 @@ int fp_cmd_tune(int argc, char **argv)
         return 1;
     }
     double t0 = now_s();
-    fp_tune_params p = {.threads = a.threads, .full = a.full, .at_budget = a.budget};
+    fp_progress pr;
+    fp_progress_init(&pr, "tune", a.quiet);
+    fp_tune_params p = {.threads = a.threads,
+                        .full = a.full,
+                        .at_budget = a.budget,
+                        .progress = say_progress,
+                        .progress_ud = &pr};
     fp_tune_row *rows;
     size_t n;
-    if (fp_tune_run(&t, &p, &rows, &n)) {
+    int failed = fp_tune_run(&t, &p, &rows, &n);
+    fp_progress_done(&pr);
+    if (failed) {
         fprintf(stderr, "fragpool tune: out of host memory\n");
         fp_trace_free(&t);
         return 1;
@@ -213,7 +230,7 @@ int fp_cmd_tune(int argc, char **argv)
     double secs = now_s() - t0;
     size_t replays = 0;
     for (size_t i = 0; i < n; i++)
-        replays += rows[i].replays;
+        replays += rows[i].shared ? 0 : rows[i].replays; /* replays made */
     fp_advice v;
     fp_advice_req req = {.budget = a.budget, .threads = a.threads};
     if (fp_advise_rows(&t, rows, n, &req, &v)) {
@@ -228,8 +245,9 @@ int fp_cmd_tune(int argc, char **argv)
     else
         print_text(&a, &t, rows, n, &v);
     rc = fp_cli_output_done("tune", out_err);
-    fprintf(stderr, "fragpool tune: %zu settings, %zu replays of %zu events in %.2f s\n", n,
-            replays, t.n, secs);
+    if (!a.quiet)
+        fprintf(stderr, "fragpool tune: %zu settings, %zu replays of %zu events in %.2f s\n", n,
+                replays, t.n, secs);
     free(rows);
     fp_trace_free(&t);
     return rc;

@@ -338,6 +338,23 @@ static int hex_escape(const char *v, size_t n, size_t i, char *out)
     return 0;
 }
 
+/* A '%' at v[i] that is not %% or a hex escape: one of the shim's
+ * escapes (%p pid, %r rank, %h host: shim/shim_path.c), or 0 with why. */
+static int is_path_escape(const char *v, size_t n, size_t i, fp_sink *why)
+{
+    if (i + 1 < n && strchr("prh", v[i + 1]))
+        return 1;
+    if (i + 1 >= n) {
+        fp_puts(why, "a lone '%' at the end (write %% for a '%')");
+        return 0;
+    }
+    fp_puts(why, "unknown escape ");
+    fp_putc(why, '%');
+    fp_put_shown(why, v + i + 1, 1, 1);
+    fp_puts(why, " (the escapes are %p pid, %r rank, %h host, %% a '%')");
+    return 0;
+}
+
 static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c, fp_sink *why)
 {
     (void)o;
@@ -363,6 +380,8 @@ static int parse_dest(const fp_option *o, const char *v, size_t n, fp_conf *c, f
                    (strchr("[],", v[i + 1]) || hex_escape(v, n, i + 1, &next))) {
             fp_puts(why, "'%' before '[', ']' or ','"); /* no escape, and no round trip */
             return -1;
+        } else if (ch == '%' && !is_path_escape(v, n, i, why)) {
+            return -1; /* the shim would refuse it at its first write */
         }
         tmp[m++] = ch;
     }
@@ -657,12 +676,15 @@ static const char *const fp_bool_words[] = {"0", "1", "true", "false", "True", "
 #define FP_BOOL_OPTION(key, def, text)                                                             \
     {                                                                                              \
         .name = #key, .type = "bool", .deflt = def, .words = fp_bool_words, .help = text,          \
-        .offset = offsetof(fp_conf, key), .parse = parse_bool, .format = format_bool,              \
+        .offset = offsetof(fp_conf, key), .acts = FP_ACTS_ALL, .parse = parse_bool,                \
+        .format = format_bool,                                                                     \
     }
 
 static const fp_option fp_options[] = {
     {
         .name = "max_split_size_mb",
+        .pytorch = 1,
+        .acts = FP_ACTS_CLASSIC,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "blocks of this size or more are never split; requests of "
@@ -678,6 +700,8 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "max_non_split_rounding_mb",
+        .pytorch = 1,
+        .acts = FP_ACTS_CLASSIC,
         .type = "integer MiB",
         .deflt = "20",
         .help = "how much bigger than the request a cached block at or "
@@ -690,6 +714,8 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "roundup_power2_divisions",
+        .pytorch = 1,
+        .acts = FP_ACTS_ALL,
         .type = "divisions",
         .deflt = "0",
         .range = "0, 1, 2, 4, ..., 1024, or [size:div,...,>:div]",
@@ -704,6 +730,8 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "garbage_collection_threshold",
+        .pytorch = 1,
+        .acts = FP_ACTS_CLASSIC,
         .type = "real",
         .deflt = "off",
         .example = "0.6",
@@ -720,6 +748,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "per_process_memory_fraction",
+        .acts = FP_ACTS_ALL,
         .type = "real",
         .deflt = "unlimited",
         .example = "0.5",
@@ -734,6 +763,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "max_reserved_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "cap on reserved memory in MiB",
@@ -756,6 +786,7 @@ static const fp_option fp_options[] = {
                    "free, and abort with the broken one (slow)"),
     {
         .name = "free_policy",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "deferred",
         .help = "deferred: a free returns at once and the block is reused "
@@ -768,6 +799,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "defer_headroom_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "0",
         .help = "no effect, kept so that existing settings still parse: "
@@ -781,6 +813,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "summary",
+        .acts = FP_ACTS_ALL,
         .type = "destination",
         .deflt = "stderr",
         .range = "off, stderr, PATH (%p pid, %r rank, %h host)",
@@ -793,6 +826,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "summary_format",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "text",
         .help = "the summary's format: PyTorch's memory_summary table, or "
@@ -807,6 +841,7 @@ static const fp_option fp_options[] = {
                    "PATH.N with a summary path) and the program runs on"),
     {
         .name = "trace",
+        .acts = FP_ACTS_ALL,
         .type = "destination",
         .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
@@ -820,6 +855,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "record_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "16",
         .help = "host memory each pool may use to record its requests (16 "
@@ -836,6 +872,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "advice_budget_ms",
+        .acts = FP_ACTS_ALL,
         .type = "integer",
         .deflt = "1000",
         .help = "the most milliseconds the search after an OOM may replay the "
@@ -849,6 +886,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "ipc_export",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "fragpool",
         .help = "cuIpcGetMemHandle of an allocation inside a pool segment or "
@@ -862,6 +900,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "own_segment_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "off",
         .help = "allocations of this many MiB or more go to the driver, each "
@@ -878,6 +917,7 @@ static const fp_option fp_options[] = {
     /* ---- snapshot:PATH and trace_stacks:N ---- */
     {
         .name = "snapshot",
+        .acts = FP_ACTS_ALL,
         .type = "destination",
         .deflt = "off",
         .range = "off, PATH (%p pid, %r rank, %h host)",
@@ -892,6 +932,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "trace_stacks",
+        .acts = FP_ACTS_ALL,
         .type = "integer",
         .deflt = "0",
         .help = "record the N innermost host frames of each allocation "
@@ -905,6 +946,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "tools",
+        .acts = FP_ACTS_ALL,
         .type = "word",
         .deflt = "passthrough",
         .help = "when a CUDA tool is injected (compute-sanitizer, Nsight: "
@@ -920,6 +962,8 @@ static const fp_option fp_options[] = {
     /* ---- virtual-memory segments ---- */
     {
         .name = "expandable_segments",
+        .pytorch = 1,
+        .acts = FP_ACTS_ALL,
         .type = "bool",
         .deflt = "auto",
         .words = fp_bool_words,
@@ -935,6 +979,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "vmm_page_mb",
+        .acts = FP_ACTS_VMM,
         .type = "integer MiB",
         .deflt = "granularity",
         .help = "with expandable_segments, the page mapped at a time, rounded "
@@ -949,6 +994,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "vmm_reserve_mb",
+        .acts = FP_ACTS_VMM,
         .type = "integer MiB",
         .deflt = "device",
         .help = "with expandable_segments, the address space reserved per "
@@ -964,6 +1010,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "vmm_headroom_mb",
+        .acts = FP_ACTS_VMM,
         .type = "integer MiB",
         .deflt = "64",
         .help = "with expandable_segments, device memory a new page may not "
@@ -1002,6 +1049,7 @@ static const fp_option fp_options[] = {
                    "(docs/shim.md, Pinned host memory); 0: all to the driver"),
     {
         .name = "host_max_reserved_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "cap on the pinned memory the host pool holds; past it, "
@@ -1016,6 +1064,7 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "host_max_cached_mb",
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "pinned requests of more than this many MiB go to the "
@@ -1030,6 +1079,8 @@ static const fp_option fp_options[] = {
     },
     {
         .name = "pinned_max_cached_size_mb",
+        .pytorch = 1,
+        .acts = FP_ACTS_ALL,
         .type = "integer MiB",
         .deflt = "unlimited",
         .help = "PyTorch's name for host_max_cached_mb: the same value",
@@ -1116,6 +1167,35 @@ size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size
     return n;
 }
 
+int fp_conf_format_pytorch(const fp_conf *c, int vmm, char *buf, size_t len)
+{
+    fp_sink b = fp_sink_buffer(buf, len);
+    int es = fp_conf_find("expandable_segments", 19);
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        if (!fp_options[i].pytorch || (int)i == es || fp_conf_is_default(c, i))
+            continue;
+        fp_puts(&b, fp_options[i].name);
+        fp_putc(&b, ':');
+        fp_options[i].format(&fp_options[i], c, &b);
+        fp_putc(&b, ',');
+    }
+    fp_puts(&b, vmm ? "expandable_segments:True" : "expandable_segments:False");
+    return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
+int fp_conf_is_default(const fp_conf *c, size_t i)
+{
+    char a[FP_CONF_PATH_MAX * 3 + 64], b[sizeof a];
+    fp_conf d;
+    if (i >= FP_NOPTIONS)
+        return 0;
+    fp_conf_default(&d);
+    fp_sink x = fp_sink_buffer(a, sizeof a), y = fp_sink_buffer(b, sizeof b);
+    fp_options[i].format(&fp_options[i], c, &x);
+    fp_options[i].format(&fp_options[i], &d, &y);
+    return !fp_sink_error(&x) && !fp_sink_error(&y) && !strcmp(a, b);
+}
+
 /* ---- the parser ---------------------------------------------------------- */
 typedef struct fp_parser {
     fp_conf *c;
@@ -1192,11 +1272,17 @@ static void problem_unknown(fp_parser *ps, fp_slice e, fp_slice k)
         fp_puts(&b, guess);
         fp_puts(&b, "? (fragpool config lists every key)");
     } else {
-        fp_puts(&b, "); known keys: ");
-        for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        const char *names[FP_NOPTIONS];
+        size_t near[3];
+        for (size_t i = 0; i < FP_NOPTIONS; i++)
+            names[i] = fp_options[i].name;
+        size_t m = fp_nearest(k, names, FP_NOPTIONS, near, 3);
+        fp_puts(&b, "); nearest keys: ");
+        for (size_t i = 0; i < m; i++) {
             fp_puts(&b, i ? ", " : "");
-            fp_puts(&b, fp_options[i].name);
+            fp_puts(&b, names[near[i]]);
         }
+        fp_puts(&b, " (fragpool config lists every key)");
     }
     fp_puts(&b, FP_TAIL);
     emit(ps, buf);
@@ -1447,4 +1533,69 @@ int fp_conf_source_line(const fp_conf *c, const char *source, char *buf, size_t 
         fp_puts(&b, " has no key fragpool uses, so fragpool runs with its defaults");
     }
     return fp_sink_error(&b) || len == 0 ? ENOSPC : 0;
+}
+
+/* ---- keys that do not act in the segments in force ------------------------
+ * Each row says in which segment modes it acts (acts).  A key given for
+ * the other mode would change nothing, silently; fp_conf_inert says so,
+ * and what would make it act. */
+
+fp_segs fp_conf_segs(const fp_conf *c)
+{
+    int es = c->pool.expandable_segments;
+    return es == FP_VMM_OFF  ? FP_SEGS_CLASSIC
+           : es == FP_VMM_ON ? FP_SEGS_VMM_ASKED
+                             : FP_SEGS_VMM_DEFAULT;
+}
+
+static const char *const fp_segs_said[] = {
+    [FP_SEGS_VMM_DEFAULT] = "virtual-memory segments (the default): add "
+                            "expandable_segments:False for PyTorch's classic rules",
+    [FP_SEGS_VMM_ASKED] = "virtual-memory segments (expandable_segments:True): use "
+                          "expandable_segments:False for PyTorch's classic rules",
+    [FP_SEGS_CLASSIC] = "classic segments (expandable_segments:False): leave "
+                        "expandable_segments out (or set it True) for virtual-memory segments",
+    [FP_SEGS_CLASSIC_NO_VMM] = "classic segments (the driver has no virtual memory management "
+                               "here): it acts only on a device that has it",
+};
+
+static unsigned segs_mode(fp_segs segs)
+{
+    return segs == FP_SEGS_CLASSIC || segs == FP_SEGS_CLASSIC_NO_VMM ? FP_ACTS_CLASSIC
+                                                                     : FP_ACTS_VMM;
+}
+
+uint64_t fp_conf_inert_mask(fp_segs segs)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < FP_NOPTIONS; i++)
+        if (!(fp_options[i].acts & segs_mode(segs)))
+            m |= (uint64_t)1 << i;
+    return m;
+}
+
+int fp_conf_inert(const fp_conf *c, uint64_t mask, fp_segs segs, const char *label,
+                  fp_conf_report_fn report, void *ud)
+{
+    unsigned mode = segs_mode(segs);
+    int n = 0;
+    for (size_t i = 0; i < FP_NOPTIONS; i++) {
+        const fp_option *o = &fp_options[i];
+        if (!((mask >> i) & 1) || (o->acts & mode))
+            continue;
+        char buf[FP_LINE];
+        fp_sink b = fp_sink_buffer(buf, sizeof buf);
+        fp_puts(&b, "fragpool: ");
+        fp_puts(&b, label ? label : FP_LABEL);
+        fp_puts(&b, ": ");
+        fp_puts(&b, o->name);
+        fp_putc(&b, ':');
+        o->format(o, c, &b);
+        fp_puts(&b, " has no effect with ");
+        fp_puts(&b, fp_segs_said[segs]);
+        n++;
+        if (report)
+            report(ud, buf);
+    }
+    return n;
 }

@@ -126,6 +126,18 @@ int fp_conf_format(const fp_conf *c, char *buf, size_t len);
  * buf is too small (4 KiB always suffice). */
 size_t fp_conf_entries(const fp_conf *c, fp_kv *out, size_t max, char *buf, size_t len);
 
+/* The setting as PYTORCH_CUDA_ALLOC_CONF would say it, for a snapshot's
+ * allocator_settings: the keys PyTorch has (fp_option.pytorch) that are
+ * not at their default, and expandable_segments as it ran (vmm: True,
+ * else False; PyTorch has no "auto").  fragpool's own keys (paths among
+ * them) are left out.  0, or ENOSPC (still NUL-terminated). */
+int fp_conf_format_pytorch(const fp_conf *c, int vmm, char *buf, size_t len);
+
+/* 1 when key i of the table (fp_conf_entries' order) has its default
+ * value in c, as fp_conf_format writes both; else 0 (the summary's
+ * Configuration row shows only the others). */
+int fp_conf_is_default(const fp_conf *c, size_t i);
+
 /* ---- the option table ------------------------------------------------- */
 typedef struct fp_option fp_option;
 
@@ -154,9 +166,45 @@ struct fp_option {
     const char *off_word;     /* word meaning "no limit/off", or NULL          */
     size_t off_value;         /* stored value for off_word (size_t fields)     */
     const char *const *words; /* enum keys: the accepted words, NULL-ended */
+    unsigned acts;            /* FP_ACTS_*: the segment modes the key acts in  */
+    int pytorch;              /* 1: PyTorch's allocator config has this key,
+                                 with the same meaning                         */
     fp_opt_parse_fn parse;
     fp_opt_format_fn format;
 };
+
+/* Where a key acts (fp_option.acts; never 0): with PyTorch's classic
+ * segments (expandable_segments:False, or a driver without virtual memory
+ * management), with virtual-memory segments (the default), or both. */
+#define FP_ACTS_CLASSIC 1u
+#define FP_ACTS_VMM     2u
+#define FP_ACTS_ALL     (FP_ACTS_CLASSIC | FP_ACTS_VMM)
+
+/* The segments in force and why: what a line about a key that does not
+ * act there says would make it act. */
+typedef enum fp_segs {
+    FP_SEGS_VMM_DEFAULT,   /* expandable_segments unset or auto: virtual memory */
+    FP_SEGS_VMM_ASKED,     /* expandable_segments:True                          */
+    FP_SEGS_CLASSIC,       /* expandable_segments:False                         */
+    FP_SEGS_CLASSIC_NO_VMM /* the driver has no virtual memory management       */
+} fp_segs;
+
+/* The segments c asks for where the driver has virtual memory management
+ * (replay, tune, config: the simulated device has it). */
+fp_segs fp_conf_segs(const fp_conf *c);
+
+/* One line per key of mask (bits of set_mask) that has no effect with the
+ * segments segs, saying what would make it act:
+ *   "fragpool: LABEL: max_split_size_mb has no effect with virtual-memory
+ *    segments (the default): add expandable_segments:False for PyTorch's
+ *    classic rules"
+ * given to report (which may be NULL).  Returns the number of lines. */
+int fp_conf_inert(const fp_conf *c, uint64_t mask, fp_segs segs, const char *label,
+                  fp_conf_report_fn report, void *ud);
+
+/* The keys (bits of set_mask) that have no effect with the segments segs:
+ * the OOM advice leaves them out of the run's keys it repeats. */
+uint64_t fp_conf_inert_mask(fp_segs segs);
 
 /* Accepted values of o, written from its bounds (numeric rows), its words
  * (word and bool rows) or its range/accept text (the rest): the short form

@@ -15,7 +15,8 @@
 
 /* The keys a verdict chooses; the run's other keys are kept. */
 static const char *const policy_keys[] = {"max_split_size_mb", "roundup_power2_divisions",
-                                          "expandable_segments", "garbage_collection_threshold"};
+                                          "expandable_segments", "garbage_collection_threshold",
+                                          "vmm_page_mb"};
 #define NPOLICY (sizeof policy_keys / sizeof *policy_keys)
 
 static uint64_t key_bit(const char *name)
@@ -43,6 +44,7 @@ static void make_over(const fp_conf *cur, fp_conf *over)
     over->pool.max_split_size = d.pool.max_split_size;
     memcpy(over->pool.roundup_divisions, d.pool.roundup_divisions, sizeof d.pool.roundup_divisions);
     over->pool.expandable_segments = d.pool.expandable_segments;
+    over->pool.vmm_page = d.pool.vmm_page; /* a page too large may be the cause */
     over->pool.gc_threshold = 0;
     over->pool.memory_fraction = 0;
     over->pool.max_reserved = 0;
@@ -72,7 +74,7 @@ static void current_setting(const fp_conf *cur, fp_tune_setting *s)
 /* expandable_segments:True and the default (auto) are one policy. */
 static int same_policy(const fp_pool_opts *a, const fp_pool_opts *b)
 {
-    return a->max_split_size == b->max_split_size &&
+    return a->max_split_size == b->max_split_size && a->vmm_page == b->vmm_page &&
            !a->expandable_segments == !b->expandable_segments &&
            a->gc_threshold == b->gc_threshold &&
            !memcmp(a->roundup_divisions, b->roundup_divisions, sizeof a->roundup_divisions);
@@ -160,7 +162,10 @@ static int verdict_text(const fp_conf *cur, const char *cand, size_t budget, fp_
     fp_conf_default(&named);
     if (fp_conf_parse(core, &named, NULL, NULL))
         return EINVAL;
-    uint64_t mask = policy_mask() | named.set_mask | (gc ? key_bit("max_reserved_mb") : 0);
+    /* the run's keys but the candidate's, and those that would not act
+     * with the candidate's segments (a fix line carries no dead key) */
+    uint64_t mask = policy_mask() | named.set_mask | (gc ? key_bit("max_reserved_mb") : 0) |
+                    fp_conf_inert_mask(fp_conf_segs(&named));
     /* room left for the candidate (under FP_TUNE_CONF_MAX), made explicit, and its cap */
     other_keys(cur, mask, others, sizeof others - FP_TUNE_CONF_MAX - 64);
     fp_sink s = fp_sink_buffer(a->conf, sizeof a->conf);
@@ -400,6 +405,13 @@ int fp_advise(const fp_trace *t, const fp_advice_req *req, fp_advice *out)
     fp_tune_setting s;
     current_setting(req->current, &s);
     int err = fp_tune_eval(t, &s, &p, &cur);
+    /* Without a budget the verdict names only a setting whose peak is
+     * FP_ADVICE_SAVING_PCT% under the current one's (choose_best): a
+     * replay may stop as soon as its reserved bytes pass that, which on a
+     * long trace is most replays stopping near the first peak. */
+    if (!err && !req->budget)
+        p.stop_above = cur.peak_reserved / 100 * (100 - FP_ADVICE_SAVING_PCT) +
+                       cur.peak_reserved % 100 * (100 - FP_ADVICE_SAVING_PCT) / 100;
     if (!err)
         err = fp_tune_run(t, &p, &rows, &n);
     if (!err) {
@@ -498,8 +510,10 @@ static void put_none(fp_sink *s, const fp_advice *a)
         fp_puts(s, "no setting fits any budget tried, against the ");
     }
     fp_advise_put_mib(s, a->budget);
-    fp_puts(s, " it had: exhaustion, not fragmentation; reduce the working set (batch "
-               "size, sequence length) or free the memory held outside the pool");
+    fp_puts(
+        s,
+        " it had: too little memory for this run under any setting; reduce the working set (batch "
+        "size, sequence length) or free the memory held outside the pool");
 }
 
 static void put_all_oom(fp_sink *s, const fp_advice *a)

@@ -3,8 +3,9 @@
  * The simulated backend is a bump allocator over a 2 MiB-aligned address
  * space, with an optional budget: a reserve that would take the bytes in
  * use past it fails with ENOMEM, as a full device would; so does one that
- * would run past the end of the 64-bit address space.  Trace ids map to
- * addresses through an open-addressing table.  An allocation of a live id
+ * would run past the end of the 64-bit address space.  A trace id's address
+ * is kept by the slot fp_trace_push gave it (an array of the ids live at
+ * once).  An allocation of a live id
  * is refused and counted (dup_allocs), a free of an id that is not live is
  * skipped and counted (bad_frees); neither is an OOM.  A trace with a
  * deadline is checked against the clock every FP_REPLAY_CHECK_EVERY events:
@@ -13,7 +14,6 @@
  * replay with ENOMEM: its peaks would be nobody's.
  */
 #include "fp_trace.h"
-#include "fp_hmap.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,10 +100,23 @@ static int sim_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
     return 0;
 }
 
-/* id -> address (or rounded size in fp_trace_peak_live): base/'s one hash
- * map, sized for every event up front so it never grows.  Values are never
- * 0 (simulated addresses start high; a rounded size is >= 512). */
-typedef fp_hmap idmap;
+/* What each live id holds, by its slot (fp_trace.h): the address, or in
+ * fp_trace_peak_live the rounded size; 0 when the id holds nothing.
+ * One array of the most ids live at once, not a map sized for the trace:
+ * the working set stays in cache however long the trace, and a lookup is
+ * one load (a hash map of 2 x events slots made every lookup a cache
+ * miss, and had every replay of tune's budget search fault in tens of
+ * MB).  Values are never 0 (simulated addresses start high; a rounded
+ * size is >= 512). */
+typedef struct idmap {
+    uint64_t *held;
+} idmap;
+
+static int idmap_init(idmap *m, const fp_trace *t)
+{
+    m->held = calloc(t->nslots ? t->nslots : 1, sizeof *m->held);
+    return m->held ? 0 : ENOMEM;
+}
 
 static void count_event(size_t *count, size_t *first, size_t idx)
 {
@@ -122,12 +135,11 @@ static int host_short(fp_pool *p, fp_replay_result *r)
     return 1;
 }
 
-static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t idx,
+static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, uint32_t slot, size_t idx,
                          const fp_replay_hook *h, fp_replay_result *r)
 {
-    size_t i = fp_hmap_slot(m, e->id);
     uint64_t addr;
-    if (fp_hmap_at(m, i)) {
+    if (m->held[slot]) {
         count_event(&r->dup_allocs, &r->first_dup_alloc, idx);
         return;
     }
@@ -141,7 +153,7 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t 
         note(h, FP_REPLAY_OOM, 0, e->size, idx);
         return;
     }
-    fp_hmap_fill(m, i, e->id, addr);
+    m->held[slot] = addr;
     note(h, FP_REPLAY_ALLOC, addr, e->size, idx);
 }
 
@@ -166,29 +178,31 @@ static void replay_refused(fp_pool *p, const fp_tracer_event *e, size_t idx,
     note(h, FP_REPLAY_OOM, 0, e->size, idx);
 }
 
-static void replay_event(fp_pool *p, idmap *m, const fp_tracer_event *e, size_t idx,
+static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
                          const fp_replay_hook *h, fp_replay_result *r)
 {
+    const fp_tracer_event *e = &t->ev[idx];
+    uint32_t slot = t->slot[idx];
     if (e->op == 'a') {
-        replay_alloc(p, m, e, idx, h, r);
+        replay_alloc(p, m, e, slot, idx, h, r);
         return;
     }
     if (e->op == 'o') {
         replay_refused(p, e, idx, h, r);
         return;
     }
-    size_t i = fp_hmap_slot(m, e->id);
-    uint64_t addr = fp_hmap_at(m, i);
+    uint64_t addr = slot == FP_TRACE_NO_SLOT ? 0 : m->held[slot];
     if (!addr) {
         count_event(&r->bad_frees, &r->first_bad_free, idx);
         return;
     }
     size_t size = 0;
     uint64_t seq;
-    fp_pool_lookup(p, addr, &size, &seq);
+    if (h && h->on_change) /* the block's size, for the hook alone */
+        fp_pool_lookup(p, addr, &size, &seq);
     fp_pool_free(p, addr);
     note(h, FP_REPLAY_FREE, addr, size, idx);
-    fp_hmap_erase(m, i);
+    m->held[slot] = 0;
 }
 
 int fp_replay(const fp_trace *t, const fp_pool_opts *opts, size_t budget, fp_replay_result *r,
@@ -219,7 +233,7 @@ static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_h
         }
         size_t ooms = r->ooms;
         dev->idx = i;
-        replay_event(p, m, &t->ev[i], i, h, r);
+        replay_event(p, m, t, i, h, r);
         i++;
         if (h && h->stop_at_oom && r->ooms != ooms)
             break;
@@ -253,8 +267,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     if (err)
         return err;
     idmap m;
-    if (fp_hmap_init(&m, t->n)) {
-        fp_hmap_fini(&m);
+    if (idmap_init(&m, t)) {
         fp_pool_destroy(p, 0);
         return ENOMEM;
     }
@@ -262,7 +275,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
     err = replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
-    fp_hmap_fini(&m);
+    free(m.held);
     if (!err && r->host_fails)
         err = ENOMEM;
     if (err) {
@@ -283,32 +296,30 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
 size_t fp_trace_peak_live(const fp_trace *t, const fp_pool_opts *opts)
 {
     idmap m;
-    if (fp_hmap_init(&m, t->n)) {
-        fp_hmap_fini(&m);
+    if (idmap_init(&m, t))
         return 0;
-    }
     size_t live = 0, peak = 0;
     for (size_t k = 0; k < t->n; k++) {
         const fp_tracer_event *e = &t->ev[k];
-        size_t i = fp_hmap_slot(&m, e->id);
-        uint64_t held = fp_hmap_at(&m, i);
+        uint32_t slot = t->slot[k];
+        uint64_t held = slot == FP_TRACE_NO_SLOT ? 0 : m.held[slot];
         if (e->op != 'f' && e->size > FP_MAX_REQUEST)
             continue;
         if (e->op == 'a' && !held) {
             size_t sz = fp_round_size(opts, (size_t)e->size);
-            fp_hmap_fill(&m, i, e->id, sz);
+            m.held[slot] = sz;
             live = live > SIZE_MAX - sz ? SIZE_MAX : live + sz;
             peak = live > peak ? live : peak;
         } else if (e->op == 'f' && held) {
             live = live == SIZE_MAX ? live : live - (size_t)held;
-            fp_hmap_erase(&m, i);
+            m.held[slot] = 0;
         } else if (e->op == 'o') { /* refused in the run: needed at that moment */
             size_t sz = fp_round_size(opts, (size_t)e->size);
             size_t at = live > SIZE_MAX - sz ? SIZE_MAX : live + sz;
             peak = at > peak ? at : peak;
         }
     }
-    fp_hmap_fini(&m);
+    free(m.held);
     return peak;
 }
 

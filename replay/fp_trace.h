@@ -21,9 +21,24 @@ typedef struct fp_tracer_event {
     char op;         /* 'a' allocate, 'f' free                 */
 } fp_tracer_event;
 
+/* A replay keeps what each live id holds in an array, not a hash map:
+ * fp_trace_push gives every event the index ("slot") of its id there, so
+ * that a replay's working set is the ids live at once, and a lookup is
+ * one load.  An allocation's id gets a free slot unless the id is live
+ * (then its own slot: the replay refuses a live one as a duplicate, or
+ * allocates when its earlier allocation failed); a free takes its id's
+ * slot and gives it back; a free of an id not live, and an 'o' row, get
+ * FP_TRACE_NO_SLOT. */
+#define FP_TRACE_NO_SLOT UINT32_MAX
+typedef struct fp_trace_ids fp_trace_ids; /* trace_events.c: push's id -> slot map */
+
 typedef struct fp_trace {
     fp_tracer_event *ev;
     size_t n, cap;
+    uint32_t *slot;     /* slot[i]: event i's slot (fp_trace_push)          */
+    size_t slot_cap;    /* room in slot                                     */
+    size_t nslots;      /* slots used: the most ids live at once, in a sense */
+    fp_trace_ids *ids;  /* while pushing; freed by fp_trace_free            */
     const char *format; /* "fragpool CSV", "RMM log", "PyTorch snapshot" */
     /* Readers that map addresses to ids (RMM, snapshots): frees of an
      * address with no live allocation (made before the log began), skipped;
@@ -44,6 +59,8 @@ int fp_trace_past_deadline(const fp_trace *t);
  * that is not a regular file, a read or gzip error (cut short, corrupt),
  * a malformed row, or no events at all.  Never a partial trace. */
 int fp_trace_load(const char *path, fp_trace *t, char *err, size_t errlen);
+/* Appends one event, with its slot: 0, or ENOMEM (or EOVERFLOW past
+ * 2^32 - 2 ids live at once), the trace as it was. */
 int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream);
 void fp_trace_free(fp_trace *t);
 

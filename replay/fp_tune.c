@@ -12,11 +12,14 @@
  * the budget is also the cap (per_process_memory_fraction:1 of a device of
  * exactly the budget).  Each stage runs its settings on a small pool of
  * threads; each setting is evaluated on one thread, start to finish, so
- * the results do not depend on scheduling.
+ * the results do not depend on scheduling.  A setting that replays like
+ * an earlier one (roundup_power2_divisions that rounds every request of
+ * the trace alike) is not replayed again: it takes that one's results.
  */
 #include "fp_tune.h"
 #include "fp_conf.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +184,13 @@ done:
     return 0;
 }
 
+/* after_event of a replay with params.stop_above: stop past it. */
+static int over_limit(void *ud, fp_pool *p, size_t i, int refused)
+{
+    (void)i, (void)refused;
+    return fp_pool_reserved_bytes(p) > *(const size_t *)ud;
+}
+
 int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
                  fp_tune_row *row)
 {
@@ -190,13 +200,16 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_para
     row->is_default = s->conf[0] == '\0';
     row->fits = -1;
     fp_replay_result r;
-    int err = fp_replay_ex(t, &s->opts, 0, NULL, &r, NULL);
+    int stop = p && p->stop_above && p->peaks_only && !p->at_budget;
+    fp_replay_hook h = {.after_event = over_limit, .ud = (void *)&p->stop_above};
+    int err = fp_replay_ex(t, &s->opts, 0, stop ? &h : NULL, &r, NULL);
     if (err)
         return err;
     row->replays = 1;
     row->peak_reserved = (size_t)r.stats.reserved_bytes[FP_ALL].peak;
     row->peak_allocated = (size_t)r.stats.allocated_bytes[FP_ALL].peak;
-    if (r.ooms) /* a request no device could hold */
+    row->cut = r.events < t->n;
+    if (r.ooms || row->cut) /* a request no device could hold; or past the limit */
         return 0;
     if (p && p->at_budget) {
         if ((err = fp_tune_runs_clean(t, s, p->at_budget, &row->fits)))
@@ -209,12 +222,89 @@ int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_para
     return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget, &row->replays);
 }
 
+/* ---- settings that replay alike ------------------------------------------
+ * roundup_power2_divisions acts only through the rounded size of each
+ * request (fp_round_size): two settings equal but for it, that round every
+ * request size of the trace alike, give the same replays, event for
+ * event.  Such a "twin" is not replayed again; it takes the results of
+ * the first of its kind, replays included, and is marked shared. */
+
+static int cmp_u64_asc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct request sizes of t (allocations and 'o' rows), ascending. */
+static uint64_t *distinct_sizes(const fp_trace *t, size_t *n)
+{
+    uint64_t *v = malloc((t->n ? t->n : 1) * sizeof *v);
+    size_t k = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].op != 'f')
+            v[k++] = t->ev[i].size;
+    qsort(v, k, sizeof *v, cmp_u64_asc);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+        if (!m || v[m - 1] != v[i])
+            v[m++] = v[i];
+    *n = m;
+    return v;
+}
+
+static bool replay_alike(const fp_tune_setting *a, const fp_tune_setting *b, const uint64_t *sizes,
+                         size_t n)
+{
+    fp_pool_opts x = a->opts, y = b->opts;
+    memset(x.roundup_divisions, 0, sizeof x.roundup_divisions);
+    memset(y.roundup_divisions, 0, sizeof y.roundup_divisions);
+    if (a->gc != b->gc || memcmp(&x, &y, sizeof x))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        size_t sz = sizes[i] > SIZE_MAX ? SIZE_MAX : (size_t)sizes[i];
+        if (fp_round_size(&a->opts, sz) != fp_round_size(&b->opts, sz))
+            return false;
+    }
+    return true;
+}
+
+/* twin[i] for rows [from, n): the first earlier row (not a twin itself)
+ * that replays alike, or SIZE_MAX. */
+static void find_twins(const fp_tune_row *rows, size_t from, size_t n, const uint64_t *sizes,
+                       size_t nsizes, size_t *twin)
+{
+    for (size_t i = from; i < n; i++) {
+        twin[i] = SIZE_MAX;
+        for (size_t j = 0; j < i && twin[i] == SIZE_MAX; j++)
+            if (twin[j] == SIZE_MAX && replay_alike(&rows[i].set, &rows[j].set, sizes, nsizes))
+                twin[i] = j;
+    }
+}
+
+/* A twin's row: its own setting, the results of the row it replays like. */
+static void copy_twins(fp_tune_row *rows, size_t from, size_t n, const size_t *twin)
+{
+    for (size_t i = from; i < n; i++) {
+        if (twin[i] == SIZE_MAX)
+            continue;
+        fp_tune_setting set = rows[i].set;
+        rows[i] = rows[twin[i]];
+        rows[i].set = set;
+        rows[i].is_default = set.conf[0] == '\0';
+        rows[i].shared = 1;
+    }
+}
+
 /* ---- many settings on a few threads -------------------------------------- */
 
 typedef struct tune_jobs {
     const fp_trace *t;
-    fp_tune_row *rows; /* rows[i].set is the input of job i  */
+    fp_tune_row *rows;  /* rows[i].set is the input of job i  */
+    const size_t *twin; /* twin[i] != SIZE_MAX: job i is not run    */
     size_t n, next;
+    size_t before, done; /* jobs of earlier stages; of this one done */
     const fp_tune_params *p;
     int err; /* first error                        */
     pthread_mutex_t lock;
@@ -229,20 +319,27 @@ static void *tune_worker(void *arg)
         pthread_mutex_unlock(&j->lock);
         if (i == j->n)
             return NULL;
+        if (j->twin[i] != SIZE_MAX) {
+            pthread_mutex_lock(&j->lock);
+            j->done++;
+            pthread_mutex_unlock(&j->lock);
+            continue;
+        }
         fp_tune_setting s = j->rows[i].set;
         int err = fp_tune_eval(j->t, &s, j->p, &j->rows[i]);
-        if (err) {
-            pthread_mutex_lock(&j->lock);
-            j->err = j->err ? j->err : err;
-            pthread_mutex_unlock(&j->lock);
-        }
+        pthread_mutex_lock(&j->lock);
+        j->err = j->err ? j->err : err;
+        j->done++;
+        if (j->p->progress)
+            j->p->progress(j->p->progress_ud, j->before + j->done, j->before + j->n);
+        pthread_mutex_unlock(&j->lock);
     }
 }
 
-static int eval_all(const fp_trace *t, fp_tune_row *rows, size_t n, const fp_tune_params *p,
-                    unsigned threads)
+static int eval_all(const fp_trace *t, fp_tune_row *rows, const size_t *twin, size_t before,
+                    size_t n, const fp_tune_params *p, unsigned threads)
 {
-    tune_jobs j = {.t = t, .rows = rows, .n = n, .p = p};
+    tune_jobs j = {.t = t, .rows = rows, .twin = twin, .before = before, .n = n, .p = p};
     pthread_t tid[TUNE_MAX_THREADS];
     unsigned started = 0;
     if (pthread_mutex_init(&j.lock, NULL))
@@ -357,15 +454,25 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     fp_tune_row *rows = calloc(nbase_max * (1 + TUNE_NGC), sizeof *rows);
     if (!rows)
         return ENOMEM;
-    size_t nbase = 0, n;
-    int err = base_settings(t, rows, &nbase, params->over, params->lean);
-    if (!err)
-        err = eval_all(t, rows, nbase, params, threads);
+    size_t nbase = 0, n, nsizes = 0;
+    size_t *twin = malloc(nbase_max * (1 + TUNE_NGC) * sizeof *twin);
+    uint64_t *sizes = distinct_sizes(t, &nsizes);
+    int err = twin && sizes ? base_settings(t, rows, &nbase, params->over, params->lean) : ENOMEM;
+    if (!err) {
+        find_twins(rows, 0, nbase, sizes, nsizes, twin);
+        err = eval_all(t, rows, twin, 0, nbase, params, threads);
+        copy_twins(rows, 0, nbase, twin);
+    }
     n = nbase;
     if (!err && (!params->peaks_only || params->at_budget)) /* GC acts only under a cap */
         err = gc_settings(rows, nbase, &n, top, params->full, params->over);
-    if (!err)
-        err = eval_all(t, rows + nbase, n - nbase, params, threads);
+    if (!err) {
+        find_twins(rows, nbase, n, sizes, nsizes, twin);
+        err = eval_all(t, rows + nbase, twin + nbase, nbase, n - nbase, params, threads);
+        copy_twins(rows, nbase, n, twin);
+    }
+    free(twin);
+    free(sizes);
     if (err) {
         free(rows);
         return err;

@@ -40,7 +40,11 @@ typedef struct fp_tune_row {
     size_t peak_reserved;  /* unlimited device                              */
     size_t peak_allocated; /* unlimited device                              */
     size_t min_budget;     /* smallest clean budget found; 0 = none         */
-    size_t replays;        /* replays this row took                         */
+    size_t replays;        /* replays this row's results rest on            */
+    int cut;               /* 1: stopped past params.stop_above: the peaks
+                               are lower bounds, no more                    */
+    int shared;            /* 1: an earlier row replays alike (fp_tune.c,
+                               "twins"); these are its results and replays  */
     int is_default;        /* 1 for the row of PyTorch's defaults           */
     int fits;              /* params.at_budget: 1 when the replay at it ran
                                clean, 0 when it did not; -1 not tried        */
@@ -59,6 +63,14 @@ typedef struct fp_tune_params {
                                budget (fp_tune_row.fits)                     */
     int lean;            /* 1: no roundup_power2_divisions variants (the
                                exit summary's quick look: 1/7 the replays)   */
+    /* Called (may be NULL) after each setting is evaluated, with the
+     * settings done and known so far, on the worker's thread, one call at
+     * a time. */
+    void (*progress)(void *ud, size_t done, size_t total);
+    void *progress_ud;
+    size_t stop_above; /* nonzero (with peaks_only): an unlimited replay
+                               stops once reserved passes this; its row's
+                               peak is then only "more than this" (cut) */
 } fp_tune_params;
 
 /* Fill s from conf (parsed over the defaults).  0, or EINVAL when conf has

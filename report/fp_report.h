@@ -140,6 +140,9 @@ typedef struct fp_run_report {
     const char *host;                 /* may be NULL                                */
     const fp_kv *config;              /* effective config as config/ parsed it      */
     size_t nconfig;                   /* entries in config; 0: "defaults"           */
+    const unsigned char *config_set;  /* parallel to config: 1 where the value is
+                                         not the default; the text shows only those
+                                         (NULL: all); JSON shows every key           */
     const char *const *config_errors; /* one line each, arbitrary text       */
     size_t nconfig_errors;
     size_t config_errors_more; /* problems not in config_errors (no room)    */

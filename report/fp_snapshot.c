@@ -165,8 +165,8 @@ static void put_settings(fp_pk *k, const fp_snap *s)
     fp_pk_int(k, !o || o->max_split_size == SIZE_MAX ? -1 : (int64_t)o->max_split_size);
     fp_pk_key(k, "garbage_collection_threshold");
     fp_pk_float(k, o ? o->gc_threshold : 0.0);
-    fp_pk_key(k, "expandable_segments");
-    fp_pk_bool(k, o && o->expandable_segments);
+    fp_pk_key(k, "expandable_segments"); /* as it ran: auto is no PyTorch value */
+    fp_pk_bool(k, s->ndevs ? fp_pool_is_vmm(s->devs[0].pool) : o && o->expandable_segments);
     fp_pk_key(k, "pinned_num_register_threads");
     fp_pk_int(k, 1);
     fp_pk_key(k, "release_lock_on_cudamalloc");

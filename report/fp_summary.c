@@ -637,13 +637,19 @@ static void fp_text_process(fp_sink *s, const fp_run_report *r)
     fp_val_end(&v, s, "Version");
 }
 
-/* One config entry per line, as "key:value". */
+/* One config entry per line, as "key:value": those not at their default
+ * (config_set), then how many keys are; "defaults" when all are. */
 static void fp_text_config(fp_sink *s, const fp_run_report *r)
 {
     const char *label = "Configuration";
     fp_val v;
+    size_t hidden = 0;
     for (size_t i = 0; i < r->nconfig && r->config; i++) {
         const fp_kv *e = &r->config[i];
+        if (r->config_set && !r->config_set[i]) {
+            hidden++;
+            continue;
+        }
         fp_sink *o = fp_val_begin(&v);
         fp_put_visible(o, e->key, strlen(e->key));
         if (e->value) {
@@ -653,8 +659,18 @@ static void fp_text_config(fp_sink *s, const fp_run_report *r)
         fp_val_end(&v, s, label);
         label = NULL;
     }
-    if (label)
+    if (label && hidden) {
+        static const char all[] = "defaults (fragpool config lists every key)";
+        fp_tbl_kv(s, label, all, sizeof all - 1);
+    } else if (label) {
         fp_tbl_kv(s, label, "defaults", 8);
+    } else if (hidden) {
+        fp_sink *o = fp_val_begin(&v);
+        fp_puts(o, "the other ");
+        fp_put_u64(o, hidden);
+        fp_puts(o, hidden == 1 ? " key: its default" : " keys: their defaults");
+        fp_val_end(&v, s, NULL);
+    }
 }
 
 static void fp_text_config_errors(fp_sink *s, const fp_run_report *r)
@@ -693,6 +709,26 @@ static void fp_text_source_notes(fp_sink *s, const fp_run_report *r)
     }
 }
 
+/* A setting a note names for pasting: "FRAGPOOL_CONF=..." or
+ * "PYTORCH_CUDA_ALLOC_CONF=...", up to a space or ')'.  The box wraps its
+ * notes, so these follow the box whole, one a line, to be pasted. */
+static void fp_text_paste(fp_sink *s, const fp_run_report *r)
+{
+    static const char *const vars[] = {"FRAGPOOL_CONF=", "PYTORCH_CUDA_ALLOC_CONF="};
+    int said = 0;
+    for (size_t i = 0; i < r->nnotes; i++)
+        for (size_t k = 0; k < 2 && r->notes[i]; k++) {
+            const char *at = strstr(r->notes[i], vars[k]);
+            if (!at || (at > r->notes[i] && at[-1] != ' ' && at[-1] != '('))
+                continue;
+            if (!said++)
+                fp_puts(s, "fragpool: the setting the notes name, to paste:\n");
+            fp_puts(s, "    ");
+            fp_put_visible(s, at, strcspn(at, " )"));
+            fp_putc(s, '\n');
+        }
+}
+
 static void fp_text_run(fp_sink *s, const fp_run_report *r)
 {
     static const char title[] = "fragpool run";
@@ -704,6 +740,7 @@ static void fp_text_run(fp_sink *s, const fp_run_report *r)
     fp_text_config_errors(s, r);
     fp_text_source_notes(s, r);
     fp_tbl_rule(s, '=');
+    fp_text_paste(s, r);
 }
 
 /* The pinned host memory box: a title, then the host rows' groups. */

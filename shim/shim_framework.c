@@ -73,8 +73,8 @@ int fp_fw_read_conf(fp_conf *c, fp_conf_report_fn report, void *ud)
 {
     int n = fp_conf_from_env(c, getenv, report, ud, &conf_source);
     const char *mode = getenv("FRAGPOOL_PYTORCH_CACHE"), *pt = pytorch_conf();
-    if (conf_source && mode && !strcmp(mode, "async") && pt &&
-        !strcmp(pt, "backend:cudaMallocAsync"))
+    if (conf_source && strcmp(conf_source, "FRAGPOOL_CONF") && mode && !strcmp(mode, "async") &&
+        pt && !strcmp(pt, "backend:cudaMallocAsync"))
         conf_source = NULL; /* fragpool run's own setting, nothing of the user's */
     return n;
 }

@@ -116,6 +116,7 @@ typedef struct claim {
     dev_t dev;
     ino_t ino;
     bool set;
+    bool said; /* the expanded name was said (once per key) */
 } claim;
 
 static claim claims[3] = {{.key = "trace"}, {.key = "snapshot"}, {.key = "summary"}};
@@ -231,7 +232,7 @@ int fp_path_claim(const char *key, const char *pat, char *path, size_t len, char
     return err;
 }
 
-void fp_path_claimed(const char *key, int fd, const char *path)
+void fp_path_claimed(const char *key, const char *pat, int fd, const char *path)
 {
     struct stat st;
     claim *c = claim_of(key);
@@ -241,7 +242,11 @@ void fp_path_claimed(const char *key, int fd, const char *path)
     c->dev = st.st_dev;
     c->ino = st.st_ino;
     c->set = true;
+    bool say = pat && strchr(pat, '%') && !c->said; /* the name the escapes gave */
+    c->said = c->said || say;
     pthread_mutex_unlock(&claims_lock);
+    if (say)
+        fp_say("%s: writing %s (%s:%s)", key, path, key, pat);
 }
 
 void fp_path_fork_prepare(void)

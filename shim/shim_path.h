@@ -35,8 +35,11 @@ int fp_path_expand_as(const char *pat, int rank, const char *host, char *out, si
  * there is no other name: the caller does not create path, and says so. */
 int fp_path_claim(const char *key, const char *pat, char *path, size_t len, char *why,
                   size_t whylen);
-/* After key opened path as fd: the file is key's from now on. */
-void fp_path_claimed(const char *key, int fd, const char *path);
+/* After key opened path as fd: the file is key's from now on.  When pat
+ * (the key's value, may be NULL) holds an escape, the first time says on
+ * stderr which file it named: "fragpool: trace: writing /tmp/t-4242.csv
+ * (trace:/tmp/t-%p.csv)". */
+void fp_path_claimed(const char *key, const char *pat, int fd, const char *path);
 
 /* fork: the claims' lock (a leaf), taken before and given back, or made
  * new in the child, after. */

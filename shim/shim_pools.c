@@ -30,6 +30,7 @@
 #include "shim_pools.h"
 #include "fp_assert.h"
 #include "shim_clock.h"
+#include "shim_framework.h"
 #include "shim_real.h"
 #include "shim_snaprec.h"
 #include "shim_state.h"
@@ -38,6 +39,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FP_MAX_POOLS 64
 
@@ -57,6 +59,17 @@ CUresult fp_pools_last_error(void)
 
 /* ---- backend: segments from the real driver --------------------------- */
 
+static size_t be_device_free(void *ud);
+
+/* After the pool took or gave back memory: what the driver says is free
+ * now, kept for the summary (it makes no driver call at exit). */
+static void see_free(fp_ctx_pool *d)
+{
+    size_t fr = atomic_load(&fp_shim.exiting) ? SIZE_MAX : be_device_free(d);
+    if (fr != SIZE_MAX)
+        atomic_store(&d->free_seen, fr);
+}
+
 static int be_reserve(void *ud, size_t size, uint64_t *addr)
 {
     CUdeviceptr p = 0;
@@ -66,6 +79,7 @@ static int be_reserve(void *ud, size_t size, uint64_t *addr)
         *addr = p;
         fp_tracer_event('s', p, size, NULL);
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 's', p, size);
+        see_free(ud);
         return 0;
     }
     last_error = r;
@@ -79,7 +93,10 @@ static int be_release(void *ud, uint64_t addr, size_t size)
     if (atomic_load(&fp_shim.exiting))
         return 0; /* the driver frees everything at teardown */
     fp_time_slow();
-    return fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
+    int err = fp_real.cuMemFree_v2(addr) == CUDA_SUCCESS ? 0 : EIO;
+    if (!err)
+        see_free(ud);
+    return err;
 }
 
 /* Before cached segments go back: not while a graph is captured, which a
@@ -142,16 +159,20 @@ static int be_free_va(void *ud, uint64_t addr, size_t size)
 static int be_map(void *ud, uint64_t addr, size_t size)
 {
     int err = vmm_result(fp_pages_map(vmm_of(ud), addr, size));
-    if (!err)
+    if (!err) {
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'm', addr, size);
+        see_free(ud);
+    }
     return err;
 }
 
 static int be_unmap(void *ud, uint64_t addr, size_t size, uint64_t freed_at)
 {
     int err = vmm_result(fp_pages_unmap(vmm_of(ud), addr, size, freed_at));
-    if (!err)
+    if (!err) {
         fp_snap_segment(((fp_ctx_pool *)ud)->dev, 'u', addr, size);
+        see_free(ud);
+    }
     return err;
 }
 
@@ -198,6 +219,26 @@ static void note_page(fp_ctx_pool *d, const fp_pool_opts *o)
         fp_say("vmm_page_mb:%zu is not a multiple of the device's %zu MiB "
                "granularity; using %zu MiB pages",
                asked / FP_MIB, g / FP_MIB, st.page_size / FP_MIB);
+}
+
+static void say_line(void *ud, const char *line)
+{
+    (void)ud;
+    fp_say("%s", line + strlen("fragpool: ")); /* fp_conf's lines start so */
+}
+
+/* Said once per process, for the first pool: each key given that has no
+ * effect with the segments this pool runs (fp_conf_inert), and what
+ * would make it act. */
+static void note_inert(const fp_pool_opts *o, bool vmm)
+{
+    static atomic_bool said;
+    if (atomic_exchange(&said, true))
+        return;
+    fp_segs segs = vmm                      ? fp_conf_segs(&fp_shim.conf)
+                   : o->expandable_segments ? FP_SEGS_CLASSIC_NO_VMM
+                                            : FP_SEGS_CLASSIC;
+    fp_conf_inert(&fp_shim.conf, fp_shim.conf.set_mask, segs, fp_fw_conf_source(), say_line, NULL);
 }
 
 /* ---- finding pools ---------------------------------------------------- */
@@ -283,6 +324,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
     d->ctx = ctx;
     d->dev = dev;
     d->total = total;
+    atomic_store(&d->free_seen, SIZE_MAX);
+    see_free(d);
     d->forked = false;
     atomic_store(&d->threads, 0); /* no thread has allocated from it */
     /* the deferral and the VMM state first: the pool may call them */
@@ -298,6 +341,8 @@ static int make_pool(fp_ctx_pool *d, CUcontext ctx)
         note_no_vmm(o.expandable_segments);
     if (!err && fp_pool_is_vmm(d->pool))
         note_page(d, &o);
+    if (!err)
+        note_inert(&o, fp_pool_is_vmm(d->pool));
     if (err) {
         fp_pages_free(d->vmm);
         fp_defer_free(d->defer);

@@ -47,6 +47,10 @@ typedef struct fp_ctx_pool {
     int segments_asked;                  /* expandable_segments as set (FP_VMM_*) */
     size_t total;                        /* device memory, bytes               */
     char name[64];                       /* device name, for the summary       */
+    atomic_size_t free_seen;             /* the driver's free bytes when the pool
+                                            last took or gave back memory; SIZE_MAX:
+                                            not known (the summary's "free on the
+                                            device": no driver call at exit)     */
     atomic_int state;                    /* FP_SLOT_*                          */
     fp_user_shard users[FP_USER_SHARDS]; /* threads holding it now    */
     bool forked;                         /* this process is a fork of the one

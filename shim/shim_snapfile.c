@@ -43,7 +43,8 @@ static void write_held(fp_ctx_pool **ds, size_t n, void *ud)
         if (!fp_pools_retired(ds[i]))
             devs[k++] = (fp_snap_device){
                 .device = ds[i]->dev, .pool = ds[i]->pool, .key_base = fp_pools_trace_id(ds[i], 0)};
-    fp_conf_format(&fp_shim.conf, conf, sizeof conf);
+    /* PyTorch's keys only, expandable_segments as it ran: no paths */
+    fp_conf_format_pytorch(&fp_shim.conf, k && fp_pool_is_vmm(devs[0].pool), conf, sizeof conf);
     fp_snap s = {.devs = devs,
                  .ndevs = k,
                  .opts = &fp_shim.conf.pool,
@@ -82,7 +83,7 @@ static void write_snapshot(unsigned dump)
         fp_say("snapshot: cannot write '%s': %s; writing no snapshot", path, why);
         return;
     }
-    fp_path_claimed("snapshot", fd, path);
+    fp_path_claimed("snapshot", fp_shim.conf.snapshot, fd, path);
     int err = write_to(fd);
     if (close(fd) != 0 && !err)
         err = errno;

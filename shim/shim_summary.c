@@ -171,7 +171,7 @@ static void add_pool(fp_ctx_pool *d, void *ud)
     snprintf(c->names[c->n], sizeof c->names[c->n], "%s", d->name);
     r->device_name = c->names[c->n][0] ? c->names[c->n] : NULL;
     r->total_capacity = d->total;
-    r->device_free = (size_t)-1;
+    r->device_free = atomic_load(&d->free_seen); /* SIZE_MAX: unknown */
     r->segments_why = fp_segments_why(d->segments_asked, fp_pool_is_vmm(d->pool));
     fp_pool_get_stats(d->pool, &st);
     if (d->forked) { /* a forked child: what it did itself, not its parent */
@@ -231,7 +231,7 @@ static int open_destination(int rank, const char *host, unsigned dump)
                why);
         return 2;
     }
-    fp_path_claimed("summary", fd, dest_path);
+    fp_path_claimed("summary", dest, fd, dest_path);
     return fd;
 }
 
@@ -288,6 +288,9 @@ static void write_summary(const char *mode, unsigned dump)
     fp_pools_each(add_pool, c);
     gethostname(host, sizeof host - 1);
     size_t nconf = fp_conf_entries(&fp_shim.conf, entries, FP_CONF_MAX_OPTIONS, conf, sizeof conf);
+    static unsigned char set[FP_CONF_MAX_OPTIONS];
+    for (size_t i = 0; i < nconf; i++)
+        set[i] = !fp_conf_is_default(&fp_shim.conf, i);
     static fp_host_report hr;
     bool pinned = fp_host_report_get(&hr);
     fp_run_report r = {.pid = (int)getpid(),
@@ -295,6 +298,7 @@ static void write_summary(const char *mode, unsigned dump)
                        .host = host,
                        .config = entries,
                        .nconfig = nconf,
+                       .config_set = set,
                        .config_errors = errs,
                        .mode = mode,
                        .config_source = fp_fw_conf_source(),

@@ -69,7 +69,7 @@ void fp_tracer_open(void)
         return;
     }
     static const char header[] = "seq,op,id,size,stream\n";
-    fp_path_claimed("trace", f, name);
+    fp_path_claimed("trace", path, f, name);
     memcpy(buf, header, sizeof header - 1);
     used = sizeof header - 1;
     atomic_store(&fp_tracer_fd, f);

@@ -118,8 +118,9 @@ static void nothing_fits_4600(void **state)
     fix_line(&a);
     assert_non_null(strstr(line, "fragpool: fix: no setting fits \xe2\x80\x94 the peak live bytes "
                                  "are 4,592 MiB"));
-    assert_non_null(strstr(line, "(expandable_segments:True) needs 4,602 MiB, 2 MiB more than "
-                                 "the 4,600 MiB it had: exhaustion, not fragmentation"));
+    assert_non_null(
+        strstr(line, "(expandable_segments:True) needs 4,602 MiB, 2 MiB more than "
+                     "the 4,600 MiB it had: too little memory for this run under any setting"));
     assert_null(strstr(line, "FRAGPOOL_CONF="));
     assert_null(strstr(line, "empty_cache"));
 }
@@ -382,6 +383,32 @@ static void mib_format(void **state)
     }
 }
 
+/* A fix line keeps no value that caused the OOM, nor a key that would not
+ * act under its segments: a page too large is searched at its default
+ * (vmm_page_mb is chosen, like the policy keys), and a virtual-memory fix
+ * drops the run's max_split_size_mb (docs/config.md, the acts table). */
+static void fix_keeps_no_cause(void **state)
+{
+    (void)state;
+    fp_conf cur;
+    fp_advice a;
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse("vmm_page_mb:512", &cur, NULL, NULL), 0);
+    advise(&resnet, 4700 * FP_MIB, &cur, &a);
+    assert_int_equal(a.kind, FP_ADVICE_FIX);
+    assert_string_equal(a.conf, "expandable_segments:True");
+    fp_conf_default(&cur);
+    assert_int_equal(fp_conf_parse("expandable_segments:False,max_split_size_mb:128,"
+                                   "vmm_headroom_mb:32",
+                                   &cur, NULL, NULL),
+                     0);
+    advise(&resnet, 4650 * FP_MIB, &cur, &a);
+    assert_int_equal(a.kind, FP_ADVICE_FIX);
+    assert_null(strstr(a.conf, "max_split_size_mb"));      /* no effect there */
+    assert_non_null(strstr(a.conf, "vmm_headroom_mb:32")); /* acts there: kept */
+    assert_true(clean_at(&resnet, a.conf, 4650 * FP_MIB));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +424,7 @@ int main(void)
         cmocka_unit_test(mib_format),
         cmocka_unit_test(zero_peaks),
         cmocka_unit_test(host_memory_runs_out),
+        cmocka_unit_test(fix_keeps_no_cause),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

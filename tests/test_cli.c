@@ -21,6 +21,10 @@
  *    verdict says every setting runs out of memory (text and JSON);
  *  - no error says line 0; defer_headroom_mb's help says it has no effect;
  *  - every command answers --help, -h and `help NAME`; --version;
+ *  - a key with no effect in the segments in force is said once, where
+ *    it was given, in replay, config and tune;
+ *  - replay, tune and report show a progress line on a terminal (a pty),
+ *    wiped at the end, and none with --quiet;
  *  - a typo'd key or command gets "did you mean"; `config` with a problem prints only
  *    the problem; `run` with a problem in --conf starts nothing;
  *  - `report -o` under a file size limit (SIGXFSZ at its default, fatal):
@@ -57,10 +61,13 @@ static void write_text(const char *path, const char *text)
 
 /* Runs fragpool with args (NULL-terminated); stdout to out_path when not
  * NULL (e.g. /dev/full), else captured. */
+static const char *const *cli_add; /* run_cli's extra variables (NULL: none) */
+
 static void run_cli(cli_run *r, const char *out_path, const char *const *args)
 {
-    static const char *const drop[] = {"FRAGPOOL_CONF=", "LD_PRELOAD=", NULL};
-    char **env = fp_t_hold(fp_t_child_env(drop, NULL));
+    static const char *const drop[] = {
+        "FRAGPOOL_CONF=", "PYTORCH_ALLOC_CONF=", "PYTORCH_CUDA_ALLOC_CONF=", "LD_PRELOAD=", NULL};
+    char **env = fp_t_hold(fp_t_child_env(drop, cli_add));
     char *argv[16] = {(char *)FP_CLI};
     for (int i = 0; args[i] && i < 14; i++)
         argv[i + 1] = (char *)args[i];
@@ -695,6 +702,99 @@ static int cleanup(void **state)
     return 0;
 }
 
+/* A key that has no effect with the segments in force: one line, where
+ * it was given (--conf, FRAGPOOL_CONF, PyTorch's variable), in replay,
+ * config and tune; none once expandable_segments:False makes it act. */
+#define NO_EFFECT                                                                                  \
+    "max_split_size_mb:128 has no effect with virtual-memory segments (the default): add "         \
+    "expandable_segments:False for PyTorch's classic rules\n"
+static void inert_keys_said(void **state)
+{
+    (void)state;
+    cli_run r;
+    const char *trace = tmp_name("clean.csv");
+    write_text(trace, "seq,op,id,size,stream\n0,a,1,1000,0\n1,a,2,3000000,0\n2,f,1,0,0\n"
+                      "3,f,2,0,0\n");
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", "max_split_size_mb:128", NULL});
+    expect(&r, 0, NULL);
+    assert_string_equal(r.err, "fragpool: --conf: " NO_EFFECT);
+    run_cli(&r, NULL,
+            (const char *[]){"replay", trace, "--conf",
+                             "max_split_size_mb:128,expandable_segments:False", NULL});
+    expect(&r, 0, NULL);
+    assert_string_equal(r.err, "");
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:128", NULL});
+    expect(&r, 0, NULL);
+    assert_string_equal(r.err, "fragpool: FRAGPOOL_CONF: " NO_EFFECT);
+    /* one setting is one argument: a second one is a usage error */
+    run_cli(&r, NULL, (const char *[]){"config", "max_split_size_mb:128", "junk", NULL});
+    expect(&r, 2, "fragpool config: unexpected argument 'junk'");
+    cli_add = (const char *const[]){"FRAGPOOL_CONF=max_split_size_mb:128", NULL};
+    run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", "1", NULL});
+    expect(&r, 0, "fragpool: FRAGPOOL_CONF: " NO_EFFECT);
+    assert_int_equal(fp_t_count_of(r.err, "has no effect"), 1);
+    cli_add = (const char *const[]){"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128", NULL};
+    run_cli(&r, NULL, (const char *[]){"replay", trace, NULL});
+    cli_add = NULL;
+    expect(&r, 0, "fragpool: PYTORCH_CUDA_ALLOC_CONF: " NO_EFFECT);
+    assert_int_equal(fp_t_count_of(r.err, "has no effect"), 1);
+}
+
+/* The progress line: on a terminal (a pty here) past the delay
+ * (FRAGPOOL_PROGRESS_AFTER_MS=0 for the test), "\rfragpool CMD: ..."
+ * and wiped at the end; none with --quiet, none when stderr is a file
+ * (every other case of this file checks stderr whole). */
+static void progress_on_a_terminal(void **state)
+{
+    (void)state;
+    const char *trace = tmp_name("progress.csv");
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    fputs("seq,op,id,size,stream\n", f);
+    for (int i = 0; i < 200000; i++)
+        fprintf(f, "%d,%c,%d,%d,0\n", i, i % 2 ? 'f' : 'a', i / 2, 1000 + i % 7 * 4096);
+    assert_int_equal(fclose(f), 0);
+    const char *html = tmp_name("progress.html");
+    const char *const cmds[][6] = {
+        {"replay", trace, NULL},
+        {"tune", trace, "--threads", "1", NULL},
+        {"report", trace, "-o", html, NULL},
+    };
+    static const char *const drop[] = {"FRAGPOOL_CONF=", "LD_PRELOAD=", NULL};
+    static const char *const add[] = {"FRAGPOOL_PROGRESS_AFTER_MS=0", NULL};
+    char **env = fp_t_hold(fp_t_child_env(drop, add));
+    for (int quiet = 0; quiet < 2; quiet++)
+        for (size_t c = 0; c < sizeof cmds / sizeof *cmds; c++) {
+            char *argv[10] = {(char *)FP_CLI};
+            int k = 1;
+            for (int j = 0; cmds[c][j]; j++)
+                argv[k++] = (char *)cmds[c][j];
+            if (quiet)
+                argv[k++] = (char *)"--quiet";
+            argv[k] = NULL;
+            int master = posix_openpt(O_RDWR | O_NOCTTY);
+            assert_true(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0);
+            int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+            int out = fp_t_temp_fd("/tmp/fp-cli-io-");
+            assert_true(slave >= 0);
+            int status;
+            pid_t pid = fp_t_spawn_wait(FP_CLI, argv, env, out, slave, DEADLINE_S, &status);
+            if (pid <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                fail_msg("%s: status 0x%x", cmds[c][0], status);
+            close(slave);
+            char buf[4096];
+            ssize_t n = read(master, buf, sizeof buf - 1);
+            buf[n > 0 ? n : 0] = '\0';
+            char want[64];
+            snprintf(want, sizeof want, "\rfragpool %s: ", cmds[c][0]);
+            if (quiet ? n > 0 : !strstr(buf, want) || !strstr(buf, "\r\033[K"))
+                fail_msg("%s%s: stderr on a terminal '%s'", cmds[c][0], quiet ? " --quiet" : "",
+                         buf);
+            close(master);
+            close(out);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -718,6 +818,8 @@ int main(void)
         cmocka_unit_test_teardown(replay_oom_advises_proven_fix, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
         cmocka_unit_test_teardown(demo_runs_the_loop, fp_t_release_held),
+        cmocka_unit_test_teardown(inert_keys_said, fp_t_release_held),
+        cmocka_unit_test_teardown(progress_on_a_terminal, fp_t_release_held),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }

@@ -20,20 +20,11 @@
 #include <string.h>
 #include "fp_conf.h"
 
-#define P            "fragpool: FRAGPOOL_CONF: "
-#define T            "; ignoring this entry, the rest still applies"
-#define KT(key, cur) "; ignoring this entry (" key " stays " cur "), the rest still applies"
-#define KNOWN                                                                                      \
-    "known keys: max_split_size_mb, max_non_split_rounding_mb, "                                   \
-    "roundup_power2_divisions, garbage_collection_threshold, "                                     \
-    "per_process_memory_fraction, max_reserved_mb, strict, "                                       \
-    "meminfo_counts_cache, debug_check, free_policy, "                                             \
-    "defer_headroom_mb, summary, summary_format, dump_on_sigusr1, "                                \
-    "trace, record_mb, advice_budget_ms, ipc_export, own_segment_mb, snapshot, trace_stacks, "     \
-    "tools, "                                                                                      \
-    "expandable_segments, vmm_page_mb, vmm_reserve_mb, vmm_headroom_mb, thread_cache_mb, "         \
-    "host_pool, host_max_reserved_mb, host_max_cached_mb, "                                        \
-    "pinned_max_cached_size_mb"
+#define P             "fragpool: FRAGPOOL_CONF: "
+#define T             "; ignoring this entry, the rest still applies"
+#define KT(key, cur)  "; ignoring this entry (" key " stays " cur "), the rest still applies"
+#define NEAR(a, b, c) "nearest keys: " a ", " b ", " c " (fragpool config lists every key)"
+#define KNOWN         NEAR("tools", "trace", "host_pool")
 #define MSS                                                                                        \
     "must be an integer number of MiB >= 21 (up to 17592186044415), "                              \
     "or unlimited" KT("max_split_size_mb", "unlimited")
@@ -675,6 +666,14 @@ static const bad_case bad[] = {
      P "'summary:a\\x09b': control byte in path; must be off, stderr, or a "
        "file path shorter than 256 bytes (%p pid, %r rank, %h host)" KT("summary", "stderr") "\n"},
     {"foo:1", 1, P "unknown key 'foo' (in 'foo:1'); " KNOWN T "\n"},
+    /* an escape the shim would refuse at its first write is refused here */
+    {"trace:x-%q.csv", 1,
+     P "'trace:x-%q.csv': unknown escape %q (the escapes are %p pid, %r rank, %h host, %% a "
+       "'%'); must be off, or a file path shorter than 256 bytes (%p pid, %r rank, %h "
+       "host)" KT("trace", "off") "\n"},
+    {"summary:x-%", 1,
+     P "'summary:x-%': a lone '%' at the end (write %% for a '%'); must be off, stderr, or a "
+       "file path shorter than 256 bytes (%p pid, %r rank, %h host)" KT("summary", "stderr") "\n"},
     {"Max_split_size_mb:512", 1,
      P "unknown key 'Max_split_size_mb' (in 'Max_split_size_mb:512'); "
        "did you mean max_split_size_mb? (fragpool config lists every key)" T "\n"},
@@ -688,8 +687,15 @@ static const bad_case bad[] = {
     {"tool:pool", 1,
      P "unknown key 'tool' (in 'tool:pool'); "
        "did you mean tools? (fragpool config lists every key)" T "\n"},
-    {"tol:pool", 1, P "unknown key 'tol' (in 'tol:pool'); " KNOWN T "\n"},
-    {"max_split_mb:512", 1, P "unknown key 'max_split_mb' (in 'max_split_mb:512'); " KNOWN T "\n"},
+    {"tol:pool", 1,
+     P "unknown key 'tol' (in 'tol:pool'); " NEAR("tools", "trace", "strict") T "\n"},
+    {"max_split_mb:512", 1,
+     P "unknown key 'max_split_mb' (in 'max_split_mb:512'); " NEAR(
+         "max_split_size_mb", "max_reserved_mb", "own_segment_mb") T "\n"},
+    /* no typo of any key, but part of one: that one first */
+    {"split_size:512", 1,
+     P "unknown key 'split_size' (in 'split_size:512'); " NEAR("max_split_size_mb", "strict",
+                                                               "host_pool") T "\n"},
     {"max_split_size_mb", 1, P "'max_split_size_mb': no ':' in entry; expected key:value" T "\n"},
     {":5", 1, P "':5': empty key; expected key:value" T "\n"},
     {"max_split_size_mb:", 1, P "'max_split_size_mb:': empty value; " MSS "\n"},
@@ -793,7 +799,8 @@ static const bad_case bad[] = {
      P "unknown key 'stri\\x0act' (in 'stri\\x0act:1'); "
        "did you mean strict? (fragpool config lists every key)" T "\n"},
     /* long keys and values are cut at 64 bytes */
-    {A64 "aaaa:1", 1, P "unknown key '" A64 "...' (in '" A64 "...'); " KNOWN T "\n"},
+    {A64 "aaaa:1", 1,
+     P "unknown key '" A64 "...' (in '" A64 "...'); " NEAR("trace", "tools", "strict") T "\n"},
     {"max_reserved_mb:1234567890123456789012345678901234567890123456789012"
      "345678901234567890",
      1,
@@ -977,7 +984,7 @@ static void test_path_round_trip(void **state)
         {"trace:/tmp/b],summary:/tmp/[a", "/tmp/[a", "/tmp/b]"},
         {"summary:/tmp/[a,b],trace:/t/%%5B%p", "/tmp/[a,b]", "/t/%%5B%p"},
         {"summary:/tmp/%5ba%2C%5D", "/tmp/[a,]", "off"},
-        {"summary:/x/%5%5B", "/x/%5[", "off"},
+        {"summary:/x/%%5%5B", "/x/%%5[", "off"},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         fp_conf c, back;
@@ -1241,6 +1248,116 @@ static void test_format_set(void **state)
     free(cap);
 }
 
+/* ---- keys that have no effect with the segments in force ---------------- */
+static void on_inert(void *ud, const char *line)
+{
+    capture *c = ud;
+    size_t n = strlen(line);
+    assert_null(strchr(line, '\n'));
+    c->n++;
+    if (c->len + n + 2 <= sizeof c->buf) {
+        memcpy(c->buf + c->len, line, n);
+        c->len += n;
+        c->buf[c->len++] = '\n';
+        c->buf[c->len] = '\0';
+    }
+}
+
+static int inert(const char *text, fp_segs segs, capture *cap)
+{
+    fp_conf c;
+    memset(cap, 0, sizeof *cap);
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_parse(text, &c, NULL, NULL), 0);
+    if (segs == (fp_segs)-1)
+        segs = fp_conf_segs(&c);
+    int n = fp_conf_inert(&c, c.set_mask, segs, "FRAGPOOL_CONF", on_inert, cap);
+    assert_int_equal(n, cap->n);
+    return n;
+}
+
+#define VMM_SAID                                                                                   \
+    " has no effect with virtual-memory segments (the default): add "                              \
+    "expandable_segments:False for PyTorch's classic rules\n"
+
+static void test_inert(void **state)
+{
+    (void)state;
+    capture *cap = cap_new();
+    /* every row says where it acts */
+    for (size_t i = 0; i < fp_conf_noptions(); i++) {
+        const fp_option *o = fp_conf_option(i);
+        assert_true(o->acts && (o->acts & ~FP_ACTS_ALL) == 0);
+    }
+    /* the seeds' key under the default: one line, and how to make it act */
+    assert_int_equal(inert("max_split_size_mb:128", -1, cap), 1);
+    assert_string_equal(cap->buf, P "max_split_size_mb:128" VMM_SAID);
+    /* the classic keys, each once; keys of both modes say nothing */
+    assert_int_equal(inert("max_split_size_mb:128,roundup_power2_divisions:4,"
+                           "max_non_split_rounding_mb:64,garbage_collection_threshold:0.5,"
+                           "max_reserved_mb:100,vmm_page_mb:4",
+                           -1, cap),
+                     3);
+    assert_string_equal(cap->buf, P "max_split_size_mb:128" VMM_SAID P
+                                    "max_non_split_rounding_mb:64" VMM_SAID P
+                                    "garbage_collection_threshold:0.5" VMM_SAID);
+    /* asked for by name */
+    assert_int_equal(inert("expandable_segments:True,max_split_size_mb:128", -1, cap), 1);
+    assert_non_null(strstr(cap->buf, "(expandable_segments:True): use expandable_segments:False"));
+    /* classic: the virtual-memory keys instead */
+    assert_int_equal(inert("expandable_segments:False,max_split_size_mb:128,vmm_page_mb:4,"
+                           "vmm_reserve_mb:1024,vmm_headroom_mb:off",
+                           -1, cap),
+                     3);
+    assert_string_equal(cap->buf,
+                        P "vmm_page_mb:4 has no effect with classic segments "
+                          "(expandable_segments:False): leave expandable_segments out (or set "
+                          "it True) for virtual-memory segments\n" P
+                          "vmm_reserve_mb:1024 has no effect with classic segments "
+                          "(expandable_segments:False): leave expandable_segments out (or set "
+                          "it True) for virtual-memory segments\n" P
+                          "vmm_headroom_mb:off has no effect with classic segments "
+                          "(expandable_segments:False): leave expandable_segments out (or set "
+                          "it True) for virtual-memory segments\n");
+    /* a driver without virtual memory management */
+    assert_int_equal(inert("vmm_page_mb:4", FP_SEGS_CLASSIC_NO_VMM, cap), 1);
+    assert_non_null(strstr(cap->buf, "(the driver has no virtual memory management here)"));
+    /* keys of neither kind, and nothing set: silent */
+    assert_int_equal(inert("", -1, cap), 0);
+    assert_int_equal(inert("summary:off,trace:x.csv,roundup_power2_divisions:4", -1, cap), 0);
+    /* the mode follows expandable_segments */
+    fp_conf c;
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_segs(&c), FP_SEGS_VMM_DEFAULT);
+    c.pool.expandable_segments = FP_VMM_OFF;
+    assert_int_equal(fp_conf_segs(&c), FP_SEGS_CLASSIC);
+    c.pool.expandable_segments = FP_VMM_ON;
+    assert_int_equal(fp_conf_segs(&c), FP_SEGS_VMM_ASKED);
+    free(cap);
+}
+
+/* A snapshot's allocator_settings: PyTorch's keys not at their default,
+ * expandable_segments as it ran, and none of fragpool's own (paths). */
+static void test_format_pytorch(void **state)
+{
+    (void)state;
+    fp_conf c;
+    char buf[512];
+    fp_conf_default(&c);
+    assert_int_equal(fp_conf_format_pytorch(&c, 1, buf, sizeof buf), 0);
+    assert_string_equal(buf, "expandable_segments:True");
+    assert_int_equal(fp_conf_parse("summary:/tmp/s-%p.txt,trace:/tmp/t.csv,max_split_size_mb:128,"
+                                   "roundup_power2_divisions:[256:1,>:8],vmm_page_mb:4,"
+                                   "pinned_max_cached_size_mb:64",
+                                   &c, NULL, NULL),
+                     0);
+    assert_int_equal(fp_conf_format_pytorch(&c, 0, buf, sizeof buf), 0);
+    assert_string_equal(buf, "max_split_size_mb:128,roundup_power2_divisions:[256:1,>:8],"
+                             "pinned_max_cached_size_mb:64,expandable_segments:False");
+    assert_int_equal(fp_conf_format_pytorch(&c, 0, buf, 8), ENOSPC);
+    assert_int_equal(strlen(buf), 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1272,6 +1389,8 @@ int main(void)
         cmocka_unit_test(test_label_and_lenient),
         cmocka_unit_test(test_from_env),
         cmocka_unit_test(test_format_set),
+        cmocka_unit_test(test_inert),
+        cmocka_unit_test(test_format_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,6 +189,12 @@ class Snapshot(Checks, unittest.TestCase):
         self.check_playback(d)
         self.assertEqual(len(d["segments"]), 162)
         self.assertFalse(any(x["is_expandable"] for x in d["segments"]))
+        self.assertFalse(d["allocator_settings"]["expandable_segments"])
+        # PyTorch's keys only: no fragpool key, no path of the user's
+        path, d = self.snap(trace, "--conf", "expandable_segments:False,max_split_size_mb:128,"
+                            "summary:/tmp/secret-%p.txt,vmm_page_mb:4")
+        self.assertEqual(d["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"],
+                         "max_split_size_mb:128,expandable_segments:False")
 
     def test_small_with_setting_and_oom(self):
         trace = self.path("t.csv")

@@ -407,13 +407,75 @@ static int cleanup(void **state)
     return 0;
 }
 
+/* Each event's slot (fp_trace.h): a replay keeps an id's address by it,
+ * in an array of the ids live at once, not a map sized for the trace.
+ * 100,000 pairs with at most 3 ids live use 3 slots; a free of an id not
+ * live has none; a live id's second allocation shares its slot. */
+static void slots_follow_live_ids(void **state)
+{
+    (void)state;
+    fp_trace t = {0};
+    for (uint64_t i = 0; i < 100000; i++) {
+        assert_int_equal(fp_trace_push(&t, 'a', 3 * i, 1000, 0), 0);
+        assert_int_equal(fp_trace_push(&t, 'a', 3 * i + 1, 1000, 0), 0);
+        assert_int_equal(fp_trace_push(&t, 'a', 3 * i + 2, 1000, 0), 0);
+        assert_int_equal(fp_trace_push(&t, 'f', 3 * i + 1, 0, 0), 0);
+        assert_int_equal(fp_trace_push(&t, 'f', 3 * i, 0, 0), 0);
+        assert_int_equal(fp_trace_push(&t, 'f', 3 * i + 2, 0, 0), 0);
+    }
+    assert_int_equal(t.nslots, 3);
+    assert_int_equal(fp_trace_push(&t, 'f', 42, 0, 0), 0); /* not live */
+    assert_int_equal(t.slot[t.n - 1], FP_TRACE_NO_SLOT);
+    assert_int_equal(fp_trace_push(&t, 'a', 9, 1000, 0), 0);
+    assert_int_equal(fp_trace_push(&t, 'a', 9, 1000, 0), 0); /* live: its slot */
+    assert_int_equal(t.slot[t.n - 1], t.slot[t.n - 2]);
+    assert_int_equal(fp_trace_push(&t, 'o', 0, 1000, 0), 0);
+    assert_int_equal(t.slot[t.n - 1], FP_TRACE_NO_SLOT);
+    fp_replay_result r;
+    fp_pool *p;
+    replay_t(&t, &r, &p);
+    assert_int_equal(r.bad_frees, 1);
+    assert_int_equal(r.dup_allocs, 1);
+    assert_int_equal(r.stats.num_allocs, 300001 + 1); /* the 'o' row is served and given back */
+    fp_pool_destroy(p, 1);
+    fp_trace_free(&t);
+}
+
+/* An allocation the replay refused leaves its id free to be allocated
+ * again (no duplicate), and its free is one of an id not live: as with
+ * the map of ids the slots replaced. */
+static void refused_id_allocates_again(void **state)
+{
+    (void)state;
+    fp_trace t = {0};
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    assert_int_equal(fp_trace_push(&t, 'a', 1, (uint64_t)64 << 30, 0), 0); /* over the budget */
+    assert_int_equal(fp_trace_push(&t, 'a', 1, 1000, 0), 0);
+    assert_int_equal(fp_trace_push(&t, 'f', 1, 0, 0), 0);
+    assert_int_equal(fp_trace_push(&t, 'f', 1, 0, 0), 0);
+    fp_replay_result r;
+    assert_int_equal(fp_replay(&t, &o, (size_t)1 << 30, &r, NULL), 0);
+    assert_int_equal(r.ooms, 1);
+    assert_int_equal(r.dup_allocs, 0);
+    assert_int_equal(r.bad_frees, 1);
+    assert_int_equal(r.stats.num_allocs, 1);
+    fp_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rejects_non_regular),   cmocka_unit_test(gzip_cut_or_corrupt_fails),
-        cmocka_unit_test(empty_traces_fail),     cmocka_unit_test(long_lines),
-        cmocka_unit_test(strict_fields),         cmocka_unit_test(id_max_is_an_id),
-        cmocka_unit_test(counts_trace_problems), cmocka_unit_test(tune_huge_sizes_end),
+        cmocka_unit_test(rejects_non_regular),
+        cmocka_unit_test(gzip_cut_or_corrupt_fails),
+        cmocka_unit_test(empty_traces_fail),
+        cmocka_unit_test(long_lines),
+        cmocka_unit_test(strict_fields),
+        cmocka_unit_test(id_max_is_an_id),
+        cmocka_unit_test(counts_trace_problems),
+        cmocka_unit_test(slots_follow_live_ids),
+        cmocka_unit_test(refused_id_allocates_again),
+        cmocka_unit_test(tune_huge_sizes_end),
         cmocka_unit_test(recorded_oom_replays),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);

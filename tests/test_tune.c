@@ -1,7 +1,9 @@
 /* test_tune.c - the search behind `fragpool tune` (replay/fp_tune.c): the
  * budget it reports runs without an OOM and 2 MiB less does not, on the
  * PyTorch trace and on a synthetic one; the ranking order; determinism
- * whatever the thread count; and the replay hooks the search relies on.
+ * whatever the thread count; the replay hooks the search relies on; the
+ * settings that replay alike share one search (twins); a peaks-only
+ * replay cut at stop_above.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +279,54 @@ static void replay_hooks(void **state)
     assert_int_equal(live, 4814778368ULL); /* shared/traces/README.md */
 }
 
+/* A setting that rounds every request of the trace as an earlier one
+ * does is not replayed again (shared): its results are that one's, and
+ * they are what a replay of its own gives. */
+static void twins_share_results(void **state)
+{
+    (void)state;
+    fp_tune_params p = {.threads = 1};
+    fp_tune_row *rows;
+    size_t n, nshared = 0;
+    assert_int_equal(fp_tune_run(&shared, &p, &rows, &n), 0);
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].shared)
+            continue;
+        nshared++;
+        fp_tune_row own;
+        assert_int_equal(fp_tune_eval(&shared, &rows[i].set, &p, &own), 0);
+        assert_int_equal(own.peak_reserved, rows[i].peak_reserved);
+        assert_int_equal(own.peak_allocated, rows[i].peak_allocated);
+        assert_int_equal(own.min_budget, rows[i].min_budget);
+        assert_int_equal(own.replays, rows[i].replays);
+    }
+    /* [256:1,512:2,1024:4,>:8] rounds nothing of this trace: the defaults'
+     * twin, in both kinds of segments */
+    assert_true(nshared >= 2);
+    free(rows);
+}
+
+/* stop_above (fp_advise without a budget): the unlimited replay stops as
+ * soon as reserved passes it, and the row says its peak is cut. */
+static void stop_above_cuts(void **state)
+{
+    (void)state;
+    fp_tune_setting s;
+    assert_int_equal(fp_tune_setting_init(&s, "expandable_segments:False"), 0);
+    fp_tune_params p = {.peaks_only = 1};
+    fp_tune_row full, cut;
+    assert_int_equal(fp_tune_eval(&shared, &s, &p, &full), 0);
+    assert_false(full.cut);
+    p.stop_above = full.peak_reserved / 2;
+    assert_int_equal(fp_tune_eval(&shared, &s, &p, &cut), 0);
+    assert_true(cut.cut);
+    assert_true(cut.peak_reserved > p.stop_above && cut.peak_reserved <= full.peak_reserved);
+    p.stop_above = full.peak_reserved; /* never passed */
+    assert_int_equal(fp_tune_eval(&shared, &s, &p, &cut), 0);
+    assert_false(cut.cut);
+    assert_int_equal(cut.peak_reserved, full.peak_reserved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +340,8 @@ int main(void)
         cmocka_unit_test(synth_other_settings_budget),
         cmocka_unit_test(ranking_and_determinism),
         cmocka_unit_test(shared_ranking),
+        cmocka_unit_test(twins_share_results),
+        cmocka_unit_test(stop_above_cuts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

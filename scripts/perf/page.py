@@ -508,15 +508,27 @@ def section_traces(res):
                            "x PyTorch default", "smallest budget MiB"], table) + [""]
 
 
+BIG_TRACES = os.path.join(common.ROOT, "docs", "perf", "big-traces.md")
+
+
+def big_traces():
+    """The hand-measured big-trace table (docs/perf/big-traces.md), kept as written."""
+    if not os.path.exists(BIG_TRACES):
+        return []
+    with open(BIG_TRACES, encoding="utf-8") as f:
+        return f.read().rstrip("\n").split("\n") + [""]
+
+
 def section_offline(res):
     p = part(res, "offline")
     out = ["## Offline: replay and tune", ""]
     if not p:
-        return out + [NA + ".", ""]
+        return out + [NA + ".", ""] + (big_traces() if res.get("parts") else [])
     t = [(r["tool"], r["trace"], num(r["events"]), f"{r['secs_median']:.3f}", num(r.get("events_per_s")),
           r["runs"]) for r in p["data"].get("rows", [])]
     return out + ["`build/bin/fragpool replay` / `tune`, wall time end to end (load, run, summary), median of "
-                  "the runs.", ""] + md_table(["tool", "trace", "events", "seconds", "events/s", "runs"], t) + [""]
+                  "the runs.", ""] + md_table(["tool", "trace", "events", "seconds", "events/s", "runs"], t) + [""] \
+        + big_traces()
 
 
 def section_runs(res):

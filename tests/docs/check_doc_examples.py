@@ -14,6 +14,14 @@ indented) stands for any lines; times ("0.91 s", "12 ms") may differ.  An
 example that needs a file the repository does not have (the user's own
 trace) is listed as skipped.
 
+A fenced block right after the line "<!-- check: runs -->" is run whole,
+whatever its commands (`build/bin/fragpool-demo-workload`, `LD_PRELOAD=...`):
+each line is one command (a "# ..." after it is a comment; a line that
+starts with "#" is none, except "#> TEXT", which says that the command
+above prints TEXT, in order). They run through sh in a scratch folder where
+`build` is the build folder and `tests` and `scripts` are the source's, and
+each must exit 0.
+
 Usage: check_doc_examples.py BIN_DIR SOURCE_DIR
 Exit status: 0 when every example that ran printed what its docs show and
 at least one ran; 1 otherwise, with one line per mismatch.
@@ -50,6 +58,51 @@ def examples(path):
             elif cur:
                 cur[2].append(line)
     return out
+
+
+CHECK_RUNS = "<!-- check: runs -->"
+
+
+def checked_blocks(path):
+    """[(line number, command, [lines it must print])] of the blocks marked CHECK_RUNS."""
+    out, state, cur = [], None, None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if state is None:
+                state = "marked" if line.strip() == CHECK_RUNS else None
+                continue
+            if state == "marked":
+                state = "in" if line.startswith("```") else None
+                continue
+            if line.startswith("```"):
+                state = None
+                continue
+            if line.startswith("#> ") and cur:
+                cur[2].append(line[3:])
+            elif line.strip() and not line.lstrip().startswith("#"):
+                cur = (n, re.sub(r"\s+#\s.*$", "", line).strip(), [])
+                out.append(cur)
+    return out
+
+
+def run_checked(path, n, cmd, want, src, scratch):
+    env = dict(os.environ)
+    for k in ("FRAGPOOL_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD"):
+        env.pop(k, None)
+    r = subprocess.run(["sh", "-c", cmd], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    got = r.stdout.decode("utf-8", "replace")
+    where = f"{os.path.relpath(path, src)}:{n}: {cmd}"
+    if r.returncode != 0:
+        return f"{where}: exit status {r.returncode}; its output ends: {got.strip().splitlines()[-1:] or ''}"
+    at = 0
+    for w in want:
+        k = got.find(w, at)
+        if k < 0:
+            return f"{where}: it does not print {w!r}"
+        at = k + len(w)
+    return None
 
 
 def missing_inputs(cmd, src):
@@ -107,6 +160,14 @@ def main():
     bad, ran, skipped = [], 0, []
     with tempfile.TemporaryDirectory() as scratch:
         os.symlink(os.path.join(src, "tests"), os.path.join(scratch, "tests"))
+        os.symlink(os.path.join(src, "scripts"), os.path.join(scratch, "scripts"))
+        os.symlink(os.path.dirname(bin_dir), os.path.join(scratch, "build"))
+        for path in files:
+            for n, cmd, want in checked_blocks(path):
+                ran += 1
+                err = run_checked(path, n, cmd, want, src, scratch)
+                if err:
+                    bad.append(err)
         for path in files:
             for n, cmd, shown in examples(path):
                 miss = missing_inputs(cmd, src)

@@ -20,6 +20,9 @@
  *    PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF), PyTorch's own keys
  *    make no error, one line says so, and the summary shows the source;
  *    FRAGPOOL_CONF (or --conf) wins when set;
+ *  - a key that has no effect with the segments in force (max_split_size_mb
+ *    under virtual memory, vmm_page_mb under classic or without the
+ *    driver's virtual memory management) is said once, with the fix;
  *  - an unknown option, or --conf without a value,
  *    prints the usage, exits 2 and runs nothing; LD_PRELOAD and
  *    LD_LIBRARY_PATH of 9,000 and 20,000 bytes are passed on whole.
@@ -274,6 +277,49 @@ static void pytorch_cuda_alloc_conf(void **state)
                      1);
     lacks(r.err, "'backend");
     has(r.err, "| Config source         | PYTORCH_CUDA_ALLOC_CONF ");
+    /* taken, and said to do nothing under the default segments */
+    assert_int_equal(fp_t_count_of(r.err,
+                                   "fragpool: PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb:256 "
+                                   "has no effect with virtual-memory segments (the "
+                                   "default): add expandable_segments:False"),
+                     1);
+}
+
+/* A key that does not act in the segments in force is said once, under
+ * the name it was given by, with what would make it act; a key that acts
+ * says nothing. */
+#define INERT_MSS                                                                                  \
+    "fragpool: FRAGPOOL_CONF: max_split_size_mb:128 has no effect with virtual-memory "            \
+    "segments (the default): add expandable_segments:False for PyTorch's classic rules\n"
+static void inert_keys_said_once(void **state)
+{
+    (void)state;
+    result r;
+    static const char *const vmm[] = {"--conf", "max_split_size_mb:128", NULL};
+    run_fp(&r, vmm, FP_FAKE_APP, NULL, NULL);
+    ran_ok(&r);
+    assert_int_equal(fp_t_count_of(r.err, INERT_MSS), 1);
+    has(r.err, "| Config source         | FRAGPOOL_CONF "); /* not run's own backend */
+    /* the driver's free memory, as seen when the pool last grew or shrank */
+    has(r.err, "| Free on the device    | ");
+    lacks(r.err, "| Free on the device    | unknown");
+    static const char *const classic[] = {
+        "--conf", "expandable_segments:False,max_split_size_mb:128,vmm_page_mb:4", NULL};
+    run_fp(&r, classic, FP_FAKE_APP, NULL, NULL);
+    ran_ok(&r);
+    lacks(r.err, "max_split_size_mb:128 has no effect");
+    lacks(r.err, "| Free on the device    | unknown"); /* classic segments too */
+    assert_int_equal(fp_t_count_of(r.err, "fragpool: FRAGPOOL_CONF: vmm_page_mb:4 has no effect "
+                                          "with classic segments (expandable_segments:False)"),
+                     1);
+    /* a driver without virtual memory management: classic, and said why */
+    static const char *const page[] = {"--conf", "vmm_page_mb:4", NULL};
+    const char *no_vmm[] = {"FRAGPOOL_SIM_VMM=0", NULL};
+    run_fp(&r, page, FP_FAKE_APP, NULL, no_vmm);
+    ran_ok(&r);
+    assert_int_equal(fp_t_count_of(r.err, "vmm_page_mb:4 has no effect with classic segments "
+                                          "(the driver has no virtual memory management here)"),
+                     1);
 }
 
 static void fragpool_conf_wins(void **state)
@@ -353,6 +399,7 @@ int main(void)
         cmocka_unit_test_teardown(pytorch_alloc_conf, fp_t_release_held),
         cmocka_unit_test_teardown(pytorch_cuda_alloc_conf, fp_t_release_held),
         cmocka_unit_test_teardown(fragpool_conf_wins, fp_t_release_held),
+        cmocka_unit_test_teardown(inert_keys_said_once, fp_t_release_held),
         cmocka_unit_test_teardown(usage_errors_run_nothing, fp_t_release_held),
         cmocka_unit_test_teardown(long_paths_whole, fp_t_release_held),
     };

@@ -189,7 +189,9 @@ static void fork_child_silent(void **state)
     assert_true(child > 0 && child != r.pid);
     snprintf(mine, sizeof mine, "/tmp/fp-exit-%d-fork-%d.txt", (int)getpid(), (int)r.pid);
     snprintf(childs, sizeof childs, "/tmp/fp-exit-%d-fork-%d.txt", (int)getpid(), child);
-    assert_string_equal(r.err, "");
+    char said[700]; /* the one line: which file the %p named */
+    snprintf(said, sizeof said, "fragpool: summary: writing %s (%s)\n", mine, pat);
+    assert_string_equal(r.err, said);
     char *text = fp_t_slurp_path(mine);
     assert_non_null(text);
     check_text_summary(text);
@@ -301,8 +303,12 @@ static void json_summary_file(void **state)
     run r;
     run_client(&r, "exit", conf, NULL);
     expect_exit(&r, 0);
-    assert_string_equal(r.err, "");
     snprintf(path, sizeof path, "/tmp/fp-exit-%d-%d.json", (int)getpid(), (int)r.pid);
+    char said[700];
+    snprintf(said, sizeof said,
+             "fragpool: summary: writing %s (summary:/tmp/fp-exit-%d-%%p.json)\n", path,
+             (int)getpid());
+    assert_string_equal(r.err, said);
     char *text = fp_t_slurp_path(path);
     if (!text)
         fail_msg("no summary at %s (the %%p of the pattern must be the client's pid)", path);
@@ -380,8 +386,9 @@ static void rank_and_host_in_path(void **state)
     run r;
     run_client(&r, "return", conf, extra);
     expect_exit(&r, 0);
-    assert_string_equal(r.err, "");
     snprintf(path, sizeof path, "/tmp/fp-exit-%d-%d-r3-%s.json", (int)getpid(), (int)r.pid, host);
+    assert_int_equal(fp_t_count_of(r.err, "\n"), 1); /* which file the escapes named */
+    assert_non_null(strstr(r.err, path));
     char *text = fp_t_slurp_path(path);
     if (!text)
         fail_msg("no summary at %s", path);
@@ -396,7 +403,7 @@ static void rank_and_host_in_path(void **state)
 
 /* ---- configuration before main ----------------------------------------------- */
 
-#define UNKNOWN_FOO "fragpool: FRAGPOOL_CONF: unknown key 'foo' (in 'foo:1'); known keys: "
+#define UNKNOWN_FOO "fragpool: FRAGPOOL_CONF: unknown key 'foo' (in 'foo:1'); nearest keys: "
 
 static void strict_exits_before_main(void **state)
 {
