@@ -1029,6 +1029,7 @@ static const fp_option fp_options[] = {
         .name = "thread_cache_mb",
         .type = "integer MiB",
         .deflt = "off",
+        .acts = FP_ACTS_ALL,
         .help = "freed blocks each thread may keep for its own next "
                 "allocations without the pool's lock, once a second thread "
                 "allocates (given back before the pool grows, before an OOM "
