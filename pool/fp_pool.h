@@ -170,6 +170,22 @@ typedef struct fp_pool_stats {
 } fp_pool_stats;
 
 #define FP_POOL_NCOUNTS 13 /* num_allocs .. num_headroom_reclaims */
+
+/* The fp_stat fields of fp_pool_stats: X(name, kinds), kinds FP_NKINDS for
+ * the arrays (all, small, large) and 1 for the single ones, in order.  The
+ * one list a walk over every statistic uses. */
+#define FP_POOL_STATS(X)                                                                           \
+    X(requested_bytes, FP_NKINDS)                                                                  \
+    X(allocated_bytes, FP_NKINDS)                                                                  \
+    X(active_bytes, FP_NKINDS)                                                                     \
+    X(reserved_bytes, FP_NKINDS)                                                                   \
+    X(inactive_split_bytes, FP_NKINDS)                                                             \
+    X(allocations, FP_NKINDS)                                                                      \
+    X(active, FP_NKINDS)                                                                           \
+    X(segments, FP_NKINDS)                                                                         \
+    X(inactive_split, FP_NKINDS)                                                                   \
+    X(oversize_allocations, 1)                                                                     \
+    X(oversize_segments, 1)
 _Static_assert(offsetof(fp_pool_stats, num_headroom_reclaims) -
                        offsetof(fp_pool_stats, num_allocs) ==
                    (FP_POOL_NCOUNTS - 1) * sizeof(uint64_t),

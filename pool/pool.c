@@ -760,19 +760,9 @@ static void stat_since(fp_stat *s, const fp_stat *base, size_t n)
 
 void fp_pool_stats_since(fp_pool_stats *st, const fp_pool_stats *base)
 {
-#define FP_SINCE(f) stat_since(st->f, base->f, FP_NKINDS)
-    FP_SINCE(requested_bytes);
-    FP_SINCE(allocated_bytes);
-    FP_SINCE(active_bytes);
-    FP_SINCE(reserved_bytes);
-    FP_SINCE(inactive_split_bytes);
-    FP_SINCE(allocations);
-    FP_SINCE(active);
-    FP_SINCE(segments);
-    FP_SINCE(inactive_split);
+#define FP_SINCE(f, n) stat_since((fp_stat *)&st->f, (const fp_stat *)&base->f, n);
+    FP_POOL_STATS(FP_SINCE)
 #undef FP_SINCE
-    stat_since(&st->oversize_allocations, &base->oversize_allocations, 1);
-    stat_since(&st->oversize_segments, &base->oversize_segments, 1);
     uint64_t *c = &st->num_allocs;
     const uint64_t *b = &base->num_allocs;
     for (size_t i = 0; i < FP_POOL_NCOUNTS; i++)
@@ -798,17 +788,9 @@ void fp_pool_reset_peaks(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);
     fp_pool_stats *st = &p->st;
-    reset_mark(st->requested_bytes, FP_NKINDS);
-    reset_mark(st->allocated_bytes, FP_NKINDS);
-    reset_mark(st->active_bytes, FP_NKINDS);
-    reset_mark(st->reserved_bytes, FP_NKINDS);
-    reset_mark(st->inactive_split_bytes, FP_NKINDS);
-    reset_mark(st->allocations, FP_NKINDS);
-    reset_mark(st->active, FP_NKINDS);
-    reset_mark(st->segments, FP_NKINDS);
-    reset_mark(st->inactive_split, FP_NKINDS);
-    reset_mark(&st->oversize_allocations, 1);
-    reset_mark(&st->oversize_segments, 1);
+#define FP_RESET(f, n) reset_mark((fp_stat *)&st->f, n);
+    FP_POOL_STATS(FP_RESET)
+#undef FP_RESET
     pthread_mutex_unlock(&p->lock);
 }
 

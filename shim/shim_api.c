@@ -58,17 +58,9 @@ static void add_stat(fp_stat *to, const fp_stat *s, size_t n)
 
 static void add_stats(fp_pool_stats *to, const fp_pool_stats *s)
 {
-    add_stat(to->requested_bytes, s->requested_bytes, FP_NKINDS);
-    add_stat(to->allocated_bytes, s->allocated_bytes, FP_NKINDS);
-    add_stat(to->active_bytes, s->active_bytes, FP_NKINDS);
-    add_stat(to->reserved_bytes, s->reserved_bytes, FP_NKINDS);
-    add_stat(to->inactive_split_bytes, s->inactive_split_bytes, FP_NKINDS);
-    add_stat(to->allocations, s->allocations, FP_NKINDS);
-    add_stat(to->active, s->active, FP_NKINDS);
-    add_stat(to->segments, s->segments, FP_NKINDS);
-    add_stat(to->inactive_split, s->inactive_split, FP_NKINDS);
-    add_stat(&to->oversize_allocations, &s->oversize_allocations, 1);
-    add_stat(&to->oversize_segments, &s->oversize_segments, 1);
+#define FP_ADD(f, n) add_stat((fp_stat *)&to->f, (const fp_stat *)&s->f, n);
+    FP_POOL_STATS(FP_ADD)
+#undef FP_ADD
     uint64_t *c = &to->num_allocs;
     const uint64_t *f = &s->num_allocs;
     for (size_t i = 0; i < FP_POOL_NCOUNTS; i++)
