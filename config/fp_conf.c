@@ -884,6 +884,37 @@ static const fp_option fp_options[] = {
         .parse = parse_count,
         .format = format_count,
     },
+    FP_BOOL_OPTION(lend, "1",
+                   "when this process would run out of device memory, ask the "
+                   "other fragpool processes of this user on the same GPU to give "
+                   "back idle memory, and answer their asks (docs/lending.md); 0 "
+                   "neither asks nor answers"),
+    {
+        .name = "lend_wait_ms",
+        .acts = FP_ACTS_ALL,
+        .type = "integer",
+        .deflt = "1000",
+        .help = "the most milliseconds an ask for idle memory waits for the "
+                "other processes' answers before the allocation fails "
+                "(docs/lending.md)",
+        .offset = offsetof(fp_conf, lend_wait_ms),
+        .min = 1,
+        .max = 60000,
+        .parse = parse_count,
+        .format = format_count,
+    },
+    {
+        .name = "lend_dir",
+        .acts = FP_ACTS_ALL,
+        .type = "directory",
+        .deflt = "/dev/shm",
+        .help = "where the processes of one GPU meet to lend memory: a "
+                "private file per user and GPU (docs/lending.md)",
+        .accept = "a directory path shorter than 256 bytes",
+        .offset = offsetof(fp_conf, lend_dir),
+        .parse = parse_dest,
+        .format = format_dest,
+    },
     {
         .name = "ipc_export",
         .acts = FP_ACTS_ALL,
@@ -1129,6 +1160,9 @@ void fp_conf_default(fp_conf *c)
     c->ipc_export = FP_IPC_FRAGPOOL;
     c->pool.record_bytes = (size_t)16 << 20;
     c->advice_budget_ms = 1000;
+    c->lend = 1;
+    c->lend_wait_ms = 1000;
+    memcpy(c->lend_dir, "/dev/shm", sizeof "/dev/shm");
 }
 
 /* "k:v,k:v" of the keys whose bit is set in mask, in table order. */

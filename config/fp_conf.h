@@ -45,6 +45,9 @@ typedef struct fp_conf {
     char snapshot[FP_CONF_PATH_MAX]; /* "off" or where the snapshot goes  */
     int trace_stacks;                /* host frames recorded per allocation, 0..32     */
     int advice_budget_ms;            /* bound on an OOM's search, in ms (docs/advice.md) */
+    int lend;                        /* 1: ask peers for idle memory and answer them    */
+    int lend_wait_ms;                /* bound on an ask's wait, in ms (docs/lending.md) */
+    char lend_dir[FP_CONF_PATH_MAX]; /* where the lending rendezvous files live      */
     int tools;                       /* FP_TOOLS_*: under an injected CUDA tool        */
     int ipc_export;                  /* FP_IPC_FRAGPOOL (default) or FP_IPC_REFUSE: IPC export of
                             a block inside its segment                     */

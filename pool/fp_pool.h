@@ -312,6 +312,11 @@ int fp_pool_empty_cache(fp_pool *p);
  * stamp, so the backend fences before it (as for empty_cache).  Returns
  * the bytes released. */
 size_t fp_pool_trim(fp_pool *p, size_t keep);
+/* fp_pool_trim that never waits for the pool's lock: EBUSY (nothing
+ * done) while another thread holds it, else 0 with *bytes released.  For
+ * a thread that must not wait behind a lock held across a driver call
+ * (the lending answer, shim_lend.c). */
+int fp_pool_trim_try(fp_pool *p, size_t keep, size_t *bytes);
 
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);
 /* torch.cuda.reset_peak_memory_stats: every stat's mark becomes its
@@ -331,6 +336,9 @@ void fp_pool_last_oom(fp_pool *p, fp_oom_info *out);
 /* A caller gives up on a refused grant (fp_pool_alloc_grant's EAGAIN)
  * and reports an OOM: the pool notes it as its last OOM and counts it. */
 void fp_pool_note_oom(fp_pool *p, size_t size);
+/* The caller served the request after the pool's last OOM after all
+ * (memory another process gave back): that OOM leaves num_ooms. */
+void fp_pool_oom_averted(fp_pool *p);
 const fp_pool_opts *fp_pool_get_opts(const fp_pool *p);
 /* Bytes reserved now, read without the lock (may be a moment stale). */
 size_t fp_pool_reserved_bytes(const fp_pool *p);

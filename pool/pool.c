@@ -733,10 +733,29 @@ static fp_segment *oldest_free_segment(fp_pool *p)
     return best;
 }
 
+static size_t trim_locked(fp_pool *p, size_t keep);
+
 size_t fp_pool_trim(fp_pool *p, size_t keep)
 {
-    size_t bytes = 0;
     pthread_mutex_lock(&p->lock);
+    size_t bytes = trim_locked(p, keep);
+    pthread_mutex_unlock(&p->lock);
+    return bytes;
+}
+
+int fp_pool_trim_try(fp_pool *p, size_t keep, size_t *bytes)
+{
+    if (pthread_mutex_trylock(&p->lock) != 0)
+        return EBUSY;
+    *bytes = trim_locked(p, keep);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+/* Least recently freed first: whole classic segments, then idle pages. */
+static size_t trim_locked(fp_pool *p, size_t keep)
+{
+    size_t bytes = 0;
     fp_front_flush(p, false);
     fp_segment *s;
     while (reserved_now(p) > keep && (s = oldest_free_segment(p))) {
@@ -745,7 +764,6 @@ size_t fp_pool_trim(fp_pool *p, size_t keep)
     }
     if (reserved_now(p) > keep) /* then idle pages of virtual-memory segments */
         bytes += fp_vmm_trim_to(p, reserved_now(p) - keep);
-    pthread_mutex_unlock(&p->lock);
     return bytes;
 }
 
@@ -809,6 +827,14 @@ void fp_pool_note_oom(fp_pool *p, size_t size)
 {
     pthread_mutex_lock(&p->lock);
     note_oom(p, size, fp_round_size(&p->opts, size));
+    pthread_mutex_unlock(&p->lock);
+}
+
+void fp_pool_oom_averted(fp_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->st.num_ooms)
+        p->st.num_ooms--;
     pthread_mutex_unlock(&p->lock);
 }
 

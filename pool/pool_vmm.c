@@ -373,8 +373,11 @@ int fp_vmm_back(fp_pool *p, uint64_t addr, size_t size)
             return ENOMEM;
         }
     }
-    if (keep_headroom(p, need, s, lo, hi) < need)
-        return ENOMEM; /* it cannot complete: map none of it */
+    if (keep_headroom(p, need, s, lo, hi) < need) { /* it cannot complete: map none of it */
+        p->last_oom.over_cap = 0;
+        p->last_oom.backend_err = ENOMEM; /* the device's free memory refused it */
+        return ENOMEM;
+    }
     for (size_t i = next_in_state(s, lo, hi, false); i < hi;) {
         size_t j = next_in_state(s, i, hi, true);
         int err = map_pages(p, s, i, j, lo, hi);

@@ -28,7 +28,8 @@
     X(DEFERRED, "deferred", "Deferred reuse", 0)             /* the shim's deferral; null: sync */ \
     X(THREADS, "thread_cache", "Thread caches", 1) /* the pools' front end; absent: off */         \
     X(TRACE, "trace", "Trace problems", 0)         /* a replay's trace problems */                 \
-    X(IPC, "ipc", "IPC", 0)                        /* the shim's IPC counters */
+    X(IPC, "ipc", "IPC", 0)                        /* the shim's IPC counters */                   \
+    X(LEND, "lending", "Lending", 1)               /* asks between processes; absent: not joined */
 
 typedef enum fp_dev_group_id {
 #define FP_DEV_GROUP_ID(id, key, label, omit) FP_GROUP_##id,

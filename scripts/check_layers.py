@@ -131,6 +131,7 @@ ALLOC_ASIDE = {
     "shim/shim_snaprec.c": "while snapshot:PATH records",
     "shim/shim_mempool.c": "for stream-ordered blocks (cuMemAllocAsync)",
     "shim/shim_state.c": "fp_say, at an invalid free or a refused capture",
+    "shim/shim_lend.c": "once per device (joining lending) and at an OOM (the ask)",
 }
 IDENT = re.compile(r"[A-Za-z_]\w*")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
@@ -242,6 +243,8 @@ def definitions(code):
         words = IDENT.findall(head)
         if not words or {"static", "typedef", "extern"} & set(words):
             continue
+        if re.match(r"\s*(?:struct|union|enum)\s+\w+\s*\{", head):
+            continue   # struct tag { members }; defines a type, no global
         if body:   # a function definition: the name before its parameters
             m = re.search(r"([A-Za-z_]\w*)\s*\((?:[^()]|\([^()]*\))*\)\s*$", head)
             if m:

@@ -21,6 +21,8 @@
  *   shim_pages.c        the VMM backend: ranges, pages mapped on demand, peers;
  *   shim_ipc_vmm.c    IPC of VMM blocks: descriptors over a socket, mapping;
  *   shim_pools.c      one pool per context, its backend, pointer routing;
+ *   shim_lendtab.c    the lending rendezvous: a shared file of slots, futexes;
+ *   shim_lend.c       lending idle memory to other processes on the GPU;
  *   shim_host.c       pinned host memory: its pool, fences, live blocks;
  *   shim_summary.c    the exit summary, SIGUSR1 dumps, the OOM report;
  *   shim_nvml.c       the other processes on a GPU, from NVML;
@@ -62,6 +64,8 @@
 #include "shim_pages.h"
 #include "shim_ipc_vmm.h"
 #include "shim_pools.h"
+#include "shim_lendtab.h"
+#include "shim_lend.h"
 #include "shim_host.h"
 #include "shim_summary.h"
 #include "shim_nvml.h"

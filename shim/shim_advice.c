@@ -45,6 +45,7 @@
  *    (past one, no note), and makes no CUDA call.
  */
 #include "shim_advice.h"
+#include "shim_lend.h"
 #include "fp_advise.h"
 #include "fp_report.h"
 #include "shim_framework.h"
@@ -417,6 +418,7 @@ void fp_advice_oom(fp_ctx_pool *d)
                     "already; record the run with trace:PATH and run `fragpool tune PATH "
                     "--budget SIZE`\n");
     }
+    fp_lend_oom_lines(d->dev, &s);
     fp_summary_oom_host(&s);
     fp_summary_oom_say(text, false);
     reporting = false;

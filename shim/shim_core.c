@@ -33,6 +33,7 @@
 #include "shim_clock.h"
 #include "shim_defer.h"
 #include "shim_ipc.h"
+#include "shim_lend.h"
 #include "shim_mempool.h"
 #include "shim_pools.h"
 #include "shim_real.h"
@@ -122,14 +123,26 @@ static void trace_alloc(fp_ctx_pool *d, uint64_t addr, CUstream s)
     }
 }
 
-/* s and async: the stream of cuMemAllocAsync, for same-stream reuse. */
+static int serve(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr)
+{
+    uint64_t t0 = fp_time_begin();
+    int err = deferred()
+                  ? fp_defer_alloc(d->defer, d->pool, fp_pools_tcache(d), size, s, async, addr)
+                  : fp_pool_alloc(d->pool, size, addr);
+    fp_time_end(t0);
+    return err;
+}
+
+/* s and async: the stream of cuMemAllocAsync, for same-stream reuse.  When
+ * the device ran out, the other fragpool processes on it are asked for
+ * their idle memory (shim_lend.h) and the allocation is tried once more. */
 static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s, bool async)
 {
-    uint64_t t0 = fp_time_begin(), addr = 0;
-    int err = deferred()
-                  ? fp_defer_alloc(d->defer, d->pool, fp_pools_tcache(d), size, s, async, &addr)
-                  : fp_pool_alloc(d->pool, size, &addr);
-    fp_time_end(t0);
+    uint64_t addr = 0;
+    fp_lend_note(d);
+    int err = serve(d, size, s, async, &addr);
+    if (err == ENOMEM && fp_lend_ask(d, size) && (err = serve(d, size, s, async, &addr)) == 0)
+        fp_lend_served(d);
     if (!atomic_load_explicit(&fp_shim.used, memory_order_relaxed)) /* keep the line shared */
         atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
     debug_check(d);

@@ -56,6 +56,7 @@
     X(cuGetErrorString) X(cuCtxGetCurrent) X(cuCtxGetDevice)                \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceTotalMem_v2)     \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)       \
+    X(cuDeviceGetUuid) /* lending: the GPU's identity, shim_lend.c */         \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                      \
     X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)               \
     X(cuEventCreate) X(cuDriverGetVersion)                                  \

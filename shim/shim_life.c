@@ -21,6 +21,7 @@
 #include "shim_exitlock.h"
 #include "shim_framework.h"
 #include "shim_host.h"
+#include "shim_lend.h"
 #include "shim_path.h"
 #include "shim_pools.h"
 #include "shim_real.h"
@@ -105,6 +106,7 @@ static void on_exit_handler(void)
 {
     if (atomic_exchange(&fp_shim.exiting, true))
         return;
+    fp_lend_exit(); /* no listener makes a driver call from here on */
     wait_dump_idle();
     struct timespec by;
     fp_exit_deadline(&by);
@@ -216,6 +218,7 @@ static void on_fork_child(void)
      * writes no summary unless it allocates through fragpool itself, and
      * records no trace (the parent's rows are the parent's). */
     atomic_store(&fp_shim.used, false);
+    fp_lend_fork_child();
     for (size_t i = FP_NRANKED; i-- > 0;)
         if (ranked_locks[i].after)
             ranked_locks[i].after(true);

@@ -26,6 +26,7 @@
 #include "shim_exitlock.h"
 #include "shim_framework.h"
 #include "shim_host.h"
+#include "shim_lend.h"
 #include "shim_pages.h"
 #include "shim_path.h"
 #include "shim_real.h"
@@ -47,6 +48,7 @@
 #define FP_NDEFER_ROWS    (1 + FP_DEFER_COUNTS(FP_COUNT_ONE) 0)
 #define FP_NIPC_ROWS      (FP_IPC_COUNTS(FP_COUNT_ONE) 0)
 #define FP_NFRONT_ROWS    (FP_FRONT_COUNTS(FP_COUNT_ONE) 0)
+#define FP_NLEND_ROWS     (FP_LEND_COUNTS(FP_COUNT_ONE) 0)
 #define FP_COUNT_ONE(...) 1 +
 
 typedef struct dev_groups {
@@ -54,6 +56,7 @@ typedef struct dev_groups {
     fp_row defer[FP_NDEFER_ROWS];
     fp_row ipc[FP_NIPC_ROWS];
     fp_row front[FP_NFRONT_ROWS];
+    fp_row lend[FP_NLEND_ROWS];
     fp_group g[FP_DEV_NGROUPS]; /* fp_report_groups_init's slots */
 } dev_groups;
 
@@ -119,6 +122,23 @@ static void front_group(dev_groups *g, const fp_front_counts *c)
                         &(fp_group){.rows = c ? g->front : NULL, .nrows = n, .per_line = 3});
 }
 
+/* Lending between processes: absent where the device never joined. */
+static void lend_group(dev_groups *g, CUdevice dev)
+{
+    fp_lend_counts c;
+    bool joined = fp_lend_counts_get(dev, &c);
+    size_t n = 0;
+#define FP_LEND_ROW(field, key, one, many, kind)                                                   \
+    g->lend[n++] = (fp_row){key, one, many, kind, joined ? c.field : 0, 0};
+    FP_LEND_COUNTS(FP_LEND_ROW)
+#undef FP_LEND_ROW
+    fp_report_group_set(g->g, FP_GROUP_LEND,
+                        &(fp_group){.rows = joined ? g->lend : NULL,
+                                    .nrows = n,
+                                    .per_line = 4,
+                                    .zero = "no ask made or answered"});
+}
+
 static void ipc_group(dev_groups *g, const fp_ipc_counts *c)
 {
     size_t n = 0;
@@ -156,6 +176,7 @@ static void shim_groups(collect *c, fp_ctx_pool *d, fp_dev_report *r)
     defer_group(g, deferred ? &dc : NULL);
     front_group(g, front ? &fc : NULL);
     ipc_group(g, &ipc);
+    lend_group(g, d->dev);
 }
 
 static void add_pool(fp_ctx_pool *d, void *ud)

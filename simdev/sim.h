@@ -8,7 +8,8 @@
  *      sim_error.c     cuGetErrorName, cuGetErrorString
  *      sim_op.c        stream operations and their dependencies; the
  *                      references among streams, operations and events
- *   1  sim_ctx.c       contexts: lookup, the per-thread current-context
+ *   1  sim_share.c     one capacity shared by processes (FRAGPOOL_SIM_SHARED)
+ *      sim_ctx.c       contexts: lookup, the per-thread current-context
  *                      stack, the calls that only read or set them
  *      sim_devfile.c   the shared device file that backs IPC exports
  *      sim_capture.c   capture state and rules (what invalidates one)
@@ -138,6 +139,18 @@ CUresult sim_check_dev(CUdevice dev);
 void sim_lock(void);
 void sim_unlock(void);
 void sim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* sim_share.c: FRAGPOOL_SIM_SHARED=PATH, one capacity for every process
+ * naming PATH.  sim_share_charge adds bytes to dev's shared total unless
+ * that would pass capacity (then false); sim_share_identity is what the
+ * device UUIDs carry (PATH's hash, else the pid). */
+void sim_share_setup(void);
+bool sim_share_on(void);
+uint64_t sim_share_identity(void);
+bool sim_share_charge(int dev, size_t bytes, size_t capacity);
+void sim_share_uncharge(int dev, size_t bytes);
+size_t sim_share_used(int dev);
+void sim_share_fork_child(void);
 
 /* ---- contexts (sim_ctx.c) ----------------------------------------------- */
 /* Current context of the calling thread, usable (else INVALID_CONTEXT). */

@@ -73,6 +73,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     sim_mem_fork_lock(false);
+    sim_share_fork_child();
     pthread_cond_init(&g_sim.progress, NULL);
     sim_stream_fork_child();
     if (atomic_load(&g_sim.initialized)) {
@@ -106,6 +107,7 @@ static void setup_once(void)
         g_sim.dev[d].primary.primary = true;
         g_sim.dev[d].legacy = sim_stream_new(d, NULL, SIM_STREAM_LEGACY, 0, 0);
     }
+    sim_share_setup();
     sim_mem_setup(ndev, mb << 20, nth);
     sim_stream_setup();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -191,7 +193,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    static const char kPrefix[14] = "fragpool-simd"; /* 13 chars + NUL */
+    static const char kPrefix[8] = "fpsimd-"; /* 7 chars + NUL */
     CUresult rc = sim_check_init();
     if (rc == CUDA_SUCCESS && uuid == NULL)
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -199,8 +201,10 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
         rc = sim_check_dev(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
+    uint64_t who = sim_share_identity(); /* one GPU per process, or per shared file */
     memset(uuid->bytes, 0, sizeof uuid->bytes);
-    memcpy(uuid->bytes, kPrefix, sizeof kPrefix);
+    memcpy(uuid->bytes, kPrefix, 7);
+    memcpy(uuid->bytes + 7, &who, sizeof who);
     uuid->bytes[15] = (char)dev;
     return CUDA_SUCCESS;
 }

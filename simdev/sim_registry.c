@@ -131,6 +131,22 @@ static void release_host(const sim_alloc *a)
     free(p);
 }
 
+/* Whether bytes more fit on dev, and then charged to the shared capacity
+ * when there is one (sim_share.c; mem lock held). */
+static bool fits(int dev, size_t bytes)
+{
+    const mem_dev *d = &g_mem.dev[dev];
+    if (sim_share_on())
+        return sim_share_charge(dev, bytes, d->capacity);
+    return bytes <= (d->capacity > d->in_use ? d->capacity - d->in_use : 0);
+}
+
+static void unfit(int dev, size_t bytes)
+{
+    if (sim_share_on())
+        sim_share_uncharge(dev, bytes);
+}
+
 /* Charges a counted allocation, or says why not (mem lock held). */
 static CUresult charge(const sim_alloc *req)
 {
@@ -141,8 +157,7 @@ static CUresult charge(const sim_alloc *req)
     bool injected = g_mem.fail_nth != 0 && ++g_mem.seq == g_mem.fail_nth;
     if (injected)
         g_mem.fail_nth = 0;
-    size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
-    if (injected || req->charged > room) {
+    if (injected || !fits(req->dev, req->charged)) {
         d->c.alloc_failures++;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -158,6 +173,7 @@ static void uncharge(const sim_alloc *a, bool is_free, bool async)
         return;
     mem_dev *d = &g_mem.dev[a->dev];
     d->in_use -= a->charged;
+    unfit(a->dev, a->charged);
     if (!is_free)
         return;
     d->c.free_calls++;
@@ -358,8 +374,7 @@ CUresult sim_mem_charge_phys(int dev, size_t bytes)
 {
     mem_lock();
     mem_dev *d = &g_mem.dev[dev];
-    size_t room = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
-    bool ok = bytes <= room;
+    bool ok = fits(dev, bytes);
     if (ok) {
         d->in_use += bytes;
         if (d->in_use > d->c.bytes_peak)
@@ -373,6 +388,7 @@ void sim_mem_uncharge_phys(int dev, size_t bytes)
 {
     mem_lock();
     g_mem.dev[dev].in_use -= bytes;
+    unfit(dev, bytes);
     mem_unlock();
 }
 
@@ -518,8 +534,9 @@ void sim_mem_info(int dev, size_t *free_b, size_t *total_b)
 {
     mem_lock();
     const mem_dev *d = &g_mem.dev[dev];
+    size_t used = sim_share_on() ? sim_share_used(dev) : d->in_use;
     if (free_b != NULL)
-        *free_b = d->capacity > d->in_use ? d->capacity - d->in_use : 0;
+        *free_b = d->capacity > used ? d->capacity - used : 0;
     if (total_b != NULL)
         *total_b = d->capacity;
     mem_unlock();

@@ -1,0 +1,442 @@
+/* test_shim_lend.c - lending idle memory between fragpool processes on one
+ * simulated GPU (shim_lend.c, shim_lendtab.c; docs/lending.md).
+ *
+ * The test program runs itself as the processes of each case: a lender
+ * ("lender MB": allocates MB MiB, frees it all so that the pool holds it
+ * idle, says "ready", then waits on its stdin, doing nothing, until the
+ * test closes it) and a borrower ("borrower MB": one cuMemAlloc of MB MiB;
+ * exit 0 when it got it, 2 on CUDA_ERROR_OUT_OF_MEMORY).  Both see one
+ * simulated capacity of CAP_MB (FRAGPOOL_SIM_SHARED) and meet in a
+ * private lend_dir.  The cases:
+ *  - the lender's idle memory comes back: the borrower succeeds where the
+ *    device alone could not serve it, and both summaries say so;
+ *  - lend:0 on either side: the borrower fails, as without lending;
+ *  - a stopped peer (SIGSTOP) holds its slot but never answers: the ask
+ *    ends at lend_wait_ms and the OOM message names it;
+ *  - a peer killed with SIGKILL during the ask: the asker sees it gone in
+ *    the next slice and does not wait out its (long) bound;
+ *  - a slot forged with another user's uid is never asked, and its ask
+ *    (forged by this test) is refused: nothing is released for it;
+ *  - a request over the borrower's own cap asks nobody;
+ *  - a rendezvous file that is not private to the user is refused in one
+ *    line, and allocation goes on without lending.
+ */
+#include "shim_lendtab.h"
+#include "child_run.h"
+#include "fp_cuda.h"
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#define CAP_MB    1024
+#define LEND_MB   768
+#define BORROW_MB 512
+
+static char dir[64];
+static char self[PATH_MAX];
+
+/* ---- the roles (child processes) -------------------------------------------- */
+
+static CUcontext start_cuda(void)
+{
+    CUcontext ctx = NULL;
+    CUdevice dev = 0;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        _exit(4);
+    return ctx;
+}
+
+static int lender(size_t mb)
+{
+    start_cuda();
+    CUdeviceptr p[64];
+    size_t n = 0;
+    for (size_t got = 0; got < mb && n < 64; got += 64)
+        if (cuMemAlloc_v2(&p[n++], (size_t)64 << 20) != CUDA_SUCCESS)
+            return 3;
+    for (size_t i = 0; i < n; i++)
+        cuMemFree_v2(p[i]);
+    if (write(1, "ready\n", 6) != 6)
+        return 3;
+    char c;
+    while (read(0, &c, 1) > 0) {
+    }
+    return 0;
+}
+
+static int borrower(size_t mb)
+{
+    start_cuda();
+    CUdeviceptr p = 0;
+    CUresult r = cuMemAlloc_v2(&p, mb << 20);
+    if (r == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    return r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_OUT_OF_MEMORY ? 2 : 3;
+}
+
+/* ---- running them --------------------------------------------------------------- */
+
+typedef struct proc {
+    pid_t pid;
+    int in;  /* its stdin: closing it ends a lender */
+    int err; /* a temp file with its stderr */
+} proc;
+
+static char **env_for(const char *conf, const char *summary)
+{
+    static char c[1024], shared[128], capacity[64];
+    const char *mine = getenv("FRAGPOOL_CONF"); /* the variant's segments */
+    bool classic = mine && strstr(mine, "expandable_segments:False");
+    snprintf(c, sizeof c, "FRAGPOOL_CONF=debug_check:1,lend_dir:%s,summary:%s%s%s%s%s", dir,
+             summary ? summary : "off", summary ? ",summary_format:json" : "",
+             classic ? ",expandable_segments:False" : "", *conf ? "," : "", conf);
+    snprintf(shared, sizeof shared, "FRAGPOOL_SIM_SHARED=%s/capacity", dir);
+    snprintf(capacity, sizeof capacity, "FRAGPOOL_SIM_CAPACITY_MB=%d", CAP_MB);
+    static const char *const drop[] = {"FRAGPOOL_CONF=", "FRAGPOOL_SIM_", NULL};
+    const char *add[] = {c, shared, capacity, NULL};
+    return fp_t_hold(fp_t_child_env(drop, add));
+}
+
+/* A lender that has freed its memory and waits (its summary to summary). */
+static proc start_lender(const char *conf, const char *summary)
+{
+    int in[2], out[2];
+    assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
+    proc l = {.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
+    char mb[16];
+    snprintf(mb, sizeof mb, "%d", LEND_MB);
+    char *argv[] = {self, "lender", mb, NULL};
+    char **env = env_for(conf, summary);
+    fflush(stdout);
+    fflush(stderr);
+    l.pid = fork();
+    assert_true(l.pid >= 0);
+    if (l.pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(l.err, 2);
+        close(in[1]);
+        close(out[0]);
+        execve(self, argv, env);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    char buf[8] = {0};
+    ssize_t n = read(out[0], buf, 6);
+    close(out[0]);
+    if (n != 6 || strcmp(buf, "ready\n") != 0)
+        fail_msg("the lender did not get ready: %s", fp_t_read_fd(l.err));
+    l.in = in[1];
+    return l;
+}
+
+static int stop_lender(proc *l)
+{
+    close(l->in);
+    int st = 0;
+    waitpid(l->pid, &st, 0);
+    return st;
+}
+
+/* Runs a borrower of mb MiB; its exit code, its stderr in *err, and the
+ * seconds it ran in *secs. */
+static int run_borrower(size_t mb, const char *conf, const char *summary, char **err,
+                        double *secs)
+{
+    char arg[16];
+    snprintf(arg, sizeof arg, "%zu", mb);
+    char *argv[] = {self, "borrower", arg, NULL};
+    int efd = fp_t_temp_fd("/tmp/fp-lend-err-"), st = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fp_t_spawn_wait(self, argv, env_for(conf, summary), -1, efd, 60, &st);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    *err = fp_t_slurp_fd(efd);
+    close(efd);
+    if (pid < 0)
+        fail_msg("the borrower did not end in 60 s: %s", *err);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static char *summary_path(const char *who)
+{
+    static char paths[4][128];
+    static int k;
+    char *p = paths[k++ % 4];
+    snprintf(p, 128, "%s/%s.json", dir, who);
+    return p;
+}
+
+/* The value of "key": in the "lending" object of a JSON summary, or -1. */
+static long long lending_value(const char *json, const char *key)
+{
+    const char *g = json ? strstr(json, "\"lending\"") : NULL;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *k = g ? strstr(g, pat) : NULL;
+    return k ? strtoll(k + strlen(pat), NULL, 10) : -1;
+}
+
+/* ---- the table, as another user would forge it -------------------------------- */
+
+typedef struct table {
+    int fd;
+    fp_lend_file *f;
+} table;
+
+static table open_table(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[PATH_MAX] = "";
+    while (d && (e = readdir(d)))
+        if (strncmp(e->d_name, "fragpool-lend-", 14) == 0)
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (d)
+        closedir(d);
+    table t = {.fd = open(path, O_RDWR)};
+    if (t.fd < 0)
+        fail_msg("no rendezvous file in %s", dir);
+    t.f = mmap(NULL, sizeof *t.f, PROT_READ | PROT_WRITE, MAP_SHARED, t.fd, 0);
+    assert_true(t.f != MAP_FAILED);
+    return t;
+}
+
+/* Takes a free slot as uid would: its lock held by this process. */
+static int forge_slot(table *t, uint32_t uid)
+{
+    for (int i = 0; i < FP_LEND_SLOTS; i++) {
+        struct flock l = {.l_type = F_WRLCK,
+                          .l_whence = SEEK_SET,
+                          .l_start = (off_t)sizeof(fp_lend_file) + 1 + i,
+                          .l_len = 1};
+        if (fcntl(t->fd, F_OFD_SETLK, &l) == 0) {
+            t->f->slot[i].uid = uid;
+            t->f->slot[i].pid = getpid();
+            return i;
+        }
+    }
+    fail_msg("no free slot to forge");
+    return -1;
+}
+
+static void close_table(table *t)
+{
+    munmap(t->f, sizeof *t->f);
+    close(t->fd);
+}
+
+/* ---- the cases ------------------------------------------------------------------------ */
+
+static int fresh_dir(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/fp-lend-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int remove_dir(void **state)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[PATH_MAX];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+    return fp_t_release_held(state);
+}
+
+static void test_idle_memory_comes_back(void **state)
+{
+    (void)state;
+    char *ls = summary_path("lender"), *bs = summary_path("borrower"), *err;
+    double secs;
+    proc l = start_lender("", ls);
+    int rc = run_borrower(BORROW_MB, "", bs, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    if (rc != 0)
+        fail_msg("the borrower failed (%d) though the lender held %d MiB idle: %s", rc,
+                 LEND_MB, err);
+    char *lj = fp_t_slurp_path(ls), *bj = fp_t_slurp_path(bs);
+    assert_int_equal(lending_value(bj, "asks"), 1);
+    assert_int_equal(lending_value(bj, "asks_served"), 1);
+    assert_true(lending_value(bj, "borrowed_bytes") >= (long long)BORROW_MB << 20);
+    assert_int_equal(lending_value(lj, "answers"), 1);
+    assert_true(lending_value(lj, "lent_bytes") >= (long long)(BORROW_MB - (CAP_MB - LEND_MB))
+                                                        << 20);
+    assert_null(strstr(bj, "\"num_ooms\":1"));
+    /* the last to leave removed the rendezvous */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        assert_true(strncmp(e->d_name, "fragpool-lend-", 14) != 0);
+    closedir(d);
+}
+
+static void test_off_on_the_borrower(void **state)
+{
+    (void)state;
+    char *err;
+    double secs;
+    proc l = start_lender("", NULL);
+    int rc = run_borrower(BORROW_MB, "lend:0", NULL, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 2);
+    assert_null(strstr(err, "lending:"));
+}
+
+static void test_off_on_the_lender(void **state)
+{
+    (void)state;
+    char *err;
+    double secs;
+    proc l = start_lender("lend:0", NULL);
+    int rc = run_borrower(BORROW_MB, "", NULL, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 2);
+    assert_null(strstr(err, "lending:")); /* nobody to ask: no line */
+}
+
+static void test_stopped_peer_is_waited_for_boundedly(void **state)
+{
+    (void)state;
+    char *err;
+    double secs;
+    proc l = start_lender("", NULL);
+    kill(l.pid, SIGSTOP);
+    int rc = run_borrower(BORROW_MB, "lend_wait_ms:300", NULL, &err, &secs);
+    kill(l.pid, SIGCONT);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 2);
+    char pat[64];
+    snprintf(pat, sizeof pat, "pid %d did not answer in 300 ms", (int)l.pid);
+    if (!strstr(err, pat))
+        fail_msg("the OOM message does not name the silent peer (%s): %s", pat, err);
+    assert_true(secs < 30); /* the bound is 0.3 s; 30 s is only against a hang */
+}
+
+static void test_peer_killed_mid_ask(void **state)
+{
+    (void)state;
+    proc l = start_lender("", NULL);
+    kill(l.pid, SIGSTOP);
+    pid_t killer = fork();
+    assert_true(killer >= 0);
+    if (killer == 0) {
+        struct timespec half = {0, 500000000};
+        nanosleep(&half, NULL);
+        kill(l.pid, SIGKILL);
+        _exit(0);
+    }
+    char *err;
+    double secs;
+    int rc = run_borrower(BORROW_MB, "lend_wait_ms:60000", NULL, &err, &secs);
+    waitpid(killer, NULL, 0);
+    close(l.in);
+    waitpid(l.pid, NULL, 0);
+    assert_true(rc == 0 || rc == 2);
+    if (secs >= 30)
+        fail_msg("the ask waited %.1f s for a peer killed after 0.5 s", secs);
+}
+
+static void test_other_user_is_ignored_and_refused(void **state)
+{
+    (void)state;
+    char *ls = summary_path("lender"), *err;
+    double secs;
+    proc l = start_lender("", ls);
+    table t = open_table();
+    int forged = forge_slot(&t, (uint32_t)geteuid() + 1);
+    int lslot = -1;
+    for (int i = 0; i < FP_LEND_SLOTS; i++)
+        if (t.f->slot[i].pid == l.pid)
+            lslot = i;
+    assert_true(lslot >= 0);
+    /* the forged slot asks the lender for everything */
+    fp_lend_slot *ls_slot = &t.f->slot[lslot];
+    __atomic_store_n(&ls_slot->want, (uint64_t)CAP_MB << 20, __ATOMIC_SEQ_CST);
+    __atomic_fetch_or(&ls_slot->asks, (uint64_t)1 << forged, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&ls_slot->bell, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &ls_slot->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    struct timespec nap = {0, 300000000};
+    nanosleep(&nap, NULL);
+    assert_int_equal(__atomic_load_n(&t.f->slot[forged].ans[lslot].round, __ATOMIC_SEQ_CST), 0);
+    /* a borrower asks the lender, not the forged slot */
+    int rc = run_borrower(BORROW_MB, "", NULL, &err, &secs);
+    assert_int_equal(__atomic_load_n(&t.f->slot[forged].asks, __ATOMIC_SEQ_CST), 0);
+    close_table(&t);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 0);
+    char *lj = fp_t_slurp_path(ls);
+    assert_int_equal(lending_value(lj, "refused"), 1);
+    assert_int_equal(lending_value(lj, "answers"), 1); /* the borrower's only */
+}
+
+static void test_own_cap_asks_nobody(void **state)
+{
+    (void)state;
+    char *ls = summary_path("lender"), *err;
+    double secs;
+    proc l = start_lender("", ls);
+    int rc = run_borrower(BORROW_MB, "per_process_memory_fraction:0.25", NULL, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 2);
+    char *lj = fp_t_slurp_path(ls);
+    assert_int_equal(lending_value(lj, "answers"), 0);
+    assert_int_equal(lending_value(lj, "lent_bytes"), 0);
+}
+
+static void test_shared_file_refused(void **state)
+{
+    (void)state;
+    char *err;
+    double secs;
+    proc l = start_lender("", NULL);
+    table t = open_table();
+    fchmod(t.fd, 0644);
+    close_table(&t);
+    int rc = run_borrower(64, "", NULL, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 0); /* fits without anyone's help */
+    if (!strstr(err, "not a private file of this user") ||
+        fp_t_count_of(err, "fragpool: lend: ") != 1)
+        fail_msg("want one line refusing the shared file: %s", err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "lender") == 0)
+        return lender(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "borrower") == 0)
+        return borrower(strtoull(argv[2], NULL, 10));
+    if (!realpath("/proc/self/exe", self))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_idle_memory_comes_back, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_off_on_the_borrower, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_off_on_the_lender, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_stopped_peer_is_waited_for_boundedly, fresh_dir,
+                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_peer_killed_mid_ask, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_other_user_is_ignored_and_refused, fresh_dir,
+                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_own_cap_asks_nobody, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_shared_file_refused, fresh_dir, remove_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
