@@ -908,6 +908,7 @@ static const fp_option fp_options[] = {
         .acts = FP_ACTS_ALL,
         .type = "directory",
         .deflt = "/dev/shm",
+        .range = "PATH",
         .help = "where the processes of one GPU meet to lend memory: a "
                 "private file per user and GPU (docs/lending.md)",
         .accept = "a directory path shorter than 256 bytes",

@@ -151,8 +151,8 @@ static int join_dev(lend_dev *L, CUdevice dev)
                dev);
         return ENODEV;
     }
-    int err = fp_lendtab_join(fp_shim.conf.lend_dir, (const unsigned char *)u.bytes, &L->tab,
-                              why, sizeof why);
+    int err = fp_lendtab_join(fp_shim.conf.lend_dir, (const unsigned char *)u.bytes, &L->tab, why,
+                              sizeof why);
     if (err) {
         fp_say("lend: cannot use the rendezvous in lend_dir %s for device %d (%s); this process "
                "neither lends nor borrows memory there",
@@ -179,8 +179,7 @@ void fp_lend_join(fp_ctx_pool *d)
     int none = FP_LEND_NONE;
     if (!atomic_compare_exchange_strong(&fp_lend_state[dev], &none, FP_LEND_JOINING))
         return;
-    bool ok = fp_shim.conf.lend && !atomic_load(&fp_shim.exiting) &&
-              join_dev(&devs[dev], dev) == 0;
+    bool ok = fp_shim.conf.lend && !atomic_load(&fp_shim.exiting) && join_dev(&devs[dev], dev) == 0;
     atomic_store(&fp_lend_state[dev], ok ? FP_LEND_JOINED : FP_LEND_OFF);
 }
 
@@ -226,6 +225,7 @@ bool fp_lend_ask(fp_ctx_pool *d, size_t size)
         return false;
     atomic_fetch_add(&L->asks, 1);
     atomic_fetch_add(&L->borrowed, r.released);
+    atomic_fetch_add(&L->wait_us, r.waited_ns / 1000u);
     atomic_fetch_add(&L->no_answer, r.asked - r.answered);
     return r.released > 0;
 }

@@ -33,11 +33,12 @@
     X(asks, "asks", " ask", " asks", FP_ROW_COUNT)                                                 \
     X(asks_served, "asks_served", " served after an ask", NULL, FP_ROW_COUNT)                      \
     X(borrowed, "borrowed_bytes", " released by peers", NULL, FP_ROW_BYTES)                        \
-    X(no_answer, "unanswered", " peer did not answer in time", " peers did not answer in time",   \
+    X(wait_us, "wait_us", " us waiting for answers", NULL, FP_ROW_COUNT)                           \
+    X(no_answer, "unanswered", " peer did not answer in time", " peers did not answer in time",    \
       FP_ROW_COUNT)                                                                                \
     X(answers, "answers", " ask answered", " asks answered", FP_ROW_COUNT)                         \
     X(lent, "lent_bytes", " given back to peers", NULL, FP_ROW_BYTES)                              \
-    X(refused, "refused", " ask of another user refused", " asks of another user refused",        \
+    X(refused, "refused", " ask of another user refused", " asks of another user refused",         \
       FP_ROW_COUNT)
 
 typedef struct fp_lend_counts {

@@ -136,8 +136,8 @@ static int check_existing(fp_lendtab *t, char *why, size_t len)
     t->f = mmap(NULL, sizeof *t->f, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
     if (t->f == MAP_FAILED)
         return say(why, len, "cannot map it", errno), errno;
-    for (unsigned ms = 0; __atomic_load_n(&t->f->magic, __ATOMIC_ACQUIRE) != FP_LEND_MAGIC &&
-                          ms < OPEN_WAIT_MS;
+    for (unsigned ms = 0;
+         __atomic_load_n(&t->f->magic, __ATOMIC_ACQUIRE) != FP_LEND_MAGIC && ms < OPEN_WAIT_MS;
          ms += 10)
         nap_ms(10);
     if (t->f->magic != FP_LEND_MAGIC || t->f->version != FP_LEND_VERSION ||

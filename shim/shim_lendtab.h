@@ -33,21 +33,21 @@
 #define FP_LEND_SLOTS 64
 
 typedef struct fp_lend_answer {
-    uint32_t round;    /* the asker's round this answers                 */
+    uint32_t round; /* the asker's round this answers                 */
     uint32_t pad;
     uint64_t released; /* bytes the answerer gave back                   */
     uint64_t idle;     /* idle bytes it still held after                 */
 } fp_lend_answer;
 
 typedef struct fp_lend_slot {
-    uint32_t bell;   /* futex: an asker rang (the owner's listener waits) */
-    uint32_t reply;  /* futex: an answer came (the owner waits, asking)   */
-    uint32_t round;  /* the owner's ask round                             */
-    uint32_t uid;    /* the owner's effective uid                         */
-    int32_t pid;     /* the owner's pid; 0 while the slot is set up       */
+    uint32_t bell;  /* futex: an asker rang (the owner's listener waits) */
+    uint32_t reply; /* futex: an answer came (the owner waits, asking)   */
+    uint32_t round; /* the owner's ask round                             */
+    uint32_t uid;   /* the owner's effective uid                         */
+    int32_t pid;    /* the owner's pid; 0 while the slot is set up       */
     uint32_t pad;
-    uint64_t asks;   /* bit i: slot i asked since the last answer         */
-    uint64_t want;   /* the largest ask since the last answer, bytes      */
+    uint64_t asks;                     /* bit i: slot i asked since the last answer         */
+    uint64_t want;                     /* the largest ask since the last answer, bytes      */
     fp_lend_answer ans[FP_LEND_SLOTS]; /* answers to the owner, by answerer */
 } fp_lend_slot;
 
@@ -70,13 +70,13 @@ typedef struct fp_lend_peer {
 
 /* What one ask found. */
 typedef struct fp_lend_round {
-    uint64_t want;       /* bytes asked for                               */
-    unsigned asked;      /* peers rung                                    */
-    unsigned answered;   /* of them, those that answered in time          */
-    unsigned ignored;    /* slots of another user, passed over            */
-    uint64_t released;   /* bytes the answers gave back                   */
-    uint64_t waited_ns;  /* from the first ring to the end of the wait    */
-    unsigned wait_ms;    /* the bound it ran under                        */
+    uint64_t want;                    /* bytes asked for                               */
+    unsigned asked;                   /* peers rung                                    */
+    unsigned answered;                /* of them, those that answered in time          */
+    unsigned ignored;                 /* slots of another user, passed over            */
+    uint64_t released;                /* bytes the answers gave back                   */
+    uint64_t waited_ns;               /* from the first ring to the end of the wait    */
+    unsigned wait_ms;                 /* the bound it ran under                        */
     fp_lend_peer peer[FP_LEND_SLOTS]; /* the asked peers, [0, asked)      */
 } fp_lend_round;
 

@@ -137,8 +137,8 @@ static int my_row(void)
     reap();
     for (int r = 0; r < SIM_SHARE_SLOTS; r++) {
         int32_t free_pid = 0;
-        if (__atomic_compare_exchange_n(&g_file->row[r].pid, &free_pid, me, false,
-                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        if (__atomic_compare_exchange_n(&g_file->row[r].pid, &free_pid, me, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
             return g_row = r;
     }
     return -1;

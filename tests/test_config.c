@@ -24,7 +24,7 @@
 #define T             "; ignoring this entry, the rest still applies"
 #define KT(key, cur)  "; ignoring this entry (" key " stays " cur "), the rest still applies"
 #define NEAR(a, b, c) "nearest keys: " a ", " b ", " c " (fragpool config lists every key)"
-#define KNOWN         NEAR("tools", "trace", "host_pool")
+#define KNOWN         NEAR("tools", "lend", "trace")
 #define MSS                                                                                        \
     "must be an integer number of MiB >= 21 (up to 17592186044415), "                              \
     "or unlimited" KT("max_split_size_mb", "unlimited")
@@ -112,7 +112,8 @@ static void expect_divs(const fp_conf *c, const uint32_t *want)
     "meminfo_counts_cache:1,debug_check:0,free_policy:deferred,"                                   \
     "defer_headroom_mb:0,summary:stderr,"                                                          \
     "summary_format:text,dump_on_sigusr1:0,trace:off,record_mb:16,"                                \
-    "advice_budget_ms:1000,ipc_export:fragpool,own_segment_mb:off,"                                \
+    "advice_budget_ms:1000,lend:1,lend_wait_ms:1000,lend_dir:/dev/shm,"                            \
+    "ipc_export:fragpool,own_segment_mb:off,"                                                      \
     "snapshot:off,trace_stacks:0,tools:passthrough,"                                               \
     "expandable_segments:auto,vmm_page_mb:granularity,"                                            \
     "vmm_reserve_mb:device,vmm_headroom_mb:64,thread_cache_mb:off,host_pool:1,"                    \
@@ -190,7 +191,7 @@ static void test_table(void **state)
     fp_conf c;
     char buf[1024], want[1024] = "";
     fp_conf_default(&c);
-    assert_int_equal(fp_conf_noptions(), 31);
+    assert_int_equal(fp_conf_noptions(), 34);
     assert_null(fp_conf_option(fp_conf_noptions()));
     for (size_t i = 0; i < fp_conf_noptions(); i++) {
         const fp_option *o = fp_conf_option(i);
@@ -632,6 +633,17 @@ static const bad_case bad[] = {
     {"record_mb:abc", 1,
      P "'record_mb:abc': must be an integer number of MiB >= 1 (up to 65536), or off" KT(
          "record_mb", "16") "\n"},
+    {"lend:maybe", 1,
+     P "'lend:maybe': must be 0, 1, true, false, True or False" KT("lend", "1") "\n"},
+    {"lend_wait_ms:0", 1,
+     P "'lend_wait_ms:0': must be an integer from 1 to 60000" KT("lend_wait_ms", "1000") "\n"},
+    {"lend_wait_ms:60001", 1,
+     P "'lend_wait_ms:60001': must be an integer from 1 to 60000" KT("lend_wait_ms", "1000") "\n"},
+    {"lend_dir:/tmp/a\x01"
+     "b",
+     1,
+     P "'lend_dir:/tmp/a\\x01b': control byte in path; must be a directory path shorter than 256 "
+       "bytes" KT("lend_dir", "/dev/shm") "\n"},
     {"advice_budget_ms:0", 1,
      P "'advice_budget_ms:0': must be an integer from 1 to 3600000" KT("advice_budget_ms",
                                                                        "1000") "\n"},
@@ -687,11 +699,10 @@ static const bad_case bad[] = {
     {"tool:pool", 1,
      P "unknown key 'tool' (in 'tool:pool'); "
        "did you mean tools? (fragpool config lists every key)" T "\n"},
-    {"tol:pool", 1,
-     P "unknown key 'tol' (in 'tol:pool'); " NEAR("tools", "trace", "strict") T "\n"},
+    {"tol:pool", 1, P "unknown key 'tol' (in 'tol:pool'); " NEAR("tools", "trace", "lend") T "\n"},
     {"max_split_mb:512", 1,
      P "unknown key 'max_split_mb' (in 'max_split_mb:512'); " NEAR(
-         "max_split_size_mb", "max_reserved_mb", "own_segment_mb") T "\n"},
+         "max_split_size_mb", "max_reserved_mb", "lend_wait_ms") T "\n"},
     /* no typo of any key, but part of one: that one first */
     {"split_size:512", 1,
      P "unknown key 'split_size' (in 'split_size:512'); " NEAR("max_split_size_mb", "strict",
@@ -800,7 +811,7 @@ static const bad_case bad[] = {
        "did you mean strict? (fragpool config lists every key)" T "\n"},
     /* long keys and values are cut at 64 bytes */
     {A64 "aaaa:1", 1,
-     P "unknown key '" A64 "...' (in '" A64 "...'); " NEAR("trace", "tools", "strict") T "\n"},
+     P "unknown key '" A64 "...' (in '" A64 "...'); " NEAR("trace", "lend", "tools") T "\n"},
     {"max_reserved_mb:1234567890123456789012345678901234567890123456789012"
      "345678901234567890",
      1,
@@ -901,7 +912,7 @@ static void round_trip(const fp_conf *c)
         fail_msg("'%s' does not parse back:\n%s", buf, cap.buf);
     assert_memory_equal(&back.pool, &c->pool, sizeof c->pool);
     assert_int_equal(back.strict, c->strict);
-    assert_int_equal(back.set_mask, (1u << fp_conf_noptions()) - 1);
+    assert_int_equal(back.set_mask, ((uint64_t)1 << fp_conf_noptions()) - 1);
 }
 
 static void test_round_trip(void **state)

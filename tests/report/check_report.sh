@@ -124,6 +124,18 @@ else fail "summary: a segment map from nowhere"; fi
 if grep -q '<div class="finding" id="finding" hidden="">' "$WORK/summary.dom"; then pass "summary: no finding"
 else fail "summary: a finding shown without a trace"; fi
 
+# A shim's summary with a lending object (docs/lending.md) shows it.
+sed 's|"devices":\[{|"devices":[{"lending":{"asks":2,"asks_served":1,"borrowed_bytes":536870912,"wait_us":4000,"unanswered":1,"answers":3,"lent_bytes":1048576,"refused":0},|' \
+    "$WORK/summary.json" >"$WORK/lend.json"
+"$FRAGPOOL" report "$WORK/lend.json" -o "$WORK/lend.html" >/dev/null
+browse "$WORK/lend.html" "$WORK/lend.dom" "$WORK/lend.log"
+common_checks lending "$WORK/lend.dom" "$WORK/lend.log"
+if grep -q 'id="lend-tbl-0"' "$WORK/lend.dom" && grep -q '512.00 MiB in 4 ms of waiting' "$WORK/lend.dom"; then
+    pass "lending: the table"
+else fail "lending: no lending table ($(grep -o 'Given back by peers[^<]*<[^<]*<[^<]*' "$WORK/lend.dom" || echo none))"; fi
+if grep -q 'id="lend-tbl-0"' "$WORK/summary.dom"; then fail "lending: a table without lending"
+else pass "lending: none where the summary has none"; fi
+
 # 3. Negative control: the checks must catch a script error.
 sed 's|drawSummary(sum);|drawSummary(sum); null.boom();|' "$WORK/report.html" >"$WORK/broken.html"
 browse "$WORK/broken.html" "$WORK/broken.dom" "$WORK/broken.log"

@@ -147,8 +147,7 @@ static int stop_lender(proc *l)
 
 /* Runs a borrower of mb MiB; its exit code, its stderr in *err, and the
  * seconds it ran in *secs. */
-static int run_borrower(size_t mb, const char *conf, const char *summary, char **err,
-                        double *secs)
+static int run_borrower(size_t mb, const char *conf, const char *summary, char **err, double *secs)
 {
     char arg[16];
     snprintf(arg, sizeof arg, "%zu", mb);
@@ -270,15 +269,15 @@ static void test_idle_memory_comes_back(void **state)
     int rc = run_borrower(BORROW_MB, "", bs, &err, &secs);
     assert_int_equal(stop_lender(&l), 0);
     if (rc != 0)
-        fail_msg("the borrower failed (%d) though the lender held %d MiB idle: %s", rc,
-                 LEND_MB, err);
+        fail_msg("the borrower failed (%d) though the lender held %d MiB idle: %s", rc, LEND_MB,
+                 err);
     char *lj = fp_t_slurp_path(ls), *bj = fp_t_slurp_path(bs);
     assert_int_equal(lending_value(bj, "asks"), 1);
     assert_int_equal(lending_value(bj, "asks_served"), 1);
     assert_true(lending_value(bj, "borrowed_bytes") >= (long long)BORROW_MB << 20);
     assert_int_equal(lending_value(lj, "answers"), 1);
     assert_true(lending_value(lj, "lent_bytes") >= (long long)(BORROW_MB - (CAP_MB - LEND_MB))
-                                                        << 20);
+                                                       << 20);
     assert_null(strstr(bj, "\"num_ooms\":1"));
     /* the last to leave removed the rendezvous */
     DIR *d = opendir(dir);
