@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -103,6 +104,10 @@ static void name_file(fp_lendtab *t, const char *dir, const unsigned char uuid[1
 /* A file this process made: sized, then the header, the magic last. */
 static int set_up(fp_lendtab *t)
 {
+    struct rlimit fs; /* past RLIMIT_FSIZE, ftruncate would raise SIGXFSZ */
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY &&
+        fs.rlim_cur < sizeof *t->f)
+        return EFBIG;
     if (ftruncate(t->fd, (off_t)sizeof *t->f) != 0)
         return errno;
     t->f = mmap(NULL, sizeof *t->f, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
@@ -154,6 +159,10 @@ static int open_file(fp_lendtab *t, char *why, size_t len)
     if (t->fd >= 0) {
         int err = set_up(t);
         if (err)
+            unlink(t->path); /* half made: nobody may wait for its header */
+        if (err == EFBIG)
+            say(why, len, "the file size limit (ulimit -f) is below the table's size", 0);
+        else if (err)
             say(why, len, "cannot set it up", err);
         return err;
     }
