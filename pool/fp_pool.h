@@ -317,6 +317,8 @@ size_t fp_pool_trim(fp_pool *p, size_t keep);
  * a thread that must not wait behind a lock held across a driver call
  * (the lending answer, shim_lend.c). */
 int fp_pool_trim_try(fp_pool *p, size_t keep, size_t *bytes);
+/* fp_pool_idle_bytes that never waits for the lock: EBUSY, or 0 and *idle. */
+int fp_pool_idle_try(fp_pool *p, size_t *idle);
 
 void fp_pool_get_stats(fp_pool *p, fp_pool_stats *out);
 /* torch.cuda.reset_peak_memory_stats: every stat's mark becomes its

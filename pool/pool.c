@@ -868,6 +868,15 @@ size_t fp_pool_idle_bytes(fp_pool *p)
     return idle;
 }
 
+int fp_pool_idle_try(fp_pool *p, size_t *idle)
+{
+    if (pthread_mutex_trylock(&p->lock) != 0)
+        return EBUSY;
+    *idle = reserved_now(p) - (size_t)p->st.allocated_bytes[FP_ALL].current;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
 void fp_pool_fork_prepare(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);

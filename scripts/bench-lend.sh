@@ -24,7 +24,7 @@ one() { # MODE_CONF
     export LD_PRELOAD=$PWD/$B/lib/libfragpool.so LD_LIBRARY_PATH=$PWD/$B/lib/simdev
     export FRAGPOOL_SIM_SHARED=$d/cap FRAGPOOL_SIM_CAPACITY_MB=$CAP_MB
     FRAGPOOL_CONF="lend_dir:$d,summary:$d/l.json,summary_format:json$1" \
-        "$PROG" lender "$LEND_MB" <"$d/in" >"$d/ready" &
+        "$PROG" lender "$LEND_MB" 0 <"$d/in" >"$d/ready" &
     lp=$!
     exec 3>"$d/in"
     until grep -q ready "$d/ready" 2>/dev/null; do sleep 0.05; done

@@ -67,39 +67,62 @@ static uint64_t now_ns(void)
 typedef struct release_req {
     CUdevice dev;
     size_t want, got;
+    size_t idle;       /* idle bytes left in the pools it could read */
     uint64_t until_ns; /* no waiting for a busy pool past this */
 } release_req;
 
-/* Trims one pool of the device toward what is still wanted; never waits
- * for its lock past until_ns. */
-static void release_pool(fp_ctx_pool *d, void *ud)
+static void nap_ms(void)
 {
-    release_req *r = ud;
-    if (r->got >= r->want || d->dev != r->dev || fp_pools_retired(d) ||
-        !fp_pool_idle_bytes(d->pool))
-        return;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
+/* The pool's idle bytes, waiting for its lock only by trylock, until
+ * until_ns: 0, or EBUSY. */
+static int idle_of(fp_ctx_pool *d, const release_req *r, size_t *idle)
+{
+    int err;
+    while ((err = fp_pool_idle_try(d->pool, idle)) == EBUSY && now_ns() < r->until_ns)
+        nap_ms();
+    return err;
+}
+
+/* Gives back up to left bytes of d's idle memory, oldest first, in d's
+ * context; the bytes given back. */
+static size_t trim_pool(fp_ctx_pool *d, const release_req *r, size_t left)
+{
     if (!fp_pool_is_vmm(d->pool) && (fp_streams_capturing() || fp_pools_sync(d)))
-        return; /* classic segments go back once the context is done */
-    size_t held = fp_pool_reserved_bytes(d->pool), left = r->want - r->got, bytes = 0;
+        return 0; /* classic segments go back once the context is done */
+    size_t held = fp_pool_reserved_bytes(d->pool), bytes = 0;
     size_t keep = held > left ? held - left : 0;
     CUcontext popped;
     if (fp_real.cuCtxPushCurrent_v2(d->ctx) != CUDA_SUCCESS)
-        return;
-    while (fp_pool_trim_try(d->pool, keep, &bytes) == EBUSY && now_ns() < r->until_ns) {
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+        return 0;
+    while (fp_pool_trim_try(d->pool, keep, &bytes) == EBUSY && now_ns() < r->until_ns)
+        nap_ms();
     fp_real.cuCtxPopCurrent_v2(&popped);
+    return bytes;
+}
+
+static void release_pool(fp_ctx_pool *d, void *ud)
+{
+    release_req *r = ud;
+    size_t idle = 0, bytes = 0;
+    if (d->dev != r->dev || fp_pools_retired(d) || idle_of(d, r, &idle) || !idle)
+        return;
+    if (r->got < r->want)
+        bytes = trim_pool(d, r, r->want - r->got);
     r->got += bytes;
+    r->idle += idle > bytes ? idle - bytes : 0;
 }
 
 static void answer(lend_dev *L, const fp_lend_asks *a)
 {
-    release_req r = {L->dev, a->want ? a->want : SIZE_MAX, 0,
+    release_req r = {L->dev, a->want ? a->want : SIZE_MAX, 0, 0,
                      now_ns() + (uint64_t)fp_shim.conf.lend_wait_ms * 500000ull};
     if (a->askers)
         fp_pools_each(release_pool, &r);
-    fp_lendtab_answer(L->tab, a, r.got, fp_pools_idle(L->dev));
+    fp_lendtab_answer(L->tab, a, r.got, r.idle);
     atomic_fetch_add(&L->answers, (uint64_t)__builtin_popcountll(a->askers));
     atomic_fetch_add(&L->lent, r.got);
     atomic_fetch_add(&L->refused, a->refused);

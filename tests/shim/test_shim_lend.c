@@ -2,8 +2,8 @@
  * simulated GPU (shim_lend.c, shim_lendtab.c; docs/lending.md).
  *
  * The test program runs itself as the processes of each case: a lender
- * ("lender MB": allocates MB MiB, frees it all so that the pool holds it
- * idle, says "ready", then waits on its stdin, doing nothing, until the
+ * ("lender MB KEEP": allocates MB MiB, frees all but KEEP MiB so that the
+ * pool holds it idle, says "ready", then waits on its stdin, doing nothing, until the
  * test closes it) and a borrower ("borrower MB": one cuMemAlloc of MB MiB;
  * exit 0 when it got it, 2 on CUDA_ERROR_OUT_OF_MEMORY).  Both see one
  * simulated capacity of CAP_MB (FRAGPOOL_SIM_SHARED) and meet in a
@@ -11,6 +11,8 @@
  *  - the lender's idle memory comes back: the borrower succeeds where the
  *    device alone could not serve it, and both summaries say so;
  *  - lend:0 on either side: the borrower fails, as without lending;
+ *  - a peer with too little idle gives it back, and the OOM message names
+ *    it with what it gave back and what it still holds;
  *  - a stopped peer (SIGSTOP) holds its slot but never answers: the ask
  *    ends at lend_wait_ms and the OOM message names it;
  *  - a peer killed with SIGKILL during the ask: the asker sees it gone in
@@ -51,7 +53,7 @@ static CUcontext start_cuda(void)
     return ctx;
 }
 
-static int lender(size_t mb)
+static int lender(size_t mb, size_t keep_mb)
 {
     start_cuda();
     CUdeviceptr p[64];
@@ -59,7 +61,7 @@ static int lender(size_t mb)
     for (size_t got = 0; got < mb && n < 64; got += 64)
         if (cuMemAlloc_v2(&p[n++], (size_t)64 << 20) != CUDA_SUCCESS)
             return 3;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = keep_mb / 64; i < n; i++)
         cuMemFree_v2(p[i]);
     if (write(1, "ready\n", 6) != 6)
         return 3;
@@ -102,16 +104,18 @@ static char **env_for(const char *conf, const char *summary)
     return fp_t_hold(fp_t_child_env(drop, add));
 }
 
-/* A lender that has freed its memory and waits (its summary to summary). */
-static proc start_lender(const char *conf, const char *summary)
+/* A lender that has freed all but keep_mb of its memory and waits (its
+ * summary to summary). */
+static proc start_lender_keeping(size_t keep_mb, const char *conf, const char *summary)
 {
     int in[2], out[2];
     assert_int_equal(pipe(in), 0);
     assert_int_equal(pipe(out), 0);
     proc l = {.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
-    char mb[16];
+    char mb[16], keep[16];
     snprintf(mb, sizeof mb, "%d", LEND_MB);
-    char *argv[] = {self, "lender", mb, NULL};
+    snprintf(keep, sizeof keep, "%zu", keep_mb);
+    char *argv[] = {self, "lender", mb, keep, NULL};
     char **env = env_for(conf, summary);
     fflush(stdout);
     fflush(stderr);
@@ -135,6 +139,45 @@ static proc start_lender(const char *conf, const char *summary)
         fail_msg("the lender did not get ready: %s", fp_t_read_fd(l.err));
     l.in = in[1];
     return l;
+}
+
+static proc start_lender(const char *conf, const char *summary)
+{
+    return start_lender_keeping(0, conf, summary);
+}
+
+/* SIGSTOP, then waits until every thread of pid is stopped: kill() only
+ * starts a group stop, which a busy machine may finish much later. */
+static void stop_all_threads(pid_t pid)
+{
+    kill(pid, SIGSTOP);
+    char dir_path[64];
+    snprintf(dir_path, sizeof dir_path, "/proc/%d/task", (int)pid);
+    for (int tries = 0; tries < 5000; tries++) {
+        DIR *d = opendir(dir_path);
+        struct dirent *e;
+        bool all = d != NULL;
+        while (d && all && (e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char path[384], buf[512] = "";
+            snprintf(path, sizeof path, "%s/%s/stat", dir_path, e->d_name);
+            FILE *f = fopen(path, "r");
+            if (f && fgets(buf, sizeof buf, f)) {
+                const char *st = strrchr(buf, ')'); /* the state follows the name */
+                all = st && st[1] == ' ' && (st[2] == 'T' || st[2] == 't');
+            }
+            if (f)
+                fclose(f);
+        }
+        if (d)
+            closedir(d);
+        if (all)
+            return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    fail_msg("pid %d did not stop in 5 s", (int)pid);
 }
 
 static int stop_lender(proc *l)
@@ -311,17 +354,40 @@ static void test_off_on_the_lender(void **state)
     assert_null(strstr(err, "lending:")); /* nobody to ask: no line */
 }
 
+/* The lender keeps 512 MiB live and 256 MiB idle: it gives the 256 back,
+ * which is not enough for 768 MiB, and the OOM message says so. */
+static void test_not_enough_names_the_peer(void **state)
+{
+    (void)state;
+    char *err;
+    double secs;
+    proc l = start_lender_keeping(512, "", NULL);
+    int rc = run_borrower(768, "", NULL, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 2);
+    char pat[128];
+    snprintf(pat, sizeof pat, "pid %d gave back 256 MiB and holds 0 MiB idle", (int)l.pid);
+    if (!strstr(err, "fragpool: lending: asked 1 other fragpool process on this GPU for 768 MiB") ||
+        !strstr(err, pat))
+        fail_msg("the OOM message does not say what the peer gave back (%s): %s", pat, err);
+}
+
 static void test_stopped_peer_is_waited_for_boundedly(void **state)
 {
     (void)state;
     char *err;
     double secs;
     proc l = start_lender("", NULL);
-    kill(l.pid, SIGSTOP);
-    int rc = run_borrower(BORROW_MB, "lend_wait_ms:300", NULL, &err, &secs);
+    stop_all_threads(l.pid);
+    char *bs = summary_path("borrower");
+    int rc = run_borrower(BORROW_MB, "lend_wait_ms:300", bs, &err, &secs);
     kill(l.pid, SIGCONT);
     assert_int_equal(stop_lender(&l), 0);
-    assert_int_equal(rc, 2);
+    if (rc != 2) {
+        char *j = fp_t_slurp_path(bs), *g = j ? strstr(j, "\"lending\"") : NULL;
+        fail_msg("the borrower got memory from a stopped peer (%d): %s %.300s", rc, err,
+                 g ? g : "(no lending)");
+    }
     char pat[64];
     snprintf(pat, sizeof pat, "pid %d did not answer in 300 ms", (int)l.pid);
     if (!strstr(err, pat))
@@ -333,7 +399,7 @@ static void test_peer_killed_mid_ask(void **state)
 {
     (void)state;
     proc l = start_lender("", NULL);
-    kill(l.pid, SIGSTOP);
+    stop_all_threads(l.pid);
     pid_t killer = fork();
     assert_true(killer >= 0);
     if (killer == 0) {
@@ -419,8 +485,8 @@ static void test_shared_file_refused(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "lender") == 0)
-        return lender(strtoull(argv[2], NULL, 10));
+    if (argc == 4 && strcmp(argv[1], "lender") == 0)
+        return lender(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "borrower") == 0)
         return borrower(strtoull(argv[2], NULL, 10));
     if (!realpath("/proc/self/exe", self))
@@ -429,6 +495,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_idle_memory_comes_back, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_off_on_the_borrower, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_off_on_the_lender, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_not_enough_names_the_peer, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_stopped_peer_is_waited_for_boundedly, fresh_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_peer_killed_mid_ask, fresh_dir, remove_dir),
