@@ -10,6 +10,10 @@
  * private lend_dir.  The cases:
  *  - the lender's idle memory comes back: the borrower succeeds where the
  *    device alone could not serve it, and both summaries say so;
+ *  - two processes take most of the device in turn, each needing the
+ *    other's idle memory: both complete, each lending and borrowing (one
+ *    ask per block past the free memory, each served); with lend:0 the
+ *    second one fails;
  *  - lend:0 on either side: the borrower fails, as without lending;
  *  - a peer with too little idle gives it back, and the OOM message names
  *    it with what it gave back and what it still holds;
@@ -81,6 +85,30 @@ static int borrower(size_t mb)
     return r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_OUT_OF_MEMORY ? 2 : 3;
 }
 
+/* "driven MB": one line per command on stdin, one answer line on stdout:
+ * "a" allocates MB MiB (in 64 MiB blocks) and answers "ok" or "oom", "f"
+ * frees them and answers "ok"; end of input ends it. */
+static int driven(size_t mb)
+{
+    start_cuda();
+    CUdeviceptr p[64];
+    size_t n = 0;
+    char cmd[8];
+    FILE *in = fdopen(0, "r");
+    while (in && fgets(cmd, sizeof cmd, in)) {
+        bool ok = true;
+        if (cmd[0] == 'a')
+            for (size_t got = 0; ok && got < mb && n < 64; got += 64)
+                ok = cuMemAlloc_v2(&p[n++], (size_t)64 << 20) == CUDA_SUCCESS || (n--, false);
+        if (cmd[0] == 'f')
+            while (n)
+                cuMemFree_v2(p[--n]);
+        if (write(1, ok ? "ok\n" : "oom\n", ok ? 3 : 4) < 0)
+            return 3;
+    }
+    return 0;
+}
+
 /* ---- running them --------------------------------------------------------------- */
 
 typedef struct proc {
@@ -109,8 +137,8 @@ static char **env_for(const char *conf, const char *summary)
 static proc start_lender_keeping(size_t keep_mb, const char *conf, const char *summary)
 {
     int in[2], out[2];
-    assert_int_equal(pipe(in), 0);
-    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0); /* no other child keeps them */
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
     proc l = {.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
     char mb[16], keep[16];
     snprintf(mb, sizeof mb, "%d", LEND_MB);
@@ -139,6 +167,58 @@ static proc start_lender_keeping(size_t keep_mb, const char *conf, const char *s
         fail_msg("the lender did not get ready: %s", fp_t_read_fd(l.err));
     l.in = in[1];
     return l;
+}
+
+static int stop_lender(proc *l);
+
+typedef struct driven_proc {
+    proc p;
+    FILE *out;
+} driven_proc;
+
+static driven_proc start_driven(size_t mb, const char *conf, const char *summary)
+{
+    int in[2], out[2];
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0); /* no other child keeps them */
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    driven_proc d = {.p.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
+    char arg[16];
+    snprintf(arg, sizeof arg, "%zu", mb);
+    char *argv[] = {self, "driven", arg, NULL};
+    char **env = env_for(conf, summary);
+    fflush(stdout);
+    fflush(stderr);
+    d.p.pid = fork();
+    assert_true(d.p.pid >= 0);
+    if (d.p.pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(d.p.err, 2);
+        close(in[1]);
+        close(out[0]);
+        execve(self, argv, env);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    d.p.in = in[1];
+    d.out = fdopen(out[0], "r");
+    return d;
+}
+
+/* Sends one command; true when the answer is "ok". */
+static bool command(driven_proc *d, const char *cmd)
+{
+    char line[16] = "";
+    if (write(d->p.in, cmd, strlen(cmd)) < 0 || !fgets(line, sizeof line, d->out))
+        fail_msg("pid %d gave no answer to %s: %s", (int)d->p.pid, cmd, fp_t_read_fd(d->p.err));
+    return strcmp(line, "ok\n") == 0;
+}
+
+static int stop_driven(driven_proc *d)
+{
+    fclose(d->out);
+    return stop_lender(&d->p);
 }
 
 static proc start_lender(const char *conf, const char *summary)
@@ -330,6 +410,44 @@ static void test_idle_memory_comes_back(void **state)
     closedir(d);
 }
 
+/* Each takes 768 MiB of 1024 in turn, then frees it: each turn needs the
+ * other's idle memory, so each process lends and borrows. */
+static void both_ways(const char *conf, bool lending)
+{
+    char *ps = summary_path("p"), *qs = summary_path("q");
+    driven_proc p = start_driven(LEND_MB, conf, ps), q = start_driven(LEND_MB, conf, qs);
+    bool p1 = command(&p, "a\n"), pf = command(&p, "f\n");
+    bool q1 = command(&q, "a\n"), qf = command(&q, "f\n");
+    bool p2 = command(&p, "a\n");
+    assert_int_equal(stop_driven(&p), 0);
+    assert_int_equal(stop_driven(&q), 0);
+    assert_true(p1 && pf && qf);
+    assert_int_equal(q1, lending);
+    if (!lending)
+        return;
+    assert_true(p2);
+    char *pj = fp_t_slurp_path(ps), *qj = fp_t_slurp_path(qs);
+    /* one ask per 64 MiB block past the free 256 MiB, each served */
+    for (int i = 0; i < 2; i++) {
+        const char *j = i ? qj : pj, *other = i ? pj : qj;
+        assert_int_equal(lending_value(j, "asks"), (LEND_MB - (CAP_MB - LEND_MB)) / 64);
+        assert_int_equal(lending_value(j, "asks_served"), lending_value(j, "asks"));
+        assert_int_equal(lending_value(other, "answers"), lending_value(j, "asks"));
+    }
+}
+
+static void test_both_ways(void **state)
+{
+    (void)state;
+    both_ways("", true);
+}
+
+static void test_both_ways_off(void **state)
+{
+    (void)state;
+    both_ways("lend:0", false);
+}
+
 static void test_off_on_the_borrower(void **state)
 {
     (void)state;
@@ -487,12 +605,16 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "lender") == 0)
         return lender(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "driven") == 0)
+        return driven(strtoull(argv[2], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "borrower") == 0)
         return borrower(strtoull(argv[2], NULL, 10));
     if (!realpath("/proc/self/exe", self))
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_idle_memory_comes_back, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_both_ways, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_both_ways_off, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_off_on_the_borrower, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_off_on_the_lender, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_not_enough_names_the_peer, fresh_dir, remove_dir),
