@@ -10,7 +10,8 @@
 # time the two (scripts/gpu_lend.py drives and judges; docs/gpu.md,
 # "Lending between two processes").
 #
-# Usage: scripts/gpu-lend.sh [--budget-s S]   (from anywhere; runs in the repo root)
+# Usage: scripts/gpu-lend.sh [--budget-s S]   (from anywhere; runs in the repo root;
+#        a budget under 60 s: one SKIP line, nothing run)
 # Environment:
 #   OUT               results (default /tmp/fragpool-lend; under gpu-check.sh
 #                     $FP_OUT_DIR/lend): log.txt, results.md, results.json,
@@ -39,9 +40,13 @@ if [ "${1:-}" = --budget-s ] && [ -n "${2:-}" ]; then
   BUDGET_S=$2
   shift 2
 fi
-if [ $# -gt 0 ] || ! [[ $BUDGET_S =~ ^[0-9]+$ ]]; then
+if [ $# -gt 0 ] || ! [[ $BUDGET_S =~ ^-?[0-9]+$ ]]; then
   echo "usage: scripts/gpu-lend.sh [--budget-s SECONDS]   (got: $* budget '$BUDGET_S')"
   exit 2
+fi
+if [ "$BUDGET_S" -lt 60 ]; then   # gpu-check.sh gives what it has left
+  echo "SKIP lend a budget of ${BUDGET_S}s is too little for a build, a probe and one bisection"
+  exit 0
 fi
 DRY=${GPU_LEND_DRY:-0}
 if [ -n "${OUT:-}" ]; then
@@ -89,7 +94,11 @@ do_build() {
 
 main() {
   local commit gpu torchv info args
-  commit=${GPU_CHECK_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' + uncommitted changes')}
+  commit=${GPU_CHECK_COMMIT:-}
+  if [ -z "$commit" ] && commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$ROOT" diff --quiet HEAD 2>/dev/null || commit="$commit + uncommitted changes"
+  fi
+  commit=${commit:-no git}
   echo "fragpool lending pair, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname)"
   echo "repo $ROOT ($commit); results in $OUT_DIR; budget ${BUDGET_S}s"
   if [ "$DRY" = 1 ]; then

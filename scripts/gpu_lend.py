@@ -63,6 +63,7 @@ FP_VARIANTS = ("fplend0", "fplend1")
 TORCH_VARIANTS = ("torch", "torchexp")
 LEND_KEYS = ("asks", "asks_served", "borrowed_bytes", "unanswered", "answers", "lent_bytes", "refused")
 MUST_RATIO, MUST_LIVE, MUST_SPEED = 0.85, 0.05, 0.05
+CTX_ASSUMED_MIB = 621  # NVML_CTX_MB of train_real.py on an H200, torch 2.11 (docs/vmm.md)
 MIB = 2**20
 
 
@@ -290,10 +291,11 @@ class Drive:
         return r
 
     def bounds(self, probe):
-        """(lo, hi) MiB from the probe, or from --lo/--hi."""
+        """{lo, hi, need, ref} MiB from the probe (need: PyTorch's two NVML peaks;
+        ref: combined live + contexts), or lo/hi from --lo/--hi; None without either."""
         a = self.a
         if a.lo and a.hi:
-            return a.lo, a.hi
+            return {"lo": a.lo, "hi": a.hi, "need": None, "ref": None}
         p = (probe or {}).get("pair") or {}
         if probe is None or probe["result"] != "ok" or not p.get("roles"):
             return None
@@ -304,10 +306,21 @@ class Drive:
             if use is None:  # no per-process NVML: reserved plus a context
                 use = (r.get("max_reserved_mib") or 0) + (r.get("ctx_mib") or 600)
             need += use
-        floor = (p.get("combined_live_mib") or need * 0.5) + (p.get("ctx_mib") or 1200)
-        lo = max(1024, int(floor * 0.97) // a.res * a.res)
+        ref = (p.get("combined_live_mib") or need * 0.5) + (p.get("ctx_mib") or 1200)
+        lo = max(1024, int(ref * 0.97) // a.res * a.res)
         hi = int(math.ceil((need + 1024) / a.res)) * a.res
-        return (a.lo or lo), (a.hi or max(hi, lo + 2 * a.res))
+        return {"lo": a.lo or lo, "hi": a.hi or max(hi, lo + 2 * a.res), "need": need, "ref": ref}
+
+    def window(self, variant, b):
+        """(lo, hi) of a variant's first bisection: lending near the live
+        reference, the others within --window-mib below PyTorch's need."""
+        a, lo, hi = self.a, b["lo"], b["hi"]
+        if b["need"] is None or a.window_mib <= 0:
+            return lo, hi
+        if variant == "fplend1":
+            top = int(math.ceil(b["ref"] * 1.2 / a.res)) * a.res
+            return lo, min(hi, max(lo + 4 * a.res, top))
+        return max(lo, int(b["need"] - a.window_mib) // a.res * a.res), hi
 
     def bisect(self, variant, lo, hi, deadline):
         a = self.a
@@ -334,8 +347,7 @@ class Drive:
         if b is None:
             self.note(f"the probe did not complete ({probe['result']}): no bounds, nothing bisected")
             return self.res
-        lo, hi = b
-        self.res["bounds"] = [lo, hi]
+        self.res["bounds"] = [b["lo"], b["hi"]]
         trial_s = pair_s * 1.15 + 6  # a pair, a ballast, the memory's return
         rounds_s = a.rounds * len(FP_VARIANTS) * trial_s
         order = [v for v in a.variants if v in VARIANTS]
@@ -345,11 +357,28 @@ class Drive:
                 self.note(f"{v}: not bisected, {self.left():.0f}s left ({rounds_s:.0f}s kept for the "
                           f"rounds; a trial takes ~{trial_s:.0f}s)")
                 continue
-            vhi = hi
-            got0 = self.res["variants"].get("fplend0", {}).get("smallest_ok_mib")
-            if v == "fplend1" and got0:  # lending should need no more than without it
-                vhi = min(hi, got0 + a.res)
-            self.res["variants"][v] = self.bisect(v, lo, vhi, share)
+            t_v = self.clock()
+            wlo, whi = self.window(v, b)
+            r = self.bisect(v, wlo, whi, share)
+            more = share - (self.clock() - t_v)
+            # the answer lies outside the window: once more, beyond its edge
+            if r["smallest_ok_mib"] is None and whi < b["hi"] and r["trials"]:
+                edge = (whi, b["hi"], "above")
+            elif r["smallest_ok_mib"] == wlo and r["largest_failed_mib"] is None and wlo > b["lo"]:
+                edge = (b["lo"], wlo, "below")
+            else:
+                edge = None
+            if edge and more >= 2 * trial_s:
+                self.note(f"{v}: the answer is {edge[2]} the window {wlo}..{whi} MiB; bisecting "
+                          f"{edge[0]}..{edge[1]} MiB")
+                r2 = self.bisect(v, edge[0], edge[1], more)
+                r2["trials"] = r["trials"] + r2["trials"]
+                if r2["smallest_ok_mib"] is None:
+                    r2["smallest_ok_mib"] = r["smallest_ok_mib"]
+                r = r2
+            elif edge:
+                self.note(f"{v}: the answer is {edge[2]} the window {wlo}..{whi} MiB; no time to look")
+            self.res["variants"][v] = r
         self.rounds()
         return self.res
 
@@ -416,18 +445,20 @@ def judge(res):
             if p.get("ctx_mib") is not None:
                 ctxs.append(p["ctx_mib"])
     live, ctx = median_of(lives), median_of(ctxs)
+    ctx_how = "measured"
+    if ctx is None and lives:  # no per-process NVML: the context measured before
+        ctx, ctx_how = 2 * CTX_ASSUMED_MIB, f"assumed, 2 x {CTX_ASSUMED_MIB} MiB (docs/vmm.md)"
     fig.update(combined_live_mib=live, combined_live_range=[min(lives), max(lives)] if lives else None,
-               ctx_mib=ctx)
-    if lend and live and ctx is not None:
+               ctx_mib=ctx, ctx_how=ctx_how)
+    if lend and live:
         ref = live + ctx
         fig["live_reference_mib"] = ref
         r = lend / ref
         checks.append(("lend_vs_live", "PASS" if r <= 1 + MUST_LIVE else "FAIL",
-                       f"lending {lend} MiB = {r:.3f} x (combined live {live:.0f} + contexts {ctx:.0f} MiB); "
-                       f"must be <= {1 + MUST_LIVE}"))
+                       f"lending {lend} MiB = {r:.3f} x (combined live {live:.0f} + contexts {ctx:.0f} MiB, "
+                       f"{ctx_how}); must be <= {1 + MUST_LIVE}"))
     else:
-        checks.append(("lend_vs_live", "SKIP", "no lending budget, combined live bytes or contexts "
-                                                "(per-process NVML)"))
+        checks.append(("lend_vs_live", "SKIP", "no lending budget or no combined live bytes"))
     # speed, three interleaved rounds
     rounds = [r for r in res.get("rounds", []) if r.get("result") == "ok"]
     speed = {}
@@ -475,7 +506,7 @@ def markdown(res, checks, fig, info):
     L += ["", f"Combined live at one moment (median of the completed pairs' own reports): "
               f"{fmt(fig.get('combined_live_mib'))} MiB"
               + (f" (range {rng[0]:.0f}..{rng[1]:.0f})" if rng else "")
-              + f"; both contexts {fmt(fig.get('ctx_mib'))} MiB.", ""]
+              + f"; both contexts {fmt(fig.get('ctx_mib'))} MiB ({fig.get('ctx_how', 'measured')}).", ""]
     if res.get("rounds"):
         L += [f"Rounds at {res.get('round_budget_mib')} MiB:", "",
               "| round | variant | result | train ms/step | train tok/s | generate ms/token | generate tok/s "
@@ -546,6 +577,9 @@ def parse_args(argv=None):
     d.add_argument("--rounds", type=int, default=3)
     d.add_argument("--res", type=int, default=512, help="bisection resolution, MiB")
     d.add_argument("--max-iters", type=int, default=8, help="trials per variant at most")
+    d.add_argument("--window-mib", type=int, default=6144,
+                   help="first bisection of torch, torchexp, fplend0: this far below PyTorch's need "
+                        "(0: the probe's whole range)")
     d.add_argument("--lo", type=int, default=0, help="MiB; 0: from the probe")
     d.add_argument("--hi", type=int, default=0, help="MiB; 0: from the probe")
     d.add_argument("--pair-args", default="", help="lend_pair.py arguments, one string")

@@ -256,7 +256,8 @@ class Recorder:
 
 
 def run_train(a, torch, nn, F, LM, barrier, rec):
-    model = LM(a.dim, a.layers, a.heads, 4 * a.dim, a.vocab, a.seq).cuda()
+    with torch.device("cuda"):  # built on the GPU: no seconds of host-side init
+        model = LM(a.dim, a.layers, a.heads, 4 * a.dim, a.vocab, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
     gen = torch.Generator(device="cuda").manual_seed(a.seed)
 
@@ -282,8 +283,12 @@ def run_train(a, torch, nn, F, LM, barrier, rec):
 
 def run_generate(a, torch, nn, F, LM, barrier, rec):
     max_pos = a.gen_prompt + max(a.gen_new, a.gen_small_new) + 1
-    model = LM(a.gen_dim, a.gen_layers, a.gen_heads, a.gen_mlp, a.vocab, max_pos)
-    model = model.to(device="cuda", dtype=torch.bfloat16).eval()
+    torch.set_default_dtype(torch.bfloat16)  # bf16 weights from the start, no fp32 copy
+    try:
+        with torch.device("cuda"):
+            model = LM(a.gen_dim, a.gen_layers, a.gen_heads, a.gen_mlp, a.vocab, max_pos).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
     gen = torch.Generator(device="cuda").manual_seed(a.seed + 1)
 
     @torch.inference_mode()
