@@ -107,7 +107,11 @@ main() {
   else
     gpu=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -n 1)
     echo "gpu: $gpu"
-    torchv=$(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1)
+    if ! torchv=$(python3 -c 'import torch; assert torch.cuda.is_available(), "torch.cuda.is_available() is False"; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1); then
+      echo "SKIP lend_torch no torch with CUDA here: $(tail -n 1 <<<"$torchv" | cut -c1-160)"
+      return 0
+    fi
+    torchv=$(tail -n 1 <<<"$torchv")
     echo "torch: $torchv"
     python3 -c 'import pynvml; print("pynvml ok")' 2>&1 | tail -n 1
     rm -rf "$OUT_DIR"/pairs "$OUT_DIR"/logs "$OUT_DIR"/json "$OUT_DIR"/results.* 2>/dev/null

@@ -177,14 +177,14 @@ def build_models(a, torch, nn, F):
     class Block(nn.Module):
         """Pre-LayerNorm block; attention through SDPA, with a KV cache when given one."""
 
-        def __init__(self, dim, heads, mlp):
+        def __init__(self, dim, heads, mlp, fk):
             super().__init__()
             self.heads = heads
-            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-            self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-            self.proj = nn.Linear(dim, dim, bias=False)
-            self.up = nn.Linear(dim, mlp, bias=False)
-            self.down = nn.Linear(mlp, dim, bias=False)
+            self.n1, self.n2 = nn.LayerNorm(dim, **fk), nn.LayerNorm(dim, **fk)
+            self.qkv = nn.Linear(dim, 3 * dim, bias=False, **fk)
+            self.proj = nn.Linear(dim, dim, bias=False, **fk)
+            self.up = nn.Linear(dim, mlp, bias=False, **fk)
+            self.down = nn.Linear(mlp, dim, bias=False, **fk)
 
         def forward(self, x, cache=None):
             B, T, C = x.shape
@@ -202,13 +202,16 @@ def build_models(a, torch, nn, F):
             return x + self.down(F.gelu(self.up(self.n2(x))))
 
     class LM(nn.Module):
-        def __init__(self, dim, layers, heads, mlp, vocab, max_pos):
+        """Built on the GPU in dtype (factory arguments: no host-side init, no fp32 copy)."""
+
+        def __init__(self, dim, layers, heads, mlp, vocab, max_pos, dtype=None):
             super().__init__()
-            self.tok = nn.Embedding(vocab, dim)
-            self.pos = nn.Embedding(max_pos, dim)
-            self.blocks = nn.ModuleList(Block(dim, heads, mlp) for _ in range(layers))
-            self.norm = nn.LayerNorm(dim)
-            self.head = nn.Linear(dim, vocab, bias=False)
+            fk = {"device": "cuda", "dtype": dtype or torch.float32}
+            self.tok = nn.Embedding(vocab, dim, **fk)
+            self.pos = nn.Embedding(max_pos, dim, **fk)
+            self.blocks = nn.ModuleList(Block(dim, heads, mlp, fk) for _ in range(layers))
+            self.norm = nn.LayerNorm(dim, **fk)
+            self.head = nn.Linear(dim, vocab, bias=False, **fk)
 
         def forward(self, idx, start=0, caches=None, last_only=False):
             T = idx.shape[1]
@@ -256,8 +259,7 @@ class Recorder:
 
 
 def run_train(a, torch, nn, F, LM, barrier, rec):
-    with torch.device("cuda"):  # built on the GPU: no seconds of host-side init
-        model = LM(a.dim, a.layers, a.heads, 4 * a.dim, a.vocab, a.seq)
+    model = LM(a.dim, a.layers, a.heads, 4 * a.dim, a.vocab, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
     gen = torch.Generator(device="cuda").manual_seed(a.seed)
 
@@ -283,12 +285,7 @@ def run_train(a, torch, nn, F, LM, barrier, rec):
 
 def run_generate(a, torch, nn, F, LM, barrier, rec):
     max_pos = a.gen_prompt + max(a.gen_new, a.gen_small_new) + 1
-    torch.set_default_dtype(torch.bfloat16)  # bf16 weights from the start, no fp32 copy
-    try:
-        with torch.device("cuda"):
-            model = LM(a.gen_dim, a.gen_layers, a.gen_heads, a.gen_mlp, a.vocab, max_pos).eval()
-    finally:
-        torch.set_default_dtype(torch.float32)
+    model = LM(a.gen_dim, a.gen_layers, a.gen_heads, a.gen_mlp, a.vocab, max_pos, torch.bfloat16).eval()
     gen = torch.Generator(device="cuda").manual_seed(a.seed + 1)
 
     @torch.inference_mode()

@@ -287,6 +287,16 @@ class ShellTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(out, "never")))
         self.assertFalse(os.path.exists(os.path.join(out, "pairs")))
 
+    @unittest.skipIf(subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0,
+                     "torch is here: the script would really run")
+    def test_without_torch_one_skip_line(self):
+        out = tempfile.mkdtemp()
+        p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-lend.sh")], capture_output=True, text=True,
+                           env=dict(os.environ, OUT=out, LEND_BUILD_DIR=os.path.join(out, "never")), timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"(?m)^SKIP lend_torch no torch with CUDA here: ")
+        self.assertFalse(os.path.exists(os.path.join(out, "never")))
+
     def test_bad_usage(self):
         p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-lend.sh"), "--budget-s", "x"],
                            capture_output=True, text=True, env=dict(os.environ, GPU_LEND_DRY="1"), timeout=60)
