@@ -43,6 +43,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -147,12 +148,9 @@ def kill_group(proc):
     gpu_budget.kill_group(proc, wait_s=5)
 
 
-def run_pair(a):
-    """Starts both roles, waits for both; returns the pair's record."""
-    sync = tempfile.mkdtemp(prefix="fplend-sync.")
-    jdir = summary_dir(a.json_dir or os.path.dirname(os.path.abspath(a.out_prefix)))
-    tag = os.path.basename(a.out_prefix)
-    procs, outs, t0 = {}, {}, time.monotonic()
+def start_roles(a, sync, jdir, tag):
+    """Both roles started, each with the variant's environment; {role: (Popen, out file)}."""
+    procs = {}
     for role in ROLES:
         summary = os.path.join(jdir, f"{tag}-{role}-%p.json")
         prefix, venv = variant_setup(a.variant, a.fragpool, summary)
@@ -160,14 +158,20 @@ def run_pair(a):
         env.update(venv)
         env["PYTHONUNBUFFERED"] = "1"
         cmd = prefix + [sys.executable, a.program, "--role", role, "--sync", sync] + a.pair_args
-        outs[role] = open(f"{a.out_prefix}.{role}.out", "w")
-        outs[role].write(f"# {' '.join(f'{k}={v}' for k, v in venv.items())} {shlex.join(cmd)}\n")
-        outs[role].flush()
-        procs[role] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=outs[role],
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+        out = open(f"{a.out_prefix}.{role}.out", "w")
+        out.write(f"# {' '.join(f'{k}={v}' for k, v in venv.items())} {shlex.join(cmd)}\n")
+        out.flush()
+        procs[role] = (subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True), out)
+    return procs
+
+
+def wait_roles(procs, sync, timeout_s, t0):
+    """Both roles' exit statuses (124: killed at the time limit).  A role that
+    exits without its end file gets one, so that the other stops waiting."""
     rcs = {}
-    while len(rcs) < len(ROLES):
-        for role, p in procs.items():
+    while len(rcs) < len(procs):
+        for role, (p, _) in procs.items():
             if role in rcs or p.poll() is None:
                 continue
             rcs[role] = p.returncode
@@ -175,35 +179,42 @@ def run_pair(a):
             if not os.path.exists(end):  # it could not say so itself: tell the other
                 with open(end, "w") as f:
                     f.write(f"exit {p.returncode}")
-        if time.monotonic() - t0 > a.timeout_s:
-            for role, p in procs.items():
+        if time.monotonic() - t0 > timeout_s:
+            for role, (p, _) in procs.items():
                 if role not in rcs:
                     kill_group(p)
                     rcs[role] = 124
         time.sleep(0.05)
-    for f in outs.values():
-        f.close()
+    for _, out in procs.values():
+        out.close()
+    return rcs
+
+
+def run_pair(a):
+    """Starts both roles, waits for both; returns the pair's record."""
+    sync = tempfile.mkdtemp(prefix="fplend-sync.")
+    jdir = summary_dir(a.json_dir or os.path.dirname(os.path.abspath(a.out_prefix)))
+    tag = os.path.basename(a.out_prefix)
+    t0 = time.monotonic()
+    rcs = wait_roles(start_roles(a, sync, jdir, tag), sync, a.timeout_s, t0)
+    shutil.rmtree(sync, ignore_errors=True)
     texts = {}
     for role in ROLES:
         with open(f"{a.out_prefix}.{role}.out", errors="replace") as f:
             texts[role] = f.read()
     recs = {role: parse_role_output(texts[role]) for role in ROLES}
-    result = pair_result([rcs[r] for r in ROLES], list(texts.values()))
     live = ctx = None
     if all(recs.values()):
         live = combined_live(recs["train"]["segments"], recs["generate"]["segments"]) / MIB
         cs = [recs[r].get("ctx_mib") for r in ROLES]
         ctx = None if None in cs else sum(cs)
-    lending = lending_sums(sorted(glob.glob(os.path.join(jdir, f"{tag}-*-*.json"))))
-    for p in glob.glob(os.path.join(sync, "*")):
-        os.unlink(p)
-    os.rmdir(sync)
     for r in recs.values():
         if r:
             r.pop("segments", None)
-    return {"variant": a.variant, "result": result, "rc": rcs, "roles": recs, "combined_live_mib": live,
-            "ctx_mib": ctx, "lending": lending, "secs": round(time.monotonic() - t0, 1),
-            "budget_mib": os.environ.get("BUDGET_MIB")}
+    return {"variant": a.variant, "result": pair_result([rcs[r] for r in ROLES], list(texts.values())),
+            "rc": rcs, "roles": recs, "combined_live_mib": live, "ctx_mib": ctx,
+            "lending": lending_sums(sorted(glob.glob(os.path.join(jdir, f"{tag}-*-*.json")))),
+            "secs": round(time.monotonic() - t0, 1), "budget_mib": os.environ.get("BUDGET_MIB")}
 
 
 def fmt(v, f="{:.0f}"):
@@ -336,6 +347,30 @@ class Drive:
                                                            f"{r['stopped'] or 'see trials'})"))
         return r
 
+    def measure(self, v, b, share, trial_s):
+        """A variant's bisection in its window, and once more beyond the window's
+        edge if the answer lies outside it and the share allows."""
+        t_v = self.clock()
+        wlo, whi = self.window(v, b)
+        r = self.bisect(v, wlo, whi, share)
+        more = share - (self.clock() - t_v)
+        if r["smallest_ok_mib"] is None and r["largest_failed_mib"] is not None and whi < b["hi"]:
+            edge = (whi, b["hi"], "above")
+        elif r["smallest_ok_mib"] == wlo and r["largest_failed_mib"] is None and wlo > b["lo"]:
+            edge = (b["lo"], wlo, "below")
+        else:
+            return r
+        if more < 2 * trial_s:
+            self.note(f"{v}: the answer is {edge[2]} the window {wlo}..{whi} MiB; no time to look")
+            return r
+        self.note(f"{v}: the answer is {edge[2]} the window {wlo}..{whi} MiB; bisecting "
+                  f"{edge[0]}..{edge[1]} MiB")
+        r2 = self.bisect(v, edge[0], edge[1], more)
+        r2["trials"] = r["trials"] + r2["trials"]
+        if r2["smallest_ok_mib"] is None:
+            r2["smallest_ok_mib"] = r["smallest_ok_mib"]
+        return r2
+
     def run(self):
         a = self.a
         os.makedirs(os.path.join(a.out, "pairs"), exist_ok=True)
@@ -357,28 +392,7 @@ class Drive:
                 self.note(f"{v}: not bisected, {self.left():.0f}s left ({rounds_s:.0f}s kept for the "
                           f"rounds; a trial takes ~{trial_s:.0f}s)")
                 continue
-            t_v = self.clock()
-            wlo, whi = self.window(v, b)
-            r = self.bisect(v, wlo, whi, share)
-            more = share - (self.clock() - t_v)
-            # the answer lies outside the window: once more, beyond its edge
-            if r["smallest_ok_mib"] is None and whi < b["hi"] and r["trials"]:
-                edge = (whi, b["hi"], "above")
-            elif r["smallest_ok_mib"] == wlo and r["largest_failed_mib"] is None and wlo > b["lo"]:
-                edge = (b["lo"], wlo, "below")
-            else:
-                edge = None
-            if edge and more >= 2 * trial_s:
-                self.note(f"{v}: the answer is {edge[2]} the window {wlo}..{whi} MiB; bisecting "
-                          f"{edge[0]}..{edge[1]} MiB")
-                r2 = self.bisect(v, edge[0], edge[1], more)
-                r2["trials"] = r["trials"] + r2["trials"]
-                if r2["smallest_ok_mib"] is None:
-                    r2["smallest_ok_mib"] = r["smallest_ok_mib"]
-                r = r2
-            elif edge:
-                self.note(f"{v}: the answer is {edge[2]} the window {wlo}..{whi} MiB; no time to look")
-            self.res["variants"][v] = r
+            self.res["variants"][v] = self.measure(v, b, share, trial_s)
         self.rounds()
         return self.res
 
@@ -417,9 +431,8 @@ def median_of(vals):
     return statistics.median(vals) if vals else None
 
 
-def judge(res):
-    """The must-show checks: [(name, PASS|FAIL|SKIP, note)], and the figures."""
-    checks, fig = [], {}
+def judge_budgets(res, checks, fig):
+    """lend_probe and lend_vs_torch; returns lending's smallest budget."""
     v = res.get("variants", {})
     ok = {k: (v.get(k) or {}).get("smallest_ok_mib") for k in VARIANTS}
     fig["smallest_ok_mib"] = ok
@@ -429,14 +442,17 @@ def judge(res):
     best_torch = min([ok[k] for k in TORCH_VARIANTS if ok[k]] or [None], key=lambda x: x or 0)
     lend = ok["fplend1"]
     if lend and best_torch:
-        r = lend / best_torch
-        fig["lend_vs_torch"] = r
+        r = fig["lend_vs_torch"] = lend / best_torch
         checks.append(("lend_vs_torch", "PASS" if r <= MUST_RATIO else "FAIL",
                        f"lending {lend} MiB = {r:.3f} x the best PyTorch mode ({best_torch} MiB); "
                        f"must be <= {MUST_RATIO}"))
     else:
         checks.append(("lend_vs_torch", "SKIP", "a budget is missing (lending or both PyTorch modes)"))
-    # the live reference: from every completed pair's own reports
+    return lend
+
+
+def judge_live(res, lend, checks, fig):
+    """lend_vs_live: the live reference from every completed pair's own reports."""
     lives, ctxs = [], []
     for rec in all_pairs(res):
         p = rec.get("pair") or {}
@@ -450,16 +466,18 @@ def judge(res):
         ctx, ctx_how = 2 * CTX_ASSUMED_MIB, f"assumed, 2 x {CTX_ASSUMED_MIB} MiB (docs/vmm.md)"
     fig.update(combined_live_mib=live, combined_live_range=[min(lives), max(lives)] if lives else None,
                ctx_mib=ctx, ctx_how=ctx_how)
-    if lend and live:
-        ref = live + ctx
-        fig["live_reference_mib"] = ref
-        r = lend / ref
-        checks.append(("lend_vs_live", "PASS" if r <= 1 + MUST_LIVE else "FAIL",
-                       f"lending {lend} MiB = {r:.3f} x (combined live {live:.0f} + contexts {ctx:.0f} MiB, "
-                       f"{ctx_how}); must be <= {1 + MUST_LIVE}"))
-    else:
+    if not (lend and live):
         checks.append(("lend_vs_live", "SKIP", "no lending budget or no combined live bytes"))
-    # speed, three interleaved rounds
+        return
+    ref = fig["live_reference_mib"] = live + ctx
+    r = lend / ref
+    checks.append(("lend_vs_live", "PASS" if r <= 1 + MUST_LIVE else "FAIL",
+                   f"lending {lend} MiB = {r:.3f} x (combined live {live:.0f} + contexts {ctx:.0f} MiB, "
+                   f"{ctx_how}); must be <= {1 + MUST_LIVE}"))
+
+
+def judge_speed(res, checks, fig):
+    """lend_speed_*: lending on over off, medians of the interleaved rounds."""
     rounds = [r for r in res.get("rounds", []) if r.get("result") == "ok"]
     speed = {}
     for var in FP_VARIANTS:
@@ -477,6 +495,14 @@ def judge(res):
                            f"{speed['fplend1']['n']} and {speed['fplend0']['n']} rounds)"))
         else:
             checks.append((f"lend_speed_{key}", "SKIP", "no completed round of one of the two"))
+
+
+def judge(res):
+    """The must-show checks: [(name, PASS|FAIL|SKIP, note)], and the figures."""
+    checks, fig = [], {}
+    lend = judge_budgets(res, checks, fig)
+    judge_live(res, lend, checks, fig)
+    judge_speed(res, checks, fig)
     return checks, fig
 
 

@@ -348,55 +348,63 @@ def report(a, result, rec, torch, nvml, ctx, secs):
     print("LENDPAIR_JSON " + json.dumps(d), flush=True)
 
 
+def run_role(a, torch, barrier, nvml, rec):
+    """The role's whole run; returns its context in MiB (or None)."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    torch.manual_seed(a.seed)
+    torch.cuda.init()
+    nvml.match_cuda_device(torch)
+    nvml.start()
+    print(f"LENDPAIR_CONF role {a.role} phases {a.phases} sync {a.sync or 'none'} torch {torch.__version__} "
+          f"device \"{torch.cuda.get_device_name(0)}\" train {a.dim}x{a.layers} seq {a.seq} "
+          f"batch {a.train_small}/{a.train_big} x{a.train_steps} generate {a.gen_dim}x{a.gen_layers} "
+          f"batch {a.gen_small}/{a.gen_big} prompt {a.gen_prompt} new {a.gen_small_new}/{a.gen_new} "
+          f"{allocator_env()}", flush=True)
+    LM = build_models(a, torch, nn, F)
+    (run_train if a.role == "train" else run_generate)(a, torch, nn, F, LM, barrier, rec)
+    torch.cuda.synchronize()
+    nvml.stop()
+    return context_mib(nvml, torch)
+
+
+def classify(e, torch):
+    """(result, exit status) of an exception that ended the run."""
+    if isinstance(e, PeerGone):
+        print(f"LENDPAIR_NOTE {e}", flush=True)
+        return "peer_gone", 4
+    msg = " ".join(str(e).split())[:300]
+    if is_oom(e, torch):
+        print(str(e), flush=True)  # PyTorch's or fragpool's text first
+        print(f"CHECK lend_pair OOM {type(e).__name__}: {msg}", flush=True)
+        return "oom", 3
+    traceback.print_exc()
+    print(f"CHECK lend_pair FAIL {type(e).__name__}: {msg}", flush=True)
+    return "fail", 1
+
+
 def main(argv=None):
     a = parse_args(argv)
     t_start = time.monotonic()
     barrier = Barrier(a.sync, a.role, a.barrier_timeout_s)
     nvml = NvmlSampler(a.nvml_interval_ms / 1e3)  # before CUDA is initialized
-    torch = rec = ctx = None
-    result, rc = "fail", 1
     try:
         import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
         if not torch.cuda.is_available():
             raise ImportError("torch.cuda.is_available() is False")
     except Exception as e:  # noqa: BLE001 - any import failure means skip
         print(f"CHECK lend_pair SKIP {e!r}", flush=True)
         barrier.end("skip")
         return 77
+    rec, ctx = Recorder(torch), None
     try:
-        torch.manual_seed(a.seed)
-        torch.cuda.init()
-        nvml.match_cuda_device(torch)
-        nvml.start()
-        print(f"LENDPAIR_CONF role {a.role} phases {a.phases} sync {a.sync or 'none'} torch {torch.__version__} "
-              f"device \"{torch.cuda.get_device_name(0)}\" train {a.dim}x{a.layers} seq {a.seq} "
-              f"batch {a.train_small}/{a.train_big} x{a.train_steps} generate {a.gen_dim}x{a.gen_layers} "
-              f"batch {a.gen_small}/{a.gen_big} prompt {a.gen_prompt} new {a.gen_small_new}/{a.gen_new} "
-              f"{allocator_env()}", flush=True)
-        rec = Recorder(torch)
-        LM = build_models(a, torch, nn, F)
-        (run_train if a.role == "train" else run_generate)(a, torch, nn, F, LM, barrier, rec)
-        torch.cuda.synchronize()
-        nvml.stop()
-        ctx = context_mib(nvml, torch)
+        ctx = run_role(a, torch, barrier, nvml, rec)
         result, rc = "completed", 0
-    except PeerGone as e:
-        print(f"LENDPAIR_NOTE {e}", flush=True)
-        result, rc = "peer_gone", 4
+    except KeyboardInterrupt:
+        barrier.end("interrupted")
+        raise
     except BaseException as e:  # noqa: BLE001 - classify every failure
-        if isinstance(e, KeyboardInterrupt):
-            barrier.end("interrupted")
-            raise
-        msg = " ".join(str(e).split())[:300]
-        if is_oom(e, torch):
-            print(str(e), flush=True)
-            print(f"CHECK lend_pair OOM {type(e).__name__}: {msg}", flush=True)
-            result, rc = "oom", 3
-        else:
-            traceback.print_exc()
-            print(f"CHECK lend_pair FAIL {type(e).__name__}: {msg}", flush=True)
+        result, rc = classify(e, torch)
     finally:
         nvml.stop()
     barrier.end(result)

@@ -45,7 +45,7 @@ FAKE = textwrap.dedent("""\
         variant = "torch"
     need = {"torch": 10000, "torchexp": 9000, "fplend0": 9400,
             "fplend1": int(os.environ.get("FAKE_LEND_NEED", "6600"))}[variant]
-    b = Barrier(sync, role, 20)
+    b = Barrier(sync, role, 60)
     budget = os.environ.get("BUDGET_MIB", "probe")
     ms = 120.0 if variant == "fplend1" and os.environ.get("FAKE_LEND_SLOW") else 100.0
     try:
@@ -186,7 +186,7 @@ class PairTest(Tmp):
     def test_killed_role_is_reported_for_it(self):
         t0 = time.monotonic()
         p, rec = self.pair("fplend1", {"FAKE_DIE": "generate"})
-        self.assertLess(time.monotonic() - t0, 15)  # not the barrier's 20 s
+        self.assertLess(time.monotonic() - t0, 40)  # not the barrier's 60 s
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertEqual(rec["rc"]["generate"], -9)
         self.assertEqual(rec["rc"]["train"], 4)
