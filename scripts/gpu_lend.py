@@ -356,8 +356,10 @@ class Drive:
         more = share - (self.clock() - t_v)
         if r["smallest_ok_mib"] is None and r["largest_failed_mib"] is not None and whi < b["hi"]:
             edge = (whi, b["hi"], "above")
-        elif r["smallest_ok_mib"] == wlo and r["largest_failed_mib"] is None and wlo > b["lo"]:
-            edge = (b["lo"], wlo, "below")
+        elif r["smallest_ok_mib"] == wlo and r["largest_failed_mib"] is None and wlo > self.a.res:
+            # below the window; below the probe's floor too, when the window started there
+            lower = b["lo"] if wlo > b["lo"] else max(self.a.res, int(wlo * 0.85) // self.a.res * self.a.res)
+            edge = (lower, wlo, "below")
         else:
             return r
         if more < 2 * trial_s:
@@ -526,8 +528,11 @@ def markdown(res, checks, fig, info):
         if r is None:
             L.append(f"| {v} | not measured | | | |")
             continue
+        done = "yes" if r["complete"] else "no: " + (r["stopped"] or "?")
+        if r["smallest_ok_mib"] is not None and r["smallest_ok_mib"] == r.get("lo"):
+            done += f" (passed at its lower bound, {r['lo']} MiB: the smallest may be lower)"
         L.append(f"| {v} | {fmt(r['smallest_ok_mib'], '{}')} | {fmt(r['largest_failed_mib'], '{}')} | "
-                 f"{len(r['trials'])} | {'yes' if r['complete'] else 'no: ' + (r['stopped'] or '?')} |")
+                 f"{len(r['trials'])} | {done} |")
     rng = fig.get("combined_live_range")
     L += ["", f"Combined live at one moment (median of the completed pairs' own reports): "
               f"{fmt(fig.get('combined_live_mib'))} MiB"

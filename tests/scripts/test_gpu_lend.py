@@ -239,6 +239,12 @@ class DriveTest(Tmp):
                       p.stdout)
         self.assertEqual(res["variants"]["fplend1"]["smallest_ok_mib"], 9216)
 
+    def test_answer_below_the_probes_floor(self):
+        p, res = self.drive(["--variants", "fplend1", "--rounds", "0"], {"FAKE_LEND_NEED": "5000"})
+        self.assertIn("NOTE fplend1: the answer is below the window 6144..8192 MiB; bisecting 5120..6144 MiB",
+                      p.stdout)
+        self.assertEqual(res["variants"]["fplend1"]["smallest_ok_mib"], 5120)
+
     def test_too_little_time_skips_and_says_so(self):
         out = os.path.join(self.tmp, "short")
         p = subprocess.run([sys.executable, GL, "drive", "--out", out, "--budget-s", "8", "--no-ballast",
