@@ -49,10 +49,10 @@ if [ "$BUDGET_S" -lt 60 ]; then   # gpu-check.sh gives what it has left
   exit 0
 fi
 DRY=${GPU_LEND_DRY:-0}
-if [ -n "${OUT:-}" ]; then
-  OUT_DIR=$OUT
-elif [ -n "${FP_OUT_DIR:-}" ]; then
+if [ -n "${FP_OUT_DIR:-}" ]; then   # under gpu-check.sh (whose OUT is its own)
   OUT_DIR=$FP_OUT_DIR/lend
+elif [ -n "${OUT:-}" ]; then
+  OUT_DIR=$OUT
 elif [ "$DRY" = 1 ]; then
   OUT_DIR=$(mktemp -d /tmp/fplend-dry.XXXXXX) || exit 1
 else
@@ -114,7 +114,7 @@ main() {
     torchv=$(tail -n 1 <<<"$torchv")
     echo "torch: $torchv"
     python3 -c 'import pynvml; print("pynvml ok")' 2>&1 | tail -n 1
-    rm -rf "$OUT_DIR"/pairs "$OUT_DIR"/logs "$OUT_DIR"/json "$OUT_DIR"/results.* 2>/dev/null
+    rm -rf "$OUT_DIR"/pairs "$OUT_DIR"/logs "$OUT_DIR"/json "$OUT_DIR"/results.md "$OUT_DIR"/results.json 2>/dev/null
   fi
   do_build || { echo "FAIL lend_build no fragpool binary, nothing measured (see $OUT_DIR/build.out)"; return 1; }
   info=$(python3 -c 'import json, sys; print(json.dumps(dict(zip(("date", "machine", "commit", "torch"), sys.argv[1:]))))' \
