@@ -25,6 +25,8 @@
 #   LEND_RES          bisection resolution, MiB (default 512)
 #   LEND_LO, LEND_HI  bisection bounds, MiB (default: from a probe pair)
 #   LEND_PAIR_ARGS    lend_pair.py arguments for both roles (sizes, phases)
+#   LEND_ROUND_ARGS   lend_pair.py arguments added in the timed rounds only
+#                     (e.g. "--phases 8": longer runs, steadier medians)
 #   LEND_BUILD_DIR    default build-gpu (gpu-check.sh: its build directory);
 #                     LEND_SKIP_BUILD=1 uses the fragpool binary there
 #   GPU_LEND_DRY      1: print the plan, build and run nothing
@@ -121,7 +123,8 @@ main() {
     "$(date -u '+%Y-%m-%d')" "$gpu, $(hostname)" "$commit" "$torchv")
   args=(drive --out "$OUT_DIR" --budget-s "$(( $(left) - 10 ))" --fragpool "$FRAGPOOL" --info "$info"
         --variants "${LEND_VARIANTS:-torch torchexp fplend0 fplend1}" --rounds "${LEND_ROUNDS:-3}"
-        --res "${LEND_RES:-512}" --lo "${LEND_LO:-0}" --hi "${LEND_HI:-0}" --pair-args "${LEND_PAIR_ARGS:-}")
+        --res "${LEND_RES:-512}" --lo "${LEND_LO:-0}" --hi "${LEND_HI:-0}" --pair-args "${LEND_PAIR_ARGS:-}"
+        --round-args "${LEND_ROUND_ARGS:-}")
   [ "$DRY" = 1 ] && args+=(--dry)
   python3 "$ROOT/scripts/gpu_lend.py" "${args[@]}"
   local rc=$?

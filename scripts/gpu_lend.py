@@ -255,11 +255,11 @@ def budget_ns(a, name, lo=0, hi=1, deadline=0.0, env=()):
         probe=False, no_ballast=a.no_ballast, cmd=[])
 
 
-def pair_cmd(a, variant, prefix):
+def pair_cmd(a, variant, prefix, extra=""):
     cmd = [sys.executable, os.path.abspath(__file__), "pair", "--variant", variant, "--out-prefix", prefix,
            "--fragpool", a.fragpool, "--json-dir", a.json_dir, "--timeout-s", str(a.pair_timeout_s),
            "--program", a.program]
-    return cmd + ["--"] + shlex.split(a.pair_args)
+    return cmd + ["--"] + shlex.split(a.pair_args) + shlex.split(extra)
 
 
 def load_pair(path):
@@ -283,12 +283,12 @@ class Drive:
         self.res["notes"].append(text)
         self.out(f"NOTE {text}")
 
-    def one(self, name, variant, budget, tag):
+    def one(self, name, variant, budget, tag, extra=""):
         """One pair at budget (None: no ballast); its trial record, pair record added."""
         a = self.a
         prefix = os.path.join(a.out, "pairs", f"{tag}-B{{B}}")
         ns = budget_ns(a, name)
-        ns.cmd = pair_cmd(a, variant, prefix)
+        ns.cmd = pair_cmd(a, variant, prefix, extra)
         rec = gpu_budget.trial(ns, budget, max(30.0, self.left()), self.base, probe=budget is None)
         rec["pair"] = load_pair(prefix.replace("{B}", "probe" if budget is None else str(budget)) + ".json")
         return rec
@@ -415,7 +415,7 @@ class Drive:
                 if self.left() < max(need, 20):
                     self.note(f"round {r} {v}: not run, {self.left():.0f}s left")
                     continue
-                rec = self.one(f"round{r}-{v}", v, budget, f"round{r}-{v}")
+                rec = self.one(f"round{r}-{v}", v, budget, f"round{r}-{v}", a.round_args)
                 rec.update(round=r, variant=v)
                 self.res["rounds"].append(rec)
                 self.out(f"ROUND {r} {v} budget {budget} result {rec['result']} secs {rec['secs']}")
@@ -581,7 +581,8 @@ def plan(a):
             P(f"PLAN {v} {role}: {envs + ' ' if envs else ''}{shlex.join(prefix + ['python3', a.program, '--role', role, '--sync', '<dir>'] + shlex.split(a.pair_args))}")
         P(f"PLAN bisect {v}: scripts/gpu_budget.py's bisection, ballast tests/gpu/ballast.py --leave-mib <B>; "
           f"both roles must complete; its share of the time left after keeping the rounds'")
-    P(f"PLAN rounds: {a.rounds} x (fplend0, fplend1), order alternating, at max(their smallest) + {a.res} MiB")
+    P(f"PLAN rounds: {a.rounds} x (fplend0, fplend1), order alternating, at max(their smallest) + {a.res} MiB"
+      + (f", adding {a.round_args}" if a.round_args else ""))
     P(f"PLAN must show: lending <= {MUST_RATIO} x the best PyTorch mode; <= {1 + MUST_LIVE} x "
       f"(combined live + contexts); step ms and tokens/s of both roles within {MUST_SPEED:.0%} of lending off")
     P("SKIP lend dry run (GPU_LEND_DRY=1): nothing ran")
@@ -614,6 +615,8 @@ def parse_args(argv=None):
     d.add_argument("--lo", type=int, default=0, help="MiB; 0: from the probe")
     d.add_argument("--hi", type=int, default=0, help="MiB; 0: from the probe")
     d.add_argument("--pair-args", default="", help="lend_pair.py arguments, one string")
+    d.add_argument("--round-args", default="", help="lend_pair.py arguments added in the rounds "
+                                                    "(e.g. --phases 8 for longer timing)")
     d.add_argument("--pair-timeout-s", type=int, default=120)
     d.add_argument("--fragpool", default=os.path.join(ROOT, "build-gpu", "bin", "fragpool"))
     d.add_argument("--program", default=LEND_PAIR, help="testing: the role program")
@@ -659,7 +662,7 @@ def cmd_drive(a):
         res["notes"].append("interrupted")
     checks, fig = judge(res)
     res["checks"], res["figures"] = checks, fig
-    info = dict(a.info, pair_args=a.pair_args, res=a.res)
+    info = dict(a.info, pair_args=a.pair_args + (f"; rounds add {a.round_args}" if a.round_args else ""), res=a.res)
     md = markdown(res, checks, fig, info)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1, sort_keys=True, default=str)

@@ -7,6 +7,7 @@ waiting; a role killed without a word), the whole drive with a fake role
 program whose memory need depends on the variant (BUDGET_MIB, no ballast),
 the must-show judgement, and scripts/gpu-lend.sh's dry run.
 """
+import glob
 import json
 import os
 import subprocess
@@ -220,8 +221,17 @@ class DriveTest(Tmp):
         self.assertIn("| fplend1 | 6656 |", p.stdout)
 
     def test_slow_lending_fails_and_time_is_respected(self):
-        p, res = self.drive(["--variants", "fplend0 fplend1", "--rounds", "1"], {"FAKE_LEND_SLOW": "1"})
+        p, res = self.drive(["--variants", "fplend0 fplend1", "--rounds", "1", "--round-args", "--phases 8"],
+                            {"FAKE_LEND_SLOW": "1"})
         self.assertEqual(p.returncode, 1)
+        pairs = os.path.join(self.tmp, "out", "pairs")
+        with open(os.path.join(pairs, "round1-fplend1-B10240.train.out")) as f:
+            self.assertIn("--phases 8", f.readline())  # the rounds' extra arguments, there only
+        trials = glob.glob(os.path.join(pairs, "fplend1-B*.train.out"))
+        self.assertTrue(trials)
+        for t in trials:
+            with open(t) as f:
+                self.assertNotIn("--phases 8", f.readline())
         self.assertTrue(any(ln.startswith("FAIL lend_speed_train_step_ms lending on / off = 1.200")
                             for ln in p.stdout.splitlines()), p.stdout[-2000:])
         self.assertIn("SKIP lend_vs_torch", p.stdout)
