@@ -35,7 +35,15 @@ allocated bytes and every barrier wait's allocated bytes with their times
 (CLOCK_MONOTONIC, LENDPAIR_JSON); the largest sum over two intervals that
 overlap is the combined live figure (an upper bound of the true one: two
 peaks in overlapping intervals need not be simultaneous).  The reference
-of the must-show is that plus both processes' contexts (ctx_mib).
+of the must-show is that plus both processes' contexts (ctx_mib).  Being
+an upper bound, it makes that check easier to pass, not harder.
+
+Invariants: no role waits for a peer that is gone (the runner writes the
+end file of a role that died without one); the ballast and this driver run
+without any variant's settings, which only the two roles get; no trial
+starts that would not end within --budget-s (gpu_budget.py's deadline,
+the rounds' estimate), and what is left out is said in a NOTE line; a
+missing figure is a SKIP, never a PASS.
 """
 import argparse
 import glob

@@ -56,6 +56,11 @@ Output:
 Exit status: 0 completed; 3 on a CUDA out-of-memory error (PyTorch's or
 fragpool's text printed first); 4 when the peer ended first without
 completing; 77 when torch or CUDA is missing; 1 otherwise.
+
+Invariants: a role enters phase p only after the other has entered it
+(the barrier), and every exit path writes <role>.end (the runner writes it
+for a role killed before it could); the timed figures exclude the barrier
+waits and the warm-up before phase 0.
 """
 import argparse
 import json
