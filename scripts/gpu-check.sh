@@ -46,7 +46,9 @@
 #                        conformance); real runs
 #                        scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
-#                        minutes on its own)
+#                        minutes on its own); lend runs scripts/gpu-lend.sh
+#                        (two processes lending memory, issue 45; all the
+#                        time that is left)
 #   GPU_CHECK_DRY        1: print the plan (groups, programs, build and check
 #                        commands) and run nothing; OUT defaults to a new
 #                        directory under /tmp then
@@ -117,6 +119,7 @@ vmm     on   script_group vmm 300 tests/gpu/vmm_check.sh
 contexts on   script_group contexts 400 tests/gpu/contexts_check.sh
 conformance on script_group conformance 240 tests/gpu/conformance_check.sh
 example off  script_group example 30 tests/gpu/example_group.sh
+lend    off  script_group lend 600 scripts/gpu-lend.sh --budget-s $(( $(left) - 30 ))
 '
 group_names() {   # [on]: every group's name, or only those run by default
   awk -v only="${1:-}" 'NF >= 3 && (only == "" || $2 == only) {printf "%s%s", (n++ ? " " : ""), $1}' \

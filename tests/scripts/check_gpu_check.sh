@@ -41,6 +41,7 @@ for check in alloc_check_static race_fp multi_gpu demo pitch_fp train_nocache_fp
 done
 grep -q '^PLAN real ' "$SCRATCH/dry.txt" && fail "dry run: real planned, but it is off by default"
 grep -q '^PLAN example ' "$SCRATCH/dry.txt" && fail "dry run: example planned, but it is off by default"
+grep -q '^PLAN lend ' "$SCRATCH/dry.txt" && fail "dry run: lend planned, but it is off by default"
 has "$SCRATCH/dry.txt" '^0 passed, 0 failed, 0 skipped, [0-9]+ planned \(dry run: nothing ran\)$' \
     "dry run: the count line"
 ls "$SCRATCH/dry"/*.json >/dev/null 2>&1 && fail "dry run: a JSON summary was written"
