@@ -16,9 +16,14 @@
 
 typedef struct fp_tracer_event {
     uint64_t id;     /* unique for one allocation's lifetime  */
-    uint64_t size;   /* requested bytes                        */
+    uint64_t size;   /* requested bytes; on 'j': the run's thread
+                        cache bytes (thread_cache_mb)          */
     uint32_t stream; /* the program's stream number            */
-    char op;         /* 'a' allocate, 'f' free                 */
+    char op;         /* 'a' allocate, 'f' free, 'o' refused in the
+                        run, 'j' the thread joined the front
+                        end, 'l' it left (its cache went back)  */
+    uint16_t thread; /* the thread, numbered 0, 1, ... in order
+                        of first row (0: a trace without them)  */
 } fp_tracer_event;
 
 /* A replay keeps what each live id holds in an array, not a hash map:
@@ -49,7 +54,16 @@ typedef struct fp_trace {
      * trace stops (checked every FP_REPLAY_CHECK_EVERY events) and returns
      * ETIMEDOUT: the OOM search's bound (advice_budget_ms). */
     uint64_t deadline_ns;
+    /* Threads ('j', 'l' rows and the thread column; docs/replay.md,
+     * "Threads"): how many the rows name (0 or 1: one thread), and the
+     * thread cache bytes of the recorded run (0: no thread joined).  A
+     * replay of t uses thread_cache, whatever its opts say (the caller
+     * may set it: `--conf thread_cache_mb:N`). */
+    size_t threads, thread_cache;
 } fp_trace;
+
+/* The most threads a trace may name. */
+#define FP_TRACE_MAX_THREADS 65536
 
 #define FP_REPLAY_CHECK_EVERY 4096
 /* 1 once t->deadline_ns is set and has passed. */
@@ -62,6 +76,10 @@ int fp_trace_load(const char *path, fp_trace *t, char *err, size_t errlen);
 /* Appends one event, with its slot: 0, or ENOMEM (or EOVERFLOW past
  * 2^32 - 2 ids live at once), the trace as it was. */
 int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream);
+/* The last event pushed was made by the recorded run's thread `thread`
+ * (any number): it gets that thread's index, a new one in order of first
+ * use.  0, ENOMEM, or E2BIG past FP_TRACE_MAX_THREADS threads. */
+int fp_trace_set_thread(fp_trace *t, uint64_t thread);
 void fp_trace_free(fp_trace *t);
 
 typedef struct fp_replay_result {

@@ -234,7 +234,11 @@ static void strict_fields(void **state)
         {"0,a,1,100,4294967296", ":2: field stream is '4294967296'"},
         {"0,a,1,100,0 x", ":2: field stream is '0 x'"},
         {"0,a,1", ":2: not a trace row (3 fields"},
-        {"0,a,1,100,0,7", ":2: not a trace row (more than 5 fields"},
+        {"0,a,1,100,0,7,1", ":2: not a trace row (more than 6 fields"},
+        {"0,a,1,100,0,x", ":2: field thread is 'x'"},
+        {"0,a,1,100,0,-1", ":2: field thread is '-1'"},
+        {"0,a,1,100,0,18446744073709551616", ":2: field thread is '18446744073709551616'"},
+        {"0,jj,0,100,0,1", ":2: field op is 'jj'"},
         {"0,s,1,-5,0", ":2: field size is '-5'"},
     };
     const char *path = tmp_name("bad.csv");
