@@ -67,7 +67,8 @@ typedef struct fp_replay_report {
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
     fp_row trace_rows[2];
-    fp_group groups[FP_DEV_NGROUPS]; /* the shim's (null here), the trace's problems */
+    fp_row front_rows[FP_REPLAY_FRONT_ROWS]; /* "Thread caches", when the trace has threads */
+    fp_group groups[FP_DEV_NGROUPS];         /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
     unsigned char set[FP_CONF_MAX_OPTIONS]; /* entries not at their default */
     char conf[4096];                        /* fp_conf_entries: 4 KiB always suffice   */

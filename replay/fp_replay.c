@@ -13,9 +13,11 @@
  * pool refuses for lack of host memory (fp_oom_info.host) fails the whole
  * replay with ENOMEM: its peaks would be nobody's.  The recorded run's
  * threads ('j' and 'l' rows, each row's thread) go through their own
- * caches of the pool's front end (replay_threads.c).
+ * caches of the pool's front end (replay_threads.c), and its segments
+ * get the run's addresses while the replay follows it (replay_segs.c).
  */
 #include "fp_trace.h"
+#include "replay_segs.h"
 #include "replay_threads.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ typedef struct sim_dev {
     size_t budget;           /* 0 = unlimited              */
     const fp_replay_hook *h; /* its on_change sees the segments */
     size_t idx;              /* the event being replayed   */
+    fp_rsegs *rec;           /* the run's segment addresses */
 } sim_dev;
 
 static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size, size_t idx)
@@ -43,8 +46,10 @@ static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
     uint64_t span = (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
     if (size > limit || d->in_use > limit - size || span < size || d->next > UINT64_MAX - span)
         return ENOMEM; /* over the budget, or past the end of the address space */
-    *addr = d->next;
-    d->next += span;
+    if (!fp_rsegs_take(d->rec, size, addr)) {
+        *addr = d->next;
+        d->next += span;
+    }
     d->in_use += size;
     note(d->h, FP_REPLAY_SEGMENT_ALLOC, *addr, size, d->idx);
     return 0;
@@ -54,6 +59,7 @@ static int sim_release(void *ctx, uint64_t addr, size_t size)
 {
     sim_dev *d = ctx;
     d->in_use -= size;
+    fp_rsegs_released(d->rec, addr);
     note(d->h, FP_REPLAY_SEGMENT_FREE, addr, size, d->idx);
     return 0;
 }
@@ -257,7 +263,12 @@ static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_h
 int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
 {
-    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h};
+    fp_rsegs rec;
+    fp_rsegs_init(&rec, t);
+    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h, .rec = &rec};
+    uint64_t top = fp_rsegs_top(&rec); /* the replay's own addresses: above the run's */
+    if (top > dev.next)
+        dev.next = (top + SIM_GRANULARITY - 1) & ~(uint64_t)(SIM_GRANULARITY - 1);
     fp_backend be = {.ctx = &dev,
                      .reserve = sim_reserve,
                      .release = sim_release,
@@ -289,6 +300,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     fp_pool_get_stats(p, &r->stats);
     free(m.held);
     fp_rthreads_fini(&m.threads);
+    fp_rsegs_fini(&rec); /* a kept pool's segments stay: no release comes */
     if (!err && r->host_fails)
         err = ENOMEM;
     if (err) {

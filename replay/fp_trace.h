@@ -37,6 +37,13 @@ typedef struct fp_tracer_event {
 #define FP_TRACE_NO_SLOT UINT32_MAX
 typedef struct fp_trace_ids fp_trace_ids; /* trace_events.c: push's id -> slot map */
 
+/* A segment the recorded run reserved ('s' rows of the shim's trace), in
+ * order: a replay hands out these addresses while it reserves what the
+ * run reserved (replay_segs.c). */
+typedef struct fp_trace_seg {
+    uint64_t addr, size;
+} fp_trace_seg;
+
 typedef struct fp_trace {
     fp_tracer_event *ev;
     size_t n, cap;
@@ -60,6 +67,8 @@ typedef struct fp_trace {
      * replay of t uses thread_cache, whatever its opts say (the caller
      * may set it: `--conf thread_cache_mb:N`). */
     size_t threads, thread_cache;
+    fp_trace_seg *segs; /* the run's segments, in order (none: 0)       */
+    size_t nsegs, segs_cap;
 } fp_trace;
 
 /* The most threads a trace may name. */
@@ -80,6 +89,8 @@ int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t str
  * (any number): it gets that thread's index, a new one in order of first
  * use.  0, ENOMEM, or E2BIG past FP_TRACE_MAX_THREADS threads. */
 int fp_trace_set_thread(fp_trace *t, uint64_t thread);
+/* The recorded run reserved size bytes at addr (an 's' row): 0 or ENOMEM. */
+int fp_trace_push_segment(fp_trace *t, uint64_t addr, uint64_t size);
 void fp_trace_free(fp_trace *t);
 
 typedef struct fp_replay_result {
@@ -140,6 +151,14 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
  * its allocations of live ids, as two rows of report/'s metric list
  * (rows has room for 2; the group points into it). */
 void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *g);
+
+/* The summary's "Thread caches" group of a replay's pool p (the threads
+ * that joined its front end, what their caches served, what went back
+ * before growth), as the shim fills it: 1 with rows (room for
+ * FP_REPLAY_FRONT_ROWS) and g set, 0 when no thread joined (the group
+ * stays absent, as in a replay of a trace without threads). */
+#define FP_REPLAY_FRONT_ROWS 5
+int fp_replay_front_group(fp_pool *p, fp_row rows[FP_REPLAY_FRONT_ROWS], fp_group *g);
 
 /* The most bytes ever live at once, each request rounded by opts
  * (fp_round_size), a refused request ('o') counted at its moment: a lower

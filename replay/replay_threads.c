@@ -11,7 +11,9 @@
  * take the pool alone, as before.
  *
  * Invariants: as replay_threads.h; the caches belong to the pool, which
- * frees them (fp_pool_destroy), so this file only forgets them.
+ * frees them (fp_pool_destroy), so this file only forgets them.  The
+ * summary's "Thread caches" rows come from the pool's one list
+ * (FP_FRONT_COUNTS), as the shim's do.
  */
 #include "replay_threads.h"
 #include <errno.h>
@@ -70,4 +72,23 @@ void fp_rthreads_free(fp_rthreads *r, fp_pool *p, const fp_tracer_event *e, uint
     uint64_t stamp;
     if (!t || fp_pool_front_free(p, t, addr, e->stream, &size, &stamp))
         fp_pool_free(p, addr);
+}
+
+#define FRONT_ROW(field, key, one, many, kind) +1
+_Static_assert(0 FP_FRONT_COUNTS(FRONT_ROW) == FP_REPLAY_FRONT_ROWS, "one row per count");
+#undef FRONT_ROW
+
+int fp_replay_front_group(fp_pool *p, fp_row rows[FP_REPLAY_FRONT_ROWS], fp_group *g)
+{
+    fp_front_counts c;
+    fp_pool_front_counts(p, &c);
+    if (!c.threads)
+        return 0;
+    size_t n = 0;
+#define FRONT_ROW(field, key, one, many, kind)                                                     \
+    rows[n++] = (fp_row){key, one, many, FP_ROW_##kind, c.field, 0};
+    FP_FRONT_COUNTS(FRONT_ROW)
+#undef FRONT_ROW
+    *g = (fp_group){.rows = rows, .nrows = n, .per_line = 3}; /* key and label: report/'s table */
+    return 1;
 }

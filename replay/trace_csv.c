@@ -7,7 +7,8 @@
  * spaces, tabs and a CR are ignored; anything else is parsed strictly:
  * unsigned decimal digits only (no sign, space, 0x, or value past the
  * field's range), op one of a, f, o, j, l, s, r (s and r rows, the shim's
- * segment events, are checked and skipped).  A thread is any number; the
+ * segment events, are checked and are no events; an s row's address and
+ * size go to the trace's segments, fp_trace_push_segment).  A thread is any number; the
  * trace numbers them 0, 1, ... in order of first use (fp_trace_set_thread),
  * and a trace without the column is one thread, 0.
  * Invariant: a malformed line stops the load with its line and field.
@@ -82,6 +83,9 @@ static int take_line(fp_reader *r, fp_trace *t)
     fp_tracer_event e = {0};
     uint64_t thread;
     int rc = parse_row(r, s, n, &e, &thread);
+    if (!rc && e.op == 's' && e.size && (rc = fp_trace_push_segment(t, e.id, e.size)))
+        snprintf(r->err, r->errlen, "%s:%zu: out of memory after %zu events", r->path, r->lineno,
+                 t->n);
     if (rc || e.op == 's' || e.op == 'r')
         return rc;
     rc = fp_trace_push(t, e.op, e.id, e.size, e.stream);

@@ -121,8 +121,19 @@ int fp_trace_set_thread(fp_trace *t, uint64_t thread)
     return 0;
 }
 
+int fp_trace_push_segment(fp_trace *t, uint64_t addr, uint64_t size)
+{
+    fp_trace_seg *v = fp_vec_grow(t->segs, &t->segs_cap, t->nsegs + 1, sizeof *v, 64);
+    if (!v)
+        return ENOMEM;
+    t->segs = v;
+    v[t->nsegs++] = (fp_trace_seg){addr, size};
+    return 0;
+}
+
 void fp_trace_free(fp_trace *t)
 {
+    free(t->segs);
     if (t->ids) {
         fp_hmap_fini(&t->ids->map);
         fp_hmap_fini(&t->ids->threads);

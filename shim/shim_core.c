@@ -110,20 +110,37 @@ static void debug_check(fp_ctx_pool *d)
     }
 }
 
-/* trace:PATH and snapshot:PATH - a block of d just allocated (its free is
- * recorded inside the free: record_free). */
-static void trace_alloc(fp_ctx_pool *d, uint64_t addr, CUstream s)
+/* trace:PATH and snapshot:PATH - a block of d just allocated for a
+ * request of asked bytes (its free is recorded inside the free:
+ * record_free).  The trace's size is the request's: a block a thread's
+ * cache gave back keeps its earlier request in the pool. */
+static void trace_alloc(fp_ctx_pool *d, uint64_t addr, size_t asked, CUstream s)
 {
     size_t size;
     uint64_t seq;
     if ((fp_tracer_on() || fp_snap_on()) && fp_pool_lookup(d->pool, addr, &size, &seq) == 0) {
-        fp_tracer_event('a', fp_pools_trace_id(d, seq), size, s);
+        fp_tracer_event('a', fp_pools_trace_id(d, seq), asked, s);
         fp_snap_block(d->dev, 'a', addr, size, fp_pools_trace_id(d, seq), s);
     }
 }
 
-/* s and async: the stream of cuMemAllocAsync, for same-stream reuse. */
+static int pool_alloc_ordered(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s,
+                              bool async);
+
+/* s and async: the stream of cuMemAllocAsync, for same-stream reuse.
+ * While a trace records, the whole call holds its order lock (the join
+ * of a thread's cache included), so that its rows come in the order the
+ * calls changed the pool (shim_trace.c). */
 static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s, bool async)
+{
+    bool held = fp_tracer_order_begin();
+    int err = pool_alloc_ordered(d, dptr, size, s, async);
+    fp_tracer_order_end(held);
+    return err;
+}
+
+static int pool_alloc_ordered(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s,
+                              bool async)
 {
     uint64_t t0 = fp_time_begin(), addr = 0;
     int err = deferred()
@@ -135,7 +152,7 @@ static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s
     debug_check(d);
     if (!err) {
         *dptr = addr;
-        trace_alloc(d, addr, s);
+        trace_alloc(d, addr, size, s);
         return 0;
     }
     if (err == ENOMEM) {
@@ -220,8 +237,10 @@ typedef struct free_req {
     uint64_t stamp;
     size_t size;
     int err;
-    int refused; /* the first error of a pool whose segments hold p */
-    bool cached; /* the calling thread's cache took it (no pool lock)   */
+    int refused;      /* the first error of a pool whose segments hold p */
+    bool cached;      /* the calling thread's cache took it (no pool lock)   */
+    uint64_t id;      /* while tracing: the block's trace id (0: not live)   */
+    size_t requested; /* and its request, for the row                   */
 } free_req;
 
 /* trace:PATH and snapshot:PATH - the free of a block, under its pool's
@@ -248,6 +267,24 @@ static bool try_free(fp_ctx_pool *d, void *ud)
     if (r->err && r->err != ENOENT && !r->refused)
         r->refused = r->err;
     return r->err == 0;
+}
+
+/* While tracing: the trace id of the live block r->p, for the row of a
+ * free that a thread's cache takes (the pool then answers it as freed). */
+static bool note_id(fp_ctx_pool *d, void *ud)
+{
+    free_req *r = ud;
+    uint64_t seq;
+    if (fp_pool_lookup(d->pool, r->p, &r->requested, &seq))
+        return false;
+    r->id = fp_pools_trace_id(d, seq);
+    return true;
+}
+
+static void trace_cached_free(const free_req *r)
+{
+    if (r->id)
+        fp_tracer_event('f', r->id, r->requested, r->s);
 }
 
 static bool holds_live(fp_ctx_pool *d, void *ud)
@@ -305,8 +342,12 @@ static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, int
 {
     *res = 0;
     if (deferred()) {
+        if (fp_tracer_on() && atomic_load_explicit(&fp_pools_threads, memory_order_relaxed))
+            fp_pools_put(fp_pools_find(note_id, r));
         fp_ctx_pool *d = fp_pools_free_cached(r->p, r->s, &r->size, &r->stamp);
         r->cached = d != NULL;
+        if (d)
+            trace_cached_free(r);
         if (d)
             return d;
         d = fp_pools_find(try_free, r);
@@ -335,8 +376,10 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
     uint64_t t0 = fp_time_begin();
     free_req r = {.p = p, .s = s};
     int res;
-    uint64_t so = fp_mempool_take(p); /* a stream-ordered block: out before it is reusable */
+    uint64_t so = fp_mempool_take(p);    /* a stream-ordered block: out before it is reusable */
+    bool held = fp_tracer_order_begin(); /* the free and its row, in order (pool_alloc) */
     fp_ctx_pool *d = free_block(&r, sync, &res);
+    fp_tracer_order_end(held);
     fp_time_end(t0);
     if (d && res)
         fp_mempool_untake(p, so); /* not freed: still live */
