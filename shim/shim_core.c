@@ -136,6 +136,8 @@ static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s
     bool held = fp_tracer_order_begin();
     int err = pool_alloc_ordered(d, dptr, size, s, async);
     fp_tracer_order_end(held);
+    if (err == ENOMEM) /* the OOM search: no other thread waits for it */
+        fp_advice_oom(d);
     return err;
 }
 
@@ -158,7 +160,6 @@ static int pool_alloc_ordered(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CU
     if (err == ENOMEM) {
         fp_tracer_event('o', 0, size, s); /* the request the run failed on */
         fp_snap_oom(d->dev, size, s);
-        fp_advice_oom(d);
         return ENOMEM;
     }
     return driver_error(fp_pools_last_error());
