@@ -312,8 +312,8 @@ static void replays_run(bool async, const char *segs)
                   (long long)r.stats.reserved_bytes[FP_ALL].peak,
                   (long long)jint(&d, "devices.0.reserve_calls"),
                   (unsigned long long)r.stats.num_reserve_calls, (long long)run_allocs,
-                  (unsigned long long)fc.allocs, (long long)run_frees,
-                  (unsigned long long)fc.frees, (long long)jint(&d, "devices.0.thread_cache.flushes"),
+                  (unsigned long long)fc.allocs, (long long)run_frees, (unsigned long long)fc.frees,
+                  (long long)jint(&d, "devices.0.thread_cache.flushes"),
                   (unsigned long long)fc.flushes);
     assert_int_equal(r.stats.reserved_bytes[FP_ALL].peak, peak);
     assert_int_equal(r.stats.num_reserve_calls, jint(&d, "devices.0.reserve_calls"));
