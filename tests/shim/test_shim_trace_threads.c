@@ -265,7 +265,8 @@ static void advice_holds(const char *segs)
     fp_tune_setting cur;
     fp_tune_row row;
     assert_int_equal(fp_tune_setting_init(&cur, text), 0);
-    assert_int_equal(fp_tune_eval(&trace, &cur, NULL, &row), 0);
+    fp_tune_params tp = {.threads = 1}; /* not NULL: fp_tune_eval reads p->stop_above's address */
+    assert_int_equal(fp_tune_eval(&trace, &cur, &tp, &row), 0);
     assert_true(row.min_budget > 2 * MiB);
     size_t budget = row.min_budget - 2 * MiB;
     fp_replay_result r;
