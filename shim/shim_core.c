@@ -14,7 +14,9 @@
  *
  * Lock rounds of a pool's lock per free: deferred (traced or not), the
  * free finds its pool and records itself in one locked step of each pool
- * asked (fp_pool_free_seen; the pool that holds the block is asked once);
+ * asked (fp_pool_free_seen; the pool that holds the block is asked once),
+ * and traced once threads have caches, one round first to name the block
+ * for the row of a free that a cache takes (note_id);
  * free_policy:sync, one round for a block of the current context's pool,
  * and two more for another context's: see free_block.
  *
@@ -347,10 +349,10 @@ static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, int
             fp_pools_put(fp_pools_find(note_id, r));
         fp_ctx_pool *d = fp_pools_free_cached(r->p, r->s, &r->size, &r->stamp);
         r->cached = d != NULL;
-        if (d)
+        if (d) {
             trace_cached_free(r);
-        if (d)
             return d;
+        }
         d = fp_pools_find(try_free, r);
         if (d || !r->refused)
             return d;
