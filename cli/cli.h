@@ -67,7 +67,8 @@ typedef struct fp_replay_report {
     fp_dev_report dev;
     fp_leak leaks[FP_REPORT_TOP_LEAKS];
     fp_row trace_rows[2];
-    fp_group groups[FP_DEV_NGROUPS]; /* the shim's (null here), the trace's problems */
+    fp_row front_rows[FP_REPLAY_FRONT_ROWS]; /* "Thread caches", when the trace has threads */
+    fp_group groups[FP_DEV_NGROUPS];         /* the shim's (null here), the trace's problems */
     fp_kv entries[FP_CONF_MAX_OPTIONS];
     unsigned char set[FP_CONF_MAX_OPTIONS]; /* entries not at their default */
     char conf[4096];                        /* fp_conf_entries: 4 KiB always suffice   */
@@ -96,6 +97,10 @@ int fp_cli_output_done(const char *cmd, int sink_err);
  * is one line for each key given that has no effect with the segments
  * the result asks for (fp_conf_inert).  Returns the number of problems. */
 int fp_cli_conf(const char *text, fp_conf *c);
+/* The thread caches a replay of t models (fp_trace.h): the recorded run's
+ * ('j' rows), unless c names thread_cache_mb (then c's, 0: off); c then
+ * holds the value the replay uses, for its summary. */
+void fp_cli_trace_threads(fp_conf *c, fp_trace *t);
 /* For tune, which ranks settings of its own: one line for each key of
  * FRAGPOOL_CONF (or PyTorch's variable) that has no effect with the
  * segments it asks for (fp_conf_inert); its problems are not said. */

@@ -96,6 +96,15 @@ int fp_cli_conf(const char *text, fp_conf *c)
     return n;
 }
 
+void fp_cli_trace_threads(fp_conf *c, fp_trace *t)
+{
+    int k = fp_conf_find("thread_cache_mb", strlen("thread_cache_mb"));
+    if (k >= 0 && (c->set_mask >> k & 1))
+        t->thread_cache = c->pool.thread_cache;
+    else
+        c->pool.thread_cache = t->thread_cache;
+}
+
 void fp_cli_env_inert(void)
 {
     const char *source;

@@ -9,8 +9,9 @@
  * trace, settings and budget; the device is the simulated one, with the
  * budget as its capacity; the shim's groups are null in a replay and keep
  * their keys, filled by id through report/fp_groups.h (never by slot
- * number); the settings listed are those a replay reads (thread_cache_mb,
- * the shim's per-thread caches, is not: a replay is one thread).
+ * number); the settings listed are those a replay reads (thread_cache_mb
+ * only when the trace's threads joined the front end: then the "Thread
+ * caches" group is there too, filled as the shim fills it).
  */
 #include "cli.h"
 #include "fp_groups.h"
@@ -18,12 +19,13 @@
 #include "fp_trace.h"
 #include <string.h>
 
-/* Drops the settings a replay does not read from the n entries e. */
-static size_t replayed_only(fp_kv *e, unsigned char *set, size_t n)
+/* Drops the settings a replay does not read from the n entries e:
+ * thread_cache_mb unless the trace's threads joined the front end. */
+static size_t replayed_only(fp_kv *e, unsigned char *set, size_t n, bool threads)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(e[i].key, "thread_cache_mb") != 0) {
+        if (threads || strcmp(e[i].key, "thread_cache_mb") != 0) {
             set[k] = set[i];
             e[k++] = e[i];
         }
@@ -46,10 +48,14 @@ void fp_cli_replay_report(fp_pool *p, const fp_replay_result *r, const fp_conf *
     fp_group trace;
     fp_replay_trace_group(r, out->trace_rows, &trace);
     fp_report_group_set(out->groups, FP_GROUP_TRACE, &trace);
+    fp_group front;
+    bool threads = fp_replay_front_group(p, out->front_rows, &front);
+    if (threads)
+        fp_report_group_set(out->groups, FP_GROUP_THREADS, &front);
     size_t n = fp_conf_entries(c, out->entries, FP_CONF_MAX_OPTIONS, out->conf, sizeof out->conf);
     for (size_t i = 0; i < n; i++)
         out->set[i] = !fp_conf_is_default(c, i);
-    n = replayed_only(out->entries, out->set, n);
+    n = replayed_only(out->entries, out->set, n, threads);
     out->run = (fp_run_report){.pid = 0,
                                .rank = -1,
                                .config = out->entries,

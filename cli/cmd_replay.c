@@ -123,6 +123,7 @@ int fp_cmd_replay(int argc, char **argv)
         fprintf(stderr, "fragpool replay: %s\n", err);
         return 1;
     }
+    fp_cli_trace_threads(&c, &t);
     print_input_notes(&a, &t);
     fp_replay_result r;
     fp_pool *p;

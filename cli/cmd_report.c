@@ -496,6 +496,7 @@ static int report_trace(const report_args *a)
         fprintf(stderr, "fragpool report: %s\n", err);
         return 1;
     }
+    fp_cli_trace_threads(&c, &t);
     trace_report *rp = calloc(1, sizeof *rp);
     fp_html_page pg;
     fp_progress pr;

@@ -136,6 +136,7 @@ int fp_cmd_snapshot(int argc, char **argv)
         fprintf(stderr, "fragpool snapshot: %s\n", err);
         return 1;
     }
+    fp_cli_trace_threads(&c, &t);
     entries e = {.t = &t};
     fp_replay_hook h = {.on_change = on_change, .ud = &e};
     fp_replay_result r;

@@ -446,6 +446,17 @@ typedef struct fp_tcache fp_tcache;
 typedef struct fp_front_counts {
     uint64_t threads, allocs, frees, flushes, returned;
 } fp_front_counts;
+/* The same fields as the summary's "Thread caches" rows, the one list the
+ * shim and the replay fill them from: X(field, JSON key, text for one,
+ * text for many, row kind: FP_ROW_##kind of report/). */
+#define FP_FRONT_COUNTS(X)                                                                         \
+    X(threads, "threads", " thread", " threads", COUNT)                                            \
+    X(allocs, "lockless_allocs", " allocation without the pool's lock",                            \
+      " allocations without the pool's lock", COUNT)                                               \
+    X(frees, "lockless_frees", " free without the pool's lock", " frees without the pool's lock",  \
+      COUNT)                                                                                       \
+    X(flushes, "flushes", " flush before growth", " flushes before growth", COUNT)                 \
+    X(returned, "returned_bytes", " returned before growth", NULL, BYTES)
 /* The calling thread's cache of p: 0, or ENOMEM. */
 int fp_pool_front_join(fp_pool *p, fp_tcache **out);
 /* The thread is leaving: its cache goes back to best fit, then t is freed.

@@ -347,7 +347,7 @@ static uint64_t too_large(const fp_trace *t, size_t *at)
     uint64_t most = 0;
     for (size_t i = 0; i < t->n; i++) {
         const fp_tracer_event *e = &t->ev[i];
-        if (e->op != 'f' && e->size > FP_MAX_REQUEST && e->size > most) {
+        if ((e->op == 'a' || e->op == 'o') && e->size > FP_MAX_REQUEST && e->size > most) {
             most = e->size;
             *at = i;
         }

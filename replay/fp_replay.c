@@ -11,9 +11,14 @@
  * deadline is checked against the clock every FP_REPLAY_CHECK_EVERY events:
  * past it, the replay stops and returns ETIMEDOUT.  An allocation the
  * pool refuses for lack of host memory (fp_oom_info.host) fails the whole
- * replay with ENOMEM: its peaks would be nobody's.
+ * replay with ENOMEM: its peaks would be nobody's.  The recorded run's
+ * threads ('j' and 'l' rows, each row's thread) go through their own
+ * caches of the pool's front end (replay_threads.c), and its segments
+ * get the run's addresses while the replay follows it (replay_segs.c).
  */
 #include "fp_trace.h"
+#include "replay_segs.h"
+#include "replay_threads.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,7 @@ typedef struct sim_dev {
     size_t budget;           /* 0 = unlimited              */
     const fp_replay_hook *h; /* its on_change sees the segments */
     size_t idx;              /* the event being replayed   */
+    fp_rsegs *rec;           /* the run's segment addresses */
 } sim_dev;
 
 static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size, size_t idx)
@@ -40,8 +46,10 @@ static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
     uint64_t span = (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
     if (size > limit || d->in_use > limit - size || span < size || d->next > UINT64_MAX - span)
         return ENOMEM; /* over the budget, or past the end of the address space */
-    *addr = d->next;
-    d->next += span;
+    if (!fp_rsegs_take(d->rec, size, addr)) {
+        *addr = d->next;
+        d->next += span;
+    }
     d->in_use += size;
     note(d->h, FP_REPLAY_SEGMENT_ALLOC, *addr, size, d->idx);
     return 0;
@@ -51,6 +59,7 @@ static int sim_release(void *ctx, uint64_t addr, size_t size)
 {
     sim_dev *d = ctx;
     d->in_use -= size;
+    fp_rsegs_released(d->rec, addr);
     note(d->h, FP_REPLAY_SEGMENT_FREE, addr, size, d->idx);
     return 0;
 }
@@ -110,11 +119,13 @@ static int sim_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
  * size is >= 512). */
 typedef struct idmap {
     uint64_t *held;
+    fp_rthreads threads; /* fp_replay_ex's: the trace's threads' caches */
 } idmap;
 
 static int idmap_init(idmap *m, const fp_trace *t)
 {
     m->held = calloc(t->nslots ? t->nslots : 1, sizeof *m->held);
+    m->threads = (fp_rthreads){0};
     return m->held ? 0 : ENOMEM;
 }
 
@@ -143,7 +154,7 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, uint32_
         count_event(&r->dup_allocs, &r->first_dup_alloc, idx);
         return;
     }
-    if (fp_pool_alloc(p, (size_t)e->size, &addr)) {
+    if (fp_rthreads_alloc(&m->threads, p, e, &addr)) {
         if (host_short(p, r))
             return;
         if (r->ooms++ == 0) {
@@ -191,6 +202,11 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
         replay_refused(p, e, idx, h, r);
         return;
     }
+    if (e->op == 'j' || e->op == 'l') {
+        if (fp_rthreads_row(&m->threads, p, e))
+            r->host_fails++;
+        return;
+    }
     uint64_t addr = slot == FP_TRACE_NO_SLOT ? 0 : m->held[slot];
     if (!addr) {
         count_event(&r->bad_frees, &r->first_bad_free, idx);
@@ -200,7 +216,7 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
     uint64_t seq;
     if (h && h->on_change) /* the block's size, for the hook alone */
         fp_pool_lookup(p, addr, &size, &seq);
-    fp_pool_free(p, addr);
+    fp_rthreads_free(&m->threads, p, e, addr);
     note(h, FP_REPLAY_FREE, addr, size, idx);
     m->held[slot] = 0;
 }
@@ -247,7 +263,12 @@ static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_h
 int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
 {
-    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h};
+    fp_rsegs rec;
+    fp_rsegs_init(&rec, t);
+    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h, .rec = &rec};
+    uint64_t top = fp_rsegs_top(&rec); /* the replay's own addresses: above the run's */
+    if (top > dev.next)
+        dev.next = (top + SIM_GRANULARITY - 1) & ~(uint64_t)(SIM_GRANULARITY - 1);
     fp_backend be = {.ctx = &dev,
                      .reserve = sim_reserve,
                      .release = sim_release,
@@ -259,7 +280,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     if (fp_trace_past_deadline(t))
         return ETIMEDOUT;
     fp_pool_opts o = *opts;
-    o.record_bytes = 0; /* a replay's own pool needs no record */
+    o.record_bytes = 0;               /* a replay's own pool needs no record */
+    o.thread_cache = t->thread_cache; /* the recorded run's (fp_trace.h) */
     if (!o.device_total)
         o.device_total = budget;
     fp_pool *p;
@@ -267,7 +289,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     if (err)
         return err;
     idmap m;
-    if (idmap_init(&m, t)) {
+    if (idmap_init(&m, t) || fp_rthreads_init(&m.threads, t, &o)) {
+        free(m.held);
         fp_pool_destroy(p, 0);
         return ENOMEM;
     }
@@ -276,6 +299,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     err = replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
     free(m.held);
+    fp_rthreads_fini(&m.threads);
+    fp_rsegs_fini(&rec); /* a kept pool's segments stay: no release comes */
     if (!err && r->host_fails)
         err = ENOMEM;
     if (err) {

@@ -16,9 +16,14 @@
 
 typedef struct fp_tracer_event {
     uint64_t id;     /* unique for one allocation's lifetime  */
-    uint64_t size;   /* requested bytes                        */
+    uint64_t size;   /* requested bytes; on 'j': the run's thread
+                        cache bytes (thread_cache_mb)          */
     uint32_t stream; /* the program's stream number            */
-    char op;         /* 'a' allocate, 'f' free                 */
+    char op;         /* 'a' allocate, 'f' free, 'o' refused in the
+                        run, 'j' the thread joined the front
+                        end, 'l' it left (its cache went back)  */
+    uint16_t thread; /* the thread, numbered 0, 1, ... in order
+                        of first row (0: a trace without them)  */
 } fp_tracer_event;
 
 /* A replay keeps what each live id holds in an array, not a hash map:
@@ -31,6 +36,13 @@ typedef struct fp_tracer_event {
  * FP_TRACE_NO_SLOT. */
 #define FP_TRACE_NO_SLOT UINT32_MAX
 typedef struct fp_trace_ids fp_trace_ids; /* trace_events.c: push's id -> slot map */
+
+/* A segment the recorded run reserved ('s' rows of the shim's trace), in
+ * order: a replay hands out these addresses while it reserves what the
+ * run reserved (replay_segs.c). */
+typedef struct fp_trace_seg {
+    uint64_t addr, size;
+} fp_trace_seg;
 
 typedef struct fp_trace {
     fp_tracer_event *ev;
@@ -49,7 +61,18 @@ typedef struct fp_trace {
      * trace stops (checked every FP_REPLAY_CHECK_EVERY events) and returns
      * ETIMEDOUT: the OOM search's bound (advice_budget_ms). */
     uint64_t deadline_ns;
+    /* Threads ('j', 'l' rows and the thread column; docs/replay.md,
+     * "Threads"): how many the rows name (0 or 1: one thread), and the
+     * thread cache bytes of the recorded run (0: no thread joined).  A
+     * replay of t uses thread_cache, whatever its opts say (the caller
+     * may set it: `--conf thread_cache_mb:N`). */
+    size_t threads, thread_cache;
+    fp_trace_seg *segs; /* the run's segments, in order (none: 0)       */
+    size_t nsegs, segs_cap;
 } fp_trace;
+
+/* The most threads a trace may name. */
+#define FP_TRACE_MAX_THREADS 65536
 
 #define FP_REPLAY_CHECK_EVERY 4096
 /* 1 once t->deadline_ns is set and has passed. */
@@ -62,6 +85,12 @@ int fp_trace_load(const char *path, fp_trace *t, char *err, size_t errlen);
 /* Appends one event, with its slot: 0, or ENOMEM (or EOVERFLOW past
  * 2^32 - 2 ids live at once), the trace as it was. */
 int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t stream);
+/* The last event pushed was made by the recorded run's thread `thread`
+ * (any number): it gets that thread's index, a new one in order of first
+ * use.  0, ENOMEM, or E2BIG past FP_TRACE_MAX_THREADS threads. */
+int fp_trace_set_thread(fp_trace *t, uint64_t thread);
+/* The recorded run reserved size bytes at addr (an 's' row): 0 or ENOMEM. */
+int fp_trace_push_segment(fp_trace *t, uint64_t addr, uint64_t size);
 void fp_trace_free(fp_trace *t);
 
 typedef struct fp_replay_result {
@@ -122,6 +151,14 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
  * its allocations of live ids, as two rows of report/'s metric list
  * (rows has room for 2; the group points into it). */
 void fp_replay_trace_group(const fp_replay_result *r, fp_row rows[2], fp_group *g);
+
+/* The summary's "Thread caches" group of a replay's pool p (the threads
+ * that joined its front end, what their caches served, what went back
+ * before growth), as the shim fills it: 1 with rows (room for
+ * FP_REPLAY_FRONT_ROWS) and g set, 0 when no thread joined (the group
+ * stays absent, as in a replay of a trace without threads). */
+#define FP_REPLAY_FRONT_ROWS 5
+int fp_replay_front_group(fp_pool *p, fp_row rows[FP_REPLAY_FRONT_ROWS], fp_group *g);
 
 /* The most bytes ever live at once, each request rounded by opts
  * (fp_round_size), a refused request ('o') counted at its moment: a lower

@@ -243,7 +243,7 @@ static uint64_t *distinct_sizes(const fp_trace *t, size_t *n)
     if (!v)
         return NULL;
     for (size_t i = 0; i < t->n; i++)
-        if (t->ev[i].op != 'f')
+        if (t->ev[i].op == 'a' || t->ev[i].op == 'o') /* requests, not 'j' rows */
             v[k++] = t->ev[i].size;
     qsort(v, k, sizeof *v, cmp_u64_asc);
     size_t m = 0;

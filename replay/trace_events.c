@@ -15,6 +15,7 @@
 
 struct fp_trace_ids {
     fp_hmap map;     /* id -> slot + 1                 */
+    fp_hmap threads; /* a row's thread -> its index + 1 */
     uint32_t *spare; /* slots given back, reused first */
     size_t nspare, spare_cap;
 };
@@ -24,9 +25,11 @@ static int ids_ready(fp_trace *t)
     if (t->ids)
         return 0;
     fp_trace_ids *d = calloc(1, sizeof *d);
-    if (!d || fp_hmap_init(&d->map, 0)) {
-        if (d)
+    if (!d || fp_hmap_init(&d->map, 0) || fp_hmap_init(&d->threads, 0)) {
+        if (d) {
             fp_hmap_fini(&d->map);
+            fp_hmap_fini(&d->threads);
+        }
         free(d);
         return ENOMEM;
     }
@@ -97,14 +100,43 @@ int fp_trace_push(fp_trace *t, char op, uint64_t id, uint64_t size, uint32_t str
     if (err)
         return err;
     t->slot[t->n] = slot;
-    t->ev[t->n++] = (fp_tracer_event){id, size, stream, op};
+    t->ev[t->n++] = (fp_tracer_event){.id = id, .size = size, .stream = stream, .op = op};
+    return 0;
+}
+
+int fp_trace_set_thread(fp_trace *t, uint64_t thread)
+{
+    fp_hmap *m = &t->ids->threads;
+    if (fp_hmap_make_room(m))
+        return ENOMEM;
+    size_t i = fp_hmap_slot(m, thread);
+    uint64_t k = fp_hmap_at(m, i);
+    if (!k) {
+        if (t->threads >= FP_TRACE_MAX_THREADS)
+            return E2BIG;
+        k = ++t->threads;
+        fp_hmap_fill(m, i, thread, k);
+    }
+    t->ev[t->n - 1].thread = (uint16_t)(k - 1);
+    return 0;
+}
+
+int fp_trace_push_segment(fp_trace *t, uint64_t addr, uint64_t size)
+{
+    fp_trace_seg *v = fp_vec_grow(t->segs, &t->segs_cap, t->nsegs + 1, sizeof *v, 64);
+    if (!v)
+        return ENOMEM;
+    t->segs = v;
+    v[t->nsegs++] = (fp_trace_seg){addr, size};
     return 0;
 }
 
 void fp_trace_free(fp_trace *t)
 {
+    free(t->segs);
     if (t->ids) {
         fp_hmap_fini(&t->ids->map);
+        fp_hmap_fini(&t->ids->threads);
         free(t->ids->spare);
         free(t->ids);
     }

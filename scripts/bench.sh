@@ -120,7 +120,7 @@ part() {   # PART: run it
       python3 "$PERF/part_gpu_host.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_GPU_HOST_S:-240}" \
         --rounds "${BENCH_GPU_HOST_ROUNDS:-3}" --case-ms "${BENCH_GPU_HOST_CASE_MS:-300}" \
         --threads "${BENCH_GPU_HOST_THREADS:-1,8}" --variants "${BENCH_GPU_HOST_VARIANTS:-native fp fp-shared}" \
-        --thread-table "${BENCH_THREAD_TABLE-1,2,4,8,16}" --thread-variants "${BENCH_THREAD_VARIANTS:-native fp}" \
+        --thread-table "${BENCH_THREAD_TABLE-1,2,4,8,16}" --thread-variants "${BENCH_THREAD_VARIANTS:-native fp fp-tc}" \
         --conf "${BENCH_CONF:-}" ;;
     offline)
       python3 "$PERF/part_offline.py" --build "$BUILD" --out "$OUT_DIR" --budget "${BENCH_OFFLINE_S:-120}" \

@@ -43,7 +43,9 @@
 #   GPU_CHECK_ONLY       space-separated check groups to run (default: those
 #                        marked on in GROUP_TABLE: alloc race multi demo pitch train
 #                        cupy jax bench ipc view memcheck snap vmm contexts
-#                        conformance); real runs
+#                        conformance); threads (issue 43: PyTorch with
+#                        DataLoader workers and a stream per thread,
+#                        tests/gpu/threads_check.sh) and real runs
 #                        scripts/gpu-real.sh
 #                        (PyTorch as people write it, NVML peaks; about 6
 #                        minutes on its own); lend runs scripts/gpu-lend.sh
@@ -120,6 +122,7 @@ contexts on   script_group contexts 400 tests/gpu/contexts_check.sh
 conformance on script_group conformance 240 tests/gpu/conformance_check.sh
 example off  script_group example 30 tests/gpu/example_group.sh
 lend    off  script_group lend 600 scripts/gpu-lend.sh --budget-s $(( $(left) - 30 ))
+threads off  script_group threads 540 tests/gpu/threads_check.sh
 '
 group_names() {   # [on]: every group's name, or only those run by default
   awk -v only="${1:-}" 'NF >= 3 && (only == "" || $2 == only) {printf "%s%s", (n++ ? " " : ""), $1}' \

@@ -14,7 +14,9 @@
  *
  * Lock rounds of a pool's lock per free: deferred (traced or not), the
  * free finds its pool and records itself in one locked step of each pool
- * asked (fp_pool_free_seen; the pool that holds the block is asked once);
+ * asked (fp_pool_free_seen; the pool that holds the block is asked once),
+ * and traced once threads have caches, one round first to name the block
+ * for the row of a free that a cache takes (note_id);
  * free_policy:sync, one round for a block of the current context's pool,
  * and two more for another context's: see free_block.
  *
@@ -111,53 +113,61 @@ static void debug_check(fp_ctx_pool *d)
     }
 }
 
-/* trace:PATH and snapshot:PATH - a block of d just allocated (its free is
- * recorded inside the free: record_free). */
-static void trace_alloc(fp_ctx_pool *d, uint64_t addr, CUstream s)
+/* trace:PATH and snapshot:PATH - a block of d just allocated for a
+ * request of asked bytes (its free is recorded inside the free:
+ * record_free).  The trace's size is the request's: a block a thread's
+ * cache gave back keeps its earlier request in the pool. */
+static void trace_alloc(fp_ctx_pool *d, uint64_t addr, size_t asked, CUstream s)
 {
     size_t size;
     uint64_t seq;
     if ((fp_tracer_on() || fp_snap_on()) && fp_pool_lookup(d->pool, addr, &size, &seq) == 0) {
-        fp_tracer_event('a', fp_pools_trace_id(d, seq), size, s);
+        fp_tracer_event('a', fp_pools_trace_id(d, seq), asked, s);
         fp_snap_block(d->dev, 'a', addr, size, fp_pools_trace_id(d, seq), s);
     }
 }
 
-static int serve(fp_ctx_pool *d, size_t size, CUstream s, bool async, uint64_t *addr)
+/* One try.  While a trace records, the try holds the trace's order lock
+ * (the join of a thread's cache included), so that its rows come in the
+ * order the calls changed the pool (shim_trace.c). */
+static int serve(fp_ctx_pool *d, size_t size, CUstream s, bool async, CUdeviceptr *dptr)
 {
-    uint64_t t0 = fp_time_begin();
+    bool held = fp_tracer_order_begin();
+    uint64_t t0 = fp_time_begin(), addr = 0;
     int err = deferred()
-                  ? fp_defer_alloc(d->defer, d->pool, fp_pools_tcache(d), size, s, async, addr)
-                  : fp_pool_alloc(d->pool, size, addr);
+                  ? fp_defer_alloc(d->defer, d->pool, fp_pools_tcache(d), size, s, async, &addr)
+                  : fp_pool_alloc(d->pool, size, &addr);
     fp_time_end(t0);
-    return err;
-}
-
-/* s and async: the stream of cuMemAllocAsync, for same-stream reuse.  When
- * the device ran out, the other fragpool processes on it are asked for
- * their idle memory (shim_lend.h) and the allocation is tried once more. */
-static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s, bool async)
-{
-    uint64_t addr = 0;
-    fp_lend_note(d);
-    int err = serve(d, size, s, async, &addr);
-    if (err == ENOMEM && fp_lend_ask(d, size) && (err = serve(d, size, s, async, &addr)) == 0)
-        fp_lend_served(d);
     if (!atomic_load_explicit(&fp_shim.used, memory_order_relaxed)) /* keep the line shared */
         atomic_store_explicit(&fp_shim.used, true, memory_order_relaxed);
     debug_check(d);
     if (!err) {
         *dptr = addr;
-        trace_alloc(d, addr, s);
-        return 0;
+        trace_alloc(d, addr, size, s);
     }
+    fp_tracer_order_end(held);
+    return err;
+}
+
+/* s and async: the stream of cuMemAllocAsync, for same-stream reuse.  When
+ * the device ran out, the other fragpool processes on it are asked for
+ * their idle memory (shim_lend.h, no lock held) and the allocation is
+ * tried once more.  The OOM's record and search come after that, holding
+ * no lock either: no other thread waits for them. */
+static int pool_alloc(fp_ctx_pool *d, CUdeviceptr *dptr, size_t size, CUstream s, bool async)
+{
+    fp_lend_note(d);
+    int err = serve(d, size, s, async, dptr);
+    if (err == ENOMEM && fp_lend_ask(d, size) && (err = serve(d, size, s, async, dptr)) == 0)
+        fp_lend_served(d);
     if (err == ENOMEM) {
+        bool held = fp_tracer_order_begin();
         fp_tracer_event('o', 0, size, s); /* the request the run failed on */
         fp_snap_oom(d->dev, size, s);
+        fp_tracer_order_end(held);
         fp_advice_oom(d);
-        return ENOMEM;
     }
-    return driver_error(fp_pools_last_error());
+    return !err || err == ENOMEM ? err : driver_error(fp_pools_last_error());
 }
 
 int fp_core_alloc(size_t size, bool valid, CUdeviceptr *dptr)
@@ -233,8 +243,10 @@ typedef struct free_req {
     uint64_t stamp;
     size_t size;
     int err;
-    int refused; /* the first error of a pool whose segments hold p */
-    bool cached; /* the calling thread's cache took it (no pool lock)   */
+    int refused;      /* the first error of a pool whose segments hold p */
+    bool cached;      /* the calling thread's cache took it (no pool lock)   */
+    uint64_t id;      /* while tracing: the block's trace id (0: not live)   */
+    size_t requested; /* and its request, for the row                   */
 } free_req;
 
 /* trace:PATH and snapshot:PATH - the free of a block, under its pool's
@@ -261,6 +273,24 @@ static bool try_free(fp_ctx_pool *d, void *ud)
     if (r->err && r->err != ENOENT && !r->refused)
         r->refused = r->err;
     return r->err == 0;
+}
+
+/* While tracing: the trace id of the live block r->p, for the row of a
+ * free that a thread's cache takes (the pool then answers it as freed). */
+static bool note_id(fp_ctx_pool *d, void *ud)
+{
+    free_req *r = ud;
+    uint64_t seq;
+    if (fp_pool_lookup(d->pool, r->p, &r->requested, &seq))
+        return false;
+    r->id = fp_pools_trace_id(d, seq);
+    return true;
+}
+
+static void trace_cached_free(const free_req *r)
+{
+    if (r->id)
+        fp_tracer_event('f', r->id, r->requested, r->s);
 }
 
 static bool holds_live(fp_ctx_pool *d, void *ud)
@@ -318,10 +348,14 @@ static fp_ctx_pool *free_block(free_req *r, fp_PFN_cuStreamSynchronize sync, int
 {
     *res = 0;
     if (deferred()) {
+        if (fp_tracer_on() && atomic_load_explicit(&fp_pools_threads, memory_order_relaxed))
+            fp_pools_put(fp_pools_find(note_id, r));
         fp_ctx_pool *d = fp_pools_free_cached(r->p, r->s, &r->size, &r->stamp);
         r->cached = d != NULL;
-        if (d)
+        if (d) {
+            trace_cached_free(r);
             return d;
+        }
         d = fp_pools_find(try_free, r);
         if (d || !r->refused)
             return d;
@@ -348,8 +382,10 @@ static int release(CUdeviceptr p, CUstream s, bool async, fp_PFN_cuStreamSynchro
     uint64_t t0 = fp_time_begin();
     free_req r = {.p = p, .s = s};
     int res;
-    uint64_t so = fp_mempool_take(p); /* a stream-ordered block: out before it is reusable */
+    uint64_t so = fp_mempool_take(p);    /* a stream-ordered block: out before it is reusable */
+    bool held = fp_tracer_order_begin(); /* the free and its row, in order (pool_alloc) */
     fp_ctx_pool *d = free_block(&r, sync, &res);
+    fp_tracer_order_end(held);
     fp_time_end(t0);
     if (d && res)
         fp_mempool_untake(p, so); /* not freed: still live */

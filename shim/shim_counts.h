@@ -60,19 +60,7 @@ typedef struct fp_defer_counts {
     int ctx_events; /* 1: the driver has context events         */
 } fp_defer_counts;
 
-/* The pool's front end (pool/fp_pool.h, fp_front_counts): threads that
- * joined, allocations and frees served by a thread's own cache without
- * the pool's lock, and the cached bytes given back before the pool grew
- * or reported an OOM.  X(field, JSON key, text for one, text for many,
- * row kind). */
-#define FP_FRONT_COUNTS(X)                                                                         \
-    X(threads, "threads", " thread", " threads", FP_ROW_COUNT)                                     \
-    X(allocs, "lockless_allocs", " allocation without the pool's lock",                            \
-      " allocations without the pool's lock", FP_ROW_COUNT)                                        \
-    X(frees, "lockless_frees", " free without the pool's lock", " frees without the pool's lock",  \
-      FP_ROW_COUNT)                                                                                \
-    X(flushes, "flushes", " flush before growth", " flushes before growth", FP_ROW_COUNT)          \
-    X(returned, "returned_bytes", " returned before growth", NULL, FP_ROW_BYTES)
+/* The pool's front end's rows: FP_FRONT_COUNTS, pool/fp_pool.h. */
 
 /* Legacy IPC through the shim (cuIpc*), process-wide.
  * X(field, JSON key, text for one, text for many). */

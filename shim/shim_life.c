@@ -164,6 +164,8 @@ static struct ranked_lock {
 } ranked_locks[] = {
     /* the summary writer reads everything below under it */
     {"summary", fp_summary_fork_prepare, fp_summary_fork_after},
+    /* a traced allocation or free, whole, and a thread's join or leave */
+    {"trace order", fp_tracer_order_fork_prepare, fp_tracer_order_fork_after},
     /* the snapshot writer walks the pools under it */
     {"snapshot ring", fp_snap_fork_prepare, fp_snap_fork_after},
     /* an OOM search reads a pool's record under it */

@@ -453,8 +453,12 @@ static void leave_all(void *arg)
     for (int i = 0; i < FP_THREAD_POOLS; i++) {
         if (!c[i].t || !hold(c[i].d, true))
             continue;
-        if (fp_pool_serial(c[i].d->pool) == c[i].serial)
+        bool held = fp_tracer_order_begin(); /* the leave and its row */
+        if (fp_pool_serial(c[i].d->pool) == c[i].serial) {
             fp_pool_front_leave(c[i].d->pool, c[i].t);
+            fp_tracer_event('l', fp_pools_trace_id(c[i].d, 0), 0, NULL);
+        }
+        fp_tracer_order_end(held);
         fp_pools_put(c[i].d);
         c[i].t = NULL;
     }
@@ -466,10 +470,12 @@ static void make_leave_key(void)
         leave_key = (pthread_key_t)-1;
 }
 
+/* Not while a snapshot records (its ring is written outside the trace's
+ * order); a trace records the caches' joins and leaves (shim_trace.c). */
 static bool tcache_wanted(void)
 {
     return fp_shim.conf.free_policy == FP_FREE_DEFERRED && fp_shim.conf.pool.thread_cache &&
-           !fp_tracer_on() && !fp_snap_on();
+           !fp_snap_on();
 }
 
 FP_THREAD_LOCAL char fp_pools_me;
@@ -494,6 +500,7 @@ static fp_tcache *my_cache(fp_ctx_pool *d)
         pthread_setspecific(leave_key, my_caches) != 0 ||
         fp_pool_front_join(d->pool, &free_slot->t) != 0)
         return NULL;
+    fp_tracer_event('j', fp_pools_trace_id(d, 0), fp_shim.conf.pool.thread_cache, NULL);
     free_slot->d = d;
     free_slot->serial = serial;
     return free_slot->t;

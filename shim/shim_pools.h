@@ -109,8 +109,8 @@ extern atomic_bool fp_pools_threads;
 fp_tcache *fp_pools_tcache_slow(fp_ctx_pool *d, uintptr_t seen);
 /* The calling thread's cache of d's pool, joined on first use once a
  * second thread allocates from d; NULL while one thread does, or when the
- * front end is off (free_policy:sync, thread_cache_mb:0, or a trace or
- * snapshot recording, which see every pair in the pool), or the thread
+ * front end is off (free_policy:sync, thread_cache_mb:0, or a snapshot
+ * recording, whose ring is not in the trace's order), or the thread
  * already follows FP_THREAD_POOLS pools. */
 static inline fp_tcache *fp_pools_tcache(fp_ctx_pool *d)
 {

@@ -115,7 +115,7 @@ static void front_group(dev_groups *g, const fp_front_counts *c)
 {
     size_t n = 0;
 #define FP_FRONT_ROW(field, key, one, many, kind)                                                  \
-    g->front[n++] = (fp_row){key, one, many, kind, c ? c->field : 0, 0};
+    g->front[n++] = (fp_row){key, one, many, FP_ROW_##kind, c ? c->field : 0, 0};
     FP_FRONT_COUNTS(FP_FRONT_ROW)
 #undef FP_FRONT_ROW
     fp_report_group_set(g->g, FP_GROUP_THREADS,

@@ -1,6 +1,18 @@
 /* shim_trace.c - trace:PATH records every allocation and free the shim
  * sees, and the pool's segment events, in the CSV that `fragpool replay`
- * reads (seq,op,id,size,stream; docs/replay.md).
+ * reads (seq,op,id,size,stream,thread; docs/replay.md).
+ *
+ * Order: a replay runs the rows in file order, so the rows of different
+ * threads must be in the order their calls changed the pools and the
+ * threads' caches.  While a trace records, each allocation and free holds
+ * the order lock (fp_tracer_order_begin) from before it touches a pool
+ * or a cache until its row is written, and so do a thread's joining and
+ * leaving of a pool's front end ('j' with the thread cache bytes, 'l').
+ * Recording thus serialises the program's allocations; the caches decide
+ * as they would unrecorded.  The lock is outermost but for the summary's
+ * (shim_life.c's list), reentrant for its own thread (a join inside an
+ * allocation).  thread: a number per thread, 1, 2, ... in order of its
+ * first row.
  *
  * Rows go into one in-memory buffer under a mutex and reach the file in
  * large writes, so recording costs no system call per event.  The buffer
@@ -48,6 +60,36 @@ static uint64_t written; /* bytes that reached the file */
 static uint64_t seq;
 static CUstream streams[FP_TRACE_STREAMS];
 static unsigned nstreams;
+static pthread_mutex_t order = PTHREAD_MUTEX_INITIALIZER;
+static FP_THREAD_LOCAL unsigned order_depth; /* this thread holds order       */
+static FP_THREAD_LOCAL uint64_t my_thread;   /* this thread's number; 0: none */
+static atomic_ullong next_thread = 1;
+
+bool fp_tracer_order_lock(void)
+{
+    if (order_depth++ == 0)
+        pthread_mutex_lock(&order);
+    return true;
+}
+
+void fp_tracer_order_unlock(void)
+{
+    if (--order_depth == 0)
+        pthread_mutex_unlock(&order);
+}
+
+void fp_tracer_order_fork_prepare(void)
+{
+    pthread_mutex_lock(&order);
+}
+
+void fp_tracer_order_fork_after(bool child)
+{
+    if (child)
+        pthread_mutex_init(&order, NULL);
+    else
+        pthread_mutex_unlock(&order);
+}
 
 void fp_tracer_open(void)
 {
@@ -68,7 +110,7 @@ void fp_tracer_open(void)
         fp_say("trace: cannot write '%s': %s; recording nothing", name, why);
         return;
     }
-    static const char header[] = "seq,op,id,size,stream\n";
+    static const char header[] = "seq,op,id,size,stream,thread\n";
     fp_path_claimed("trace", path, f, name);
     memcpy(buf, header, sizeof header - 1);
     used = sizeof header - 1;
@@ -179,14 +221,17 @@ void fp_tracer_event(char op, uint64_t id, uint64_t size, CUstream s)
         pthread_mutex_unlock(&lock);
         return;
     }
-    if (FP_TRACE_BUF - used < 96) /* a row is at most 4 x 20 digits + 6 */
+    if (!my_thread)
+        my_thread = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
+    if (FP_TRACE_BUF - used < 128) /* a row is at most 5 x 20 digits + 7 */
         flush_locked();
     char *p = put_u64(buf + used, seq++, ',');
     *p++ = op;
     *p++ = ',';
     p = put_u64(p, id, ',');
     p = put_u64(p, size, ',');
-    p = put_u64(p, stream_number(s), '\n');
+    p = put_u64(p, stream_number(s), ',');
+    p = put_u64(p, my_thread, '\n');
     used = (size_t)(p - buf);
     pthread_mutex_unlock(&lock);
 }

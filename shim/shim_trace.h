@@ -23,6 +23,22 @@ static inline bool fp_tracer_on(void)
     return atomic_load_explicit(&fp_tracer_fd, memory_order_relaxed) >= 0;
 }
 void fp_tracer_event(char op, uint64_t id, uint64_t size, CUstream s);
+/* The order lock (shim_trace.c, "Order"): true, and held, while a trace
+ * records; pass the result to fp_tracer_order_end.  Inline: untraced, the
+ * allocation path pays one relaxed load. */
+bool fp_tracer_order_lock(void);
+void fp_tracer_order_unlock(void);
+static inline bool fp_tracer_order_begin(void)
+{
+    return fp_tracer_on() && fp_tracer_order_lock();
+}
+static inline void fp_tracer_order_end(bool held)
+{
+    if (held)
+        fp_tracer_order_unlock();
+}
+void fp_tracer_order_fork_prepare(void);
+void fp_tracer_order_fork_after(bool child);
 /* At exit: flush and close, waiting for the lock until by at most;
  * false when it could not be had (the rows are lost). */
 bool fp_tracer_flush(const struct timespec *by);

@@ -587,9 +587,10 @@ static void replay_shows_trace_problems(void **state)
     assert_non_null(strstr(r.out, "\"trace\":{\"unknown_frees\":1,\"duplicate_allocs\":1}"));
 }
 
-/* A replay is one thread: its summary says nothing of the shim's thread
- * caches (no "thread_cache" group, no thread_cache_mb setting), so its
- * JSON stays byte for byte what it was before them (issue 43). */
+/* A trace without threads replays as one thread: its summary says
+ * nothing of the shim's thread caches (no "thread_cache" group, no
+ * thread_cache_mb setting), so its JSON stays byte for byte what it was
+ * before them (issue 43). */
 static void replay_says_nothing_of_thread_caches(void **state)
 {
     (void)state;
@@ -601,6 +602,40 @@ static void replay_says_nothing_of_thread_caches(void **state)
     run_cli(&r, NULL, (const char *[]){"replay", trace, NULL});
     assert_null(strstr(r.out, "thread_cache"));
     assert_null(strstr(r.out, "Thread caches"));
+}
+
+/* A trace whose threads joined the caches ('j' rows, the thread column):
+ * the replay's summary has the shim's "Thread caches" group, counted by
+ * the replay's own caches (thread 1 frees its block into its cache and
+ * takes it back, frees thread 2's block through the pool, caches its
+ * own; thread 2's 3 MB request grows the pool, which first takes back
+ * thread 1's cached 1 KiB), and lists thread_cache_mb; --conf
+ * thread_cache_mb:0 replays the same rows without them (issue 43). */
+static void replay_shows_thread_caches(void **state)
+{
+    (void)state;
+    const char *trace = tmp_name("threads.csv");
+    write_text(trace, "seq,op,id,size,stream,thread\n0,j,0,8388608,0,1\n1,j,0,8388608,0,2\n"
+                      "2,a,1,1000,0,1\n3,a,2,1000,0,2\n4,f,1,1000,0,1\n5,a,3,900,0,1\n"
+                      "6,f,2,1000,0,1\n7,f,3,900,0,1\n8,a,4,3000000,0,2\n9,f,4,0,0,2\n"
+                      "10,l,0,0,0,1\n");
+    static const char *const modes[] = {"expandable_segments:True", "expandable_segments:False"};
+    cli_run r;
+    for (size_t i = 0; i < 2; i++) {
+        run_cli(&r, NULL, (const char *[]){"replay", trace, "--conf", modes[i], "--json", NULL});
+        expect(&r, 0, NULL);
+        assert_non_null(strstr(r.out,
+                               "\"thread_cache\":{\"threads\":2,\"lockless_allocs\":1,"
+                               "\"lockless_frees\":3,\"flushes\":1,\"returned_bytes\":1024}"));
+        assert_non_null(strstr(r.out, "\"thread_cache_mb\":\"8\""));
+    }
+    run_cli(&r, NULL, (const char *[]){"replay", trace, NULL});
+    assert_non_null(strstr(
+        r.out, "| Thread caches         | 2 threads, 1 allocation without the pool's lock,"));
+    run_cli(&r, NULL,
+            (const char *[]){"replay", trace, "--conf", "thread_cache_mb:0", "--json", NULL});
+    expect(&r, 0, NULL);
+    assert_null(strstr(r.out, "\"thread_cache\":{"));
 }
 
 /* An OOM in replay: the fix is the verdict on the whole trace in the same
@@ -815,6 +850,7 @@ int main(void)
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),
         cmocka_unit_test_teardown(replay_says_nothing_of_thread_caches, fp_t_release_held),
+        cmocka_unit_test_teardown(replay_shows_thread_caches, fp_t_release_held),
         cmocka_unit_test_teardown(replay_oom_advises_proven_fix, fp_t_release_held),
         cmocka_unit_test_teardown(tune_gc_setting_runs_verbatim, fp_t_release_held),
         cmocka_unit_test_teardown(demo_runs_the_loop, fp_t_release_held),

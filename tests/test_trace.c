@@ -234,7 +234,11 @@ static void strict_fields(void **state)
         {"0,a,1,100,4294967296", ":2: field stream is '4294967296'"},
         {"0,a,1,100,0 x", ":2: field stream is '0 x'"},
         {"0,a,1", ":2: not a trace row (3 fields"},
-        {"0,a,1,100,0,7", ":2: not a trace row (more than 5 fields"},
+        {"0,a,1,100,0,7,1", ":2: not a trace row (more than 6 fields"},
+        {"0,a,1,100,0,x", ":2: field thread is 'x'"},
+        {"0,a,1,100,0,-1", ":2: field thread is '-1'"},
+        {"0,a,1,100,0,18446744073709551616", ":2: field thread is '18446744073709551616'"},
+        {"0,jj,0,100,0,1", ":2: field op is 'jj'"},
         {"0,s,1,-5,0", ":2: field size is '-5'"},
     };
     const char *path = tmp_name("bad.csv");
@@ -363,6 +367,100 @@ static void tune_huge_sizes_end(void **state)
     fp_trace_free(&t);
 }
 
+/* Threads past FP_TRACE_MAX_THREADS stop the load with the line. */
+static void too_many_threads(void **state)
+{
+    (void)state;
+    const char *path = tmp_name("threads.csv");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (unsigned i = 0; i <= FP_TRACE_MAX_THREADS; i++)
+        fprintf(f, "%u,a,%u,512,0,%u\n", i, i, i + 7);
+    fclose(f);
+    const char *msg = load_fails(path);
+    if (!strstr(msg, ":65537: more than 65536 threads"))
+        fail_msg("'%s' lacks the line and the limit", msg);
+}
+
+/* The segments a replay reserved: address and size, in order. */
+typedef struct seg_log {
+    uint64_t addr[16], size[16];
+    size_t n;
+} seg_log;
+
+static void log_segment(void *ud, int kind, uint64_t addr, uint64_t size, size_t event)
+{
+    seg_log *l = ud;
+    (void)event;
+    if (kind == FP_REPLAY_SEGMENT_ALLOC && l->n < 16) {
+        l->addr[l->n] = addr;
+        l->size[l->n++] = size;
+    }
+}
+
+/* Classic segments of `rows` after the 's' rows `hints`: their log, and
+ * the peak reserved. */
+static size_t replay_hinted(const char *hints, const char *rows, seg_log *l)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s", hints, rows);
+    const char *path = tmp_name("hints.csv");
+    write_text(path, text);
+    fp_trace t;
+    char err[256];
+    if (fp_trace_load(path, &t, err, sizeof err))
+        fail_msg("%s", err);
+    fp_pool_opts o;
+    fp_pool_opts_default(&o);
+    o.expandable_segments = FP_VMM_OFF;
+    fp_replay_hook h = {.on_change = log_segment, .ud = l};
+    fp_replay_result r;
+    memset(l, 0, sizeof *l);
+    assert_int_equal(fp_replay_ex(&t, &o, 0, &h, &r, NULL), 0);
+    assert_int_equal(r.ooms, 0);
+    fp_trace_free(&t);
+    return (size_t)r.stats.reserved_bytes[FP_ALL].peak;
+}
+
+/* The run's segment addresses ('s' rows) are used in order while the
+ * replay reserves what the run reserved; a row that overlaps a segment
+ * the replay holds, wraps past 2^64 or names another size ends that, for
+ * good, and the replay takes its own addresses above every recorded one.
+ * The peaks are those of the rows without any 's' row. */
+static void segment_rows_give_addresses(void **state)
+{
+    (void)state;
+    static const char rows[] = "0,a,1,3000000,0\n1,a,2,50000000,0\n2,a,3,700,0\n"
+                               "3,a,4,90000000,0\n4,f,2,0,0\n";
+    seg_log ref, l;
+    size_t peak = replay_hinted("", rows, &ref);
+    assert_true(ref.n >= 3);
+    const uint64_t base = 0x100000000000ull;
+    char hints[512];
+    /* every segment where the run had it, in reverse address order */
+    int n = 0;
+    for (size_t i = 0; i < ref.n; i++)
+        n += snprintf(hints + n, sizeof hints - (size_t)n, "0,s,%llu,%llu,0\n",
+                      (unsigned long long)(base + (ref.n - i) * 0x10000000ull),
+                      (unsigned long long)ref.size[i]);
+    assert_int_equal(replay_hinted(hints, rows, &l), peak);
+    for (size_t i = 0; i < ref.n; i++)
+        assert_true(l.addr[i] == base + (ref.n - i) * 0x10000000ull);
+    /* the second overlaps the first: both from then on are the replay's own */
+    snprintf(hints, sizeof hints, "0,s,%llu,%llu,0\n0,s,%llu,%llu,0\n", (unsigned long long)base,
+             (unsigned long long)ref.size[0], (unsigned long long)(base + ref.size[0] / 2),
+             (unsigned long long)ref.size[1]);
+    assert_int_equal(replay_hinted(hints, rows, &l), peak);
+    assert_true(l.addr[0] == base && l.addr[1] >= base + ref.size[0]);
+    /* wrapping, and a size never reserved: the replay's own from the start */
+    snprintf(hints, sizeof hints, "0,s,18446744073709549568,%llu,0\n",
+             (unsigned long long)ref.size[0]);
+    assert_int_equal(replay_hinted(hints, rows, &l), peak);
+    assert_true(l.addr[0] != 18446744073709549568ull);
+    assert_int_equal(replay_hinted("0,s,140000000000000,123,0\n", rows, &l), peak);
+    assert_true(l.addr[0] != 140000000000000ull);
+}
+
 /* A run that ended in an OOM left an 'o' row for the failing request:
  * loaded, replayed under the budget the run had, it fails again; with more
  * room it is served and given straight back. */
@@ -477,6 +575,8 @@ int main(void)
         cmocka_unit_test(refused_id_allocates_again),
         cmocka_unit_test(tune_huge_sizes_end),
         cmocka_unit_test(recorded_oom_replays),
+        cmocka_unit_test(too_many_threads),
+        cmocka_unit_test(segment_rows_give_addresses),
     };
     return cmocka_run_group_tests(tests, NULL, cleanup);
 }

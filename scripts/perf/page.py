@@ -271,7 +271,9 @@ def glance(res):
 THREAD_ROWS = [(("native", "malloc_free"), "cudaMalloc/cudaFree (driver)"),
                (("native", "mallocasync_freeasync"), "cudaMallocAsync/cudaFreeAsync (driver pool, kept)"),
                (("fp", "malloc_free"), "fragpool (cudaMalloc/cudaFree)"),
-               (("fp", "mallocasync_freeasync"), "fragpool serving cudaMallocAsync")]
+               (("fp", "mallocasync_freeasync"), "fragpool serving cudaMallocAsync"),
+               (("fp-tc", "malloc_free"), "fragpool, thread caches on (cudaMalloc/cudaFree)"),
+               (("fp-tc", "mallocasync_freeasync"), "fragpool, thread caches on, serving cudaMallocAsync")]
 
 
 def thread_rows(res):
@@ -406,6 +408,13 @@ def section_threads(res, plots):
     table.append(["fragpool / driver pool"] +
                  [x(ratio(thread_ns(res, "fp", "malloc_free", t), thread_ns(res, "native", "mallocasync_freeasync", t)))
                   for t in counts])
+    tc1 = thread_ns(res, "fp-tc", "malloc_free", counts[0])
+    if tc1 is not None:  # issue 43: the per-thread caches, beside the driver pool
+        table.append(["fragpool, thread caches on / its own 1-thread figure"] +
+                     [x(ratio(thread_ns(res, "fp-tc", "malloc_free", t), tc1)) for t in counts])
+        table.append(["fragpool, thread caches on / driver pool"] +
+                     [x(ratio(thread_ns(res, "fp-tc", "malloc_free", t),
+                              thread_ns(res, "native", "mallocasync_freeasync", t))) for t in counts])
     out += md_table(["threads"] + [str(t) for t in counts], table)
     plots["threads.svg"] = svg.line_chart("work32: ns per pair of all threads together", "threads", "ns per pair",
                                           [(txt, [(t, thread_ns(res, v, api, t)) for t in counts])

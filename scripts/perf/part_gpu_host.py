@@ -9,6 +9,7 @@ threads, wall time / all threads' pairs (table "threads"), for
                 with the default pool kept (static cudart build)
   fp            under fragpool, static cudart (gpu_bench_alloc)
   fp-shared     under fragpool, shared cudart (gpu_bench_alloc_shared)
+  fp-tc         as fp, with the per-thread caches on (thread_cache_mb:8, issue 43)
   native-shared the shared build without fragpool
 Runs alternate (order rotated each round), so that drift of the host hits
 every variant alike.
@@ -37,7 +38,7 @@ import time
 
 import common
 
-BINARY = {"native": "gpu_bench_alloc", "fp": "gpu_bench_alloc",
+BINARY = {"native": "gpu_bench_alloc", "fp": "gpu_bench_alloc", "fp-tc": "gpu_bench_alloc",
           "fp-shared": "gpu_bench_alloc_shared", "native-shared": "gpu_bench_alloc_shared"}
 
 
@@ -98,6 +99,8 @@ def one_run(a, table, variant, rnd, timeout):
     if variant.startswith("fp"):
         lib = os.path.join(a.build, "lib", "libfragpool.so")
         conf = f"summary_format:json,summary:{a.out}/{name}-%p.json"
+        if variant == "fp-tc":
+            conf += ",thread_cache_mb:8"
         env.update(LD_PRELOAD=lib, FRAGPOOL_CONF=conf + ("," + a.conf if a.conf else ""))
     groups, threads = TABLES[table]
     cmd = [exe, "20000", str(a.case_ms), getattr(a, threads), "512,1048576,8388608,67108864,536870912",

@@ -12,11 +12,12 @@ Usage:
       (a process of its own: PyTorch reads the setting when CUDA starts)
 
 The trace is fragpool's CSV (docs/replay.md, "The trace format"; plain or
-gzip, told apart by the first bytes): seq,op,id,size[,stream], an optional
+gzip, told apart by the first bytes): seq,op,id,size[,stream[,thread]], an optional
 header, blank and '#' lines skipped.  Only `a` (allocate) and `f` (free) rows
 are requests, and an `o` row (a request the recorded run was refused) is an
 allocation given straight back; `s` and `r` rows (the recorder's segment
-events) are skipped, as replay skips them.  As in `fragpool replay`, a free
+events) and `j` and `l` rows (a thread's cache joined, left) are skipped;
+the `thread` column is read, not used.  As in `fragpool replay`, a free
 of an id that is not live is skipped, and an allocation of a live id is
 refused (both counted).  Each stream number gets a stream of its own: 0 is
 the current (default) stream, any other a torch.cuda.Stream() made for it.
@@ -139,15 +140,17 @@ def field_u(text, top, path, lineno, name):
 def parse_row(line, path, lineno):
     """(op, id, size, stream) of one row."""
     f = line.split(",")
-    if len(f) not in (4, 5):
+    if len(f) not in (4, 5, 6):
         raise TraceError(f"{path}:{lineno}: not a trace row ({len(f)} fields; want "
-                         "seq,op,id,size[,stream] with op a, f, o, s or r)")
+                         "seq,op,id,size[,stream[,thread]] with op a, f, o, j, l, s or r)")
     field_u(f[0], U64, path, lineno, "seq")
-    if f[1] not in ("a", "f", "o", "s", "r"):
-        raise TraceError(f"{path}:{lineno}: field op is {f[1][:40]!r}, not a, f, o, s or r")
+    if f[1] not in ("a", "f", "o", "j", "l", "s", "r"):
+        raise TraceError(f"{path}:{lineno}: field op is {f[1][:40]!r}, not a, f, o, j, l, s or r")
     ident = field_u(f[2], U64, path, lineno, "id")
     size = field_u(f[3], U64, path, lineno, "size")
-    stream = field_u(f[4], U32, path, lineno, "stream") if len(f) == 5 else 0
+    stream = field_u(f[4], U32, path, lineno, "stream") if len(f) >= 5 else 0
+    if len(f) == 6:
+        field_u(f[5], U64, path, lineno, "thread")  # the recorded thread: one process here
     return f[1], ident, size, stream
 
 
@@ -160,7 +163,8 @@ def rows(path):
                 line = raw.rstrip(" \t\r\n")
                 if not line.strip(" \t\r") or line.startswith("#"):
                     continue
-                if first and line in ("seq,op,id,size", "seq,op,id,size,stream"):
+                if first and line in ("seq,op,id,size", "seq,op,id,size,stream",
+                                      "seq,op,id,size,stream,thread"):
                     first = False
                     continue
                 first = False
@@ -194,7 +198,7 @@ def load_trace(path):
     """The Trace at path; TraceError for a missing, malformed or empty one."""
     t, slots, sizes, live = Trace(path), Slots(), {}, 0
     for _lineno, op, ident, size, stream in rows(path):
-        if op in ("s", "r"):
+        if op in ("s", "r", "j", "l"):
             continue
         ev = t.events
         t.events += 1

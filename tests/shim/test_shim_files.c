@@ -301,7 +301,7 @@ static void outputs_on_one_path(void **state)
     run_client(&r, "workload", conf, 0);
     char *trace = fp_t_slurp_path(path);
     assert_non_null(trace);
-    assert_int_equal(strncmp(trace, "seq,op,id,size,stream\n", 22), 0);
+    assert_int_equal(strncmp(trace, "seq,op,id,size,stream,thread\n", 29), 0);
     assert_true(fp_t_count_of(trace, "\n") > 1000);
     snprintf(other, sizeof other, "%s.snapshot", path);
     char *snap = fp_t_slurp_path(other);

@@ -99,7 +99,7 @@ static void scan_raw(const char *text, raw_counts *c)
     for (const char *p = text; *p;) {
         const char *nl = strchr(p, '\n');
         assert_non_null(nl); /* every row is complete */
-        if (strncmp(p, "seq,op,id,size,stream\n", 22) == 0) {
+        if (strncmp(p, "seq,op,id,size,stream,thread\n", 29) == 0) {
             c->headers++;
         } else {
             unsigned long long seq, id, size;
