@@ -335,11 +335,12 @@ void fp_lend_exit(void)
     }
 }
 
+/* The child has no CUDA of its own to lend: every device is off in it. */
 void fp_lend_fork_child(void)
 {
-    for (int d = 0; d < FP_LEND_DEVICES; d++)
-        if (atomic_load(&fp_lend_state[d]) == FP_LEND_JOINED) {
+    for (int d = 0; d < FP_LEND_DEVICES; d++) {
+        if (atomic_load(&fp_lend_state[d]) == FP_LEND_JOINED)
             fp_lendtab_fork_child(devs[d].tab);
-            atomic_store(&fp_lend_state[d], FP_LEND_OFF);
-        }
+        atomic_store(&fp_lend_state[d], FP_LEND_OFF);
+    }
 }

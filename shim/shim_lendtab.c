@@ -6,7 +6,8 @@
  * to leave removes the file while no one joins it), byte SLOT_BYTE(i) is
  * slot i's ownership.  The kernel drops them when the process ends or
  * execs (the descriptor is close-on-exec), and a forked child closes its
- * copy, so only the process that took a slot holds it.
+ * copy and unmaps the table (a mapping keeps the description, and so the
+ * lock, alive), so only the process that took a slot holds it.
  *
  * Waits are futexes on the shared mapping (not private: other processes
  * wake them): the listener on its slot's bell, an asker on its reply word,
@@ -416,7 +417,5 @@ void fp_lendtab_fork_child(fp_lendtab *t)
     if (!t)
         return;
     t->dead = true;
-    if (t->fd >= 0)
-        close(t->fd); /* the lock stays the parent's: it holds the description too */
-    t->fd = -1;
+    close_file(t); /* the mapping too: it holds the description, and with it the lock */
 }

@@ -136,7 +136,7 @@ static void lend_group(dev_groups *g, CUdevice dev)
                         &(fp_group){.rows = joined ? g->lend : NULL,
                                     .nrows = n,
                                     .per_line = 4,
-                                    .zero = "no ask made or answered"});
+                                    .zero = ""}); /* alone on the GPU: no line */
 }
 
 static void ipc_group(dev_groups *g, const fp_ipc_counts *c)

@@ -17,6 +17,8 @@
  *  - lend:0 on either side: the borrower fails, as without lending;
  *  - a peer with too little idle gives it back, and the OOM message names
  *    it with what it gave back and what it still holds;
+ *  - a lender's forked child keeps no slot: with the lender gone, only
+ *    the other member's slot is held;
  *  - a stopped peer (SIGSTOP) holds its slot but never answers: the ask
  *    ends at lend_wait_ms and the OOM message names it;
  *  - a peer killed with SIGKILL during the ask: the asker sees it gone in
@@ -67,6 +69,16 @@ static int lender(size_t mb, size_t keep_mb)
             return 3;
     for (size_t i = keep_mb / 64; i < n; i++)
         cuMemFree_v2(p[i]);
+    if (keep_mb == 1) { /* "lender MB 1": a forked child outlives it */
+        pid_t child = fork();
+        if (child == 0) {
+            struct timespec long_nap = {60, 0};
+            nanosleep(&long_nap, NULL);
+            _exit(0);
+        }
+        printf("child %d\n", (int)child);
+        fflush(stdout);
+    }
     if (write(1, "ready\n", 6) != 6)
         return 3;
     char c;
@@ -113,8 +125,9 @@ static int driven(size_t mb)
 
 typedef struct proc {
     pid_t pid;
-    int in;  /* its stdin: closing it ends a lender */
-    int err; /* a temp file with its stderr */
+    pid_t child; /* a lender's forked child, or 0 */
+    int in;      /* its stdin: closing it ends a lender */
+    int err;     /* a temp file with its stderr */
 } proc;
 
 static char **env_for(const char *conf, const char *summary)
@@ -160,10 +173,13 @@ static proc start_lender_keeping(size_t keep_mb, const char *conf, const char *s
     }
     close(in[0]);
     close(out[1]);
-    char buf[8] = {0};
-    ssize_t n = read(out[0], buf, 6);
-    close(out[0]);
-    if (n != 6 || strcmp(buf, "ready\n") != 0)
+    FILE *out_f = fdopen(out[0], "r");
+    char line[64] = "";
+    while (out_f && fgets(line, sizeof line, out_f) && strncmp(line, "child ", 6) == 0)
+        l.child = (pid_t)atoi(line + 6);
+    if (out_f)
+        fclose(out_f);
+    if (strcmp(line, "ready\n") != 0)
         fail_msg("the lender did not get ready: %s", fp_t_read_fd(l.err));
     l.in = in[1];
     return l;
@@ -351,6 +367,21 @@ static int forge_slot(table *t, uint32_t uid)
     return -1;
 }
 
+/* How many slots' bytes are locked, by any other open file description. */
+static int slots_held(table *t)
+{
+    int held = 0;
+    for (int i = 0; i < FP_LEND_SLOTS; i++) {
+        struct flock fl = {.l_type = F_WRLCK,
+                           .l_whence = SEEK_SET,
+                           .l_start = (off_t)sizeof(fp_lend_file) + 1 + i,
+                           .l_len = 1};
+        assert_int_equal(fcntl(t->fd, F_OFD_GETLK, &fl), 0);
+        held += fl.l_type != F_UNLCK;
+    }
+    return held;
+}
+
 static void close_table(table *t)
 {
     munmap(t->f, sizeof *t->f);
@@ -490,6 +521,30 @@ static void test_not_enough_names_the_peer(void **state)
         fail_msg("the OOM message does not say what the peer gave back (%s): %s", pat, err);
 }
 
+/* A forked child of the lender keeps no slot: once the lender is killed
+ * (no exit handler unlocks anything), only the other member's slot is
+ * held. */
+static void test_forked_child_keeps_no_slot(void **state)
+{
+    (void)state;
+    driven_proc other = start_driven(64, "", NULL);
+    assert_true(command(&other, "a\n")); /* joined: its slot keeps the table */
+    proc l = start_lender_keeping(1, "", NULL);
+    assert_true(l.child > 0);
+    kill(l.pid, SIGKILL); /* no exit handler gives its slot back */
+    stop_lender(&l);
+    table t = open_table();
+    int held = 0;
+    for (int ms = 0; ms < 5000 && (held = slots_held(&t)) != 1; ms++) {
+        struct timespec one = {0, 1000000}; /* the child closes its copy as it starts */
+        nanosleep(&one, NULL);
+    }
+    close_table(&t);
+    kill(l.child, SIGKILL);
+    assert_int_equal(stop_driven(&other), 0);
+    assert_int_equal(held, 1);
+}
+
 static void test_stopped_peer_is_waited_for_boundedly(void **state)
 {
     (void)state;
@@ -618,6 +673,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_off_on_the_borrower, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_off_on_the_lender, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_not_enough_names_the_peer, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_forked_child_keeps_no_slot, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_stopped_peer_is_waited_for_boundedly, fresh_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_peer_killed_mid_ask, fresh_dir, remove_dir),
