@@ -45,7 +45,9 @@ typedef struct lend_dev {
 atomic_int fp_lend_state[FP_LEND_DEVICES];
 static lend_dev devs[FP_LEND_DEVICES];
 
-/* This thread's last ask, for its OOM message. */
+/* This thread's last ask, for its OOM message.  Plain _Thread_local, not
+ * FP_THREAD_LOCAL's initial-exec: read only after an OOM, and too big for
+ * the spare static TLS a dlopen of the shim may have to fit in. */
 typedef struct last_ask {
     bool valid;
     CUdevice dev;
@@ -53,7 +55,7 @@ typedef struct last_ask {
     uint64_t want, released;
     fp_lend_peer peer[FP_LEND_SHOWN];
 } last_ask;
-static FP_THREAD_LOCAL last_ask last;
+static _Thread_local last_ask last;
 
 static uint64_t now_ns(void)
 {

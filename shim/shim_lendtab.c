@@ -28,10 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DIR_BYTE     ((off_t)sizeof(fp_lend_file))
-#define SLOT_BYTE(i) (DIR_BYTE + 1 + (off_t)(i))
-#define SLICE_MS     20
-#define OPEN_WAIT_MS 1000 /* for a file another process is still setting up */
+#define DIR_BYTE      ((off_t)sizeof(fp_lend_file))
+#define SLOT_BYTE(i)  (DIR_BYTE + 1 + (off_t)(i))
+#define SLICE_MS      20
+#define OPEN_WAIT_MS  1000 /* for a file another process is still setting up */
+#define DIR_WAIT_MS   1000 /* for the directory lock, joining */
+#define LEAVE_WAIT_MS 100  /* for the directory lock, leaving */
 
 _Static_assert(sizeof(fp_lend_slot) % 8 == 0, "slots keep their 64-bit words aligned");
 _Static_assert(FP_LEND_SLOTS <= 64, "a slot's asks are one 64-bit mask");
@@ -74,10 +76,23 @@ static void futex_wake(uint32_t *w)
     syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static int lock_byte(int fd, off_t at, short type, bool wait)
+/* Never waits: 0, or the errno of a byte another description holds. */
+static int lock_byte(int fd, off_t at, short type)
 {
     struct flock l = {.l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1};
-    return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l) == 0 ? 0 : errno;
+    return fcntl(fd, F_OFD_SETLK, &l) == 0 ? 0 : errno;
+}
+
+/* The directory lock, tried every 5 ms for up to ms: a process stopped
+ * while it held it must not hang this one.  0 or EAGAIN. */
+static int lock_dir(const fp_lendtab *t, int ms)
+{
+    for (int waited = 0; lock_byte(t->fd, DIR_BYTE, F_WRLCK) != 0; waited += 5) {
+        if (waited >= ms)
+            return EAGAIN;
+        nap_ms(5);
+    }
+    return 0;
 }
 
 /* Whether another process holds byte at (a slot's owner is alive). */
@@ -199,7 +214,7 @@ static void close_file(fp_lendtab *t)
 static int claim_slot(fp_lendtab *t)
 {
     for (int i = 0; i < FP_LEND_SLOTS; i++) {
-        if (lock_byte(t->fd, SLOT_BYTE(i), F_WRLCK, false) != 0)
+        if (lock_byte(t->fd, SLOT_BYTE(i), F_WRLCK) != 0)
             continue;
         fp_lend_slot *s = &t->f->slot[i];
         __atomic_store_n(&s->pid, 0, __ATOMIC_SEQ_CST);
@@ -227,6 +242,26 @@ static int peer_kind(const fp_lendtab *t, int i)
     return __atomic_load_n(&s->uid, __ATOMIC_SEQ_CST) == t->uid ? 1 : -1;
 }
 
+/* One try at joining: open, lock the directory, check the name, take a
+ * slot.  EAGAIN when the file was removed meanwhile (try again). */
+static int join_once(fp_lendtab *t, char *why, size_t len)
+{
+    t->fd = -1;
+    int err = open_file(t, why, len);
+    if (err)
+        return err;
+    if (lock_dir(t, DIR_WAIT_MS) != 0) {
+        say(why, len, "another process held its lock for a second (stopped while joining?)", 0);
+        return ETIMEDOUT;
+    }
+    if (!still_named(t))
+        err = EAGAIN; /* removed by the last to leave: open it anew */
+    else if (claim_slot(t) != 0)
+        say(why, len, "all its slots are taken", 0), err = ENOSPC;
+    lock_byte(t->fd, DIR_BYTE, F_UNLCK);
+    return err;
+}
+
 int fp_lendtab_join(const char *dir, const unsigned char uuid[16], fp_lendtab **out, char *why,
                     size_t len)
 {
@@ -236,20 +271,9 @@ int fp_lendtab_join(const char *dir, const unsigned char uuid[16], fp_lendtab **
     t->uid = (uint32_t)geteuid();
     name_file(t, dir, uuid);
     int err = EAGAIN;
-    for (int tries = 0; tries < 3 && err == EAGAIN; tries++) {
-        t->fd = -1;
-        err = open_file(t, why, len);
-        if (!err && (err = lock_byte(t->fd, DIR_BYTE, F_WRLCK, true)) != 0)
-            say(why, len, "cannot lock it", err);
-        if (!err && !still_named(t))
-            err = EAGAIN; /* removed by the last to leave: open it anew */
-        if (!err && (err = claim_slot(t)) != 0)
-            say(why, len, "all its slots are taken", 0), err = ENOSPC;
-        if (t->fd >= 0 && (err == 0 || err == ENOSPC || err == EAGAIN))
-            lock_byte(t->fd, DIR_BYTE, F_UNLCK, false);
-        if (err)
+    for (int tries = 0; tries < 3 && err == EAGAIN; tries++)
+        if ((err = join_once(t, why, len)) != 0)
             close_file(t);
-    }
     if (err == EAGAIN)
         say(why, len, "it kept being removed while joining", 0);
     if (err) {
@@ -271,11 +295,8 @@ void fp_lendtab_leave(fp_lendtab *t)
         return;
     if (!t->dead) {
         __atomic_store_n(&t->f->slot[t->me].pid, 0, __ATOMIC_SEQ_CST);
-        bool dir = false;
-        for (int ms = 0; ms < 100 && !(dir = lock_byte(t->fd, DIR_BYTE, F_WRLCK, false) == 0);
-             ms += 5)
-            nap_ms(5);
-        lock_byte(t->fd, SLOT_BYTE(t->me), F_UNLCK, false);
+        bool dir = lock_dir(t, LEAVE_WAIT_MS) == 0;
+        lock_byte(t->fd, SLOT_BYTE(t->me), F_UNLCK);
         bool alone = true;
         for (int i = 0; i < FP_LEND_SLOTS && alone; i++)
             alone = !held_by_other(t->fd, SLOT_BYTE(i));

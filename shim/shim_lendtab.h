@@ -21,7 +21,9 @@
  *    it checks that the peers it waits for still hold their slots;
  *  - the table is written only by atomics: a peer never waits for a lock
  *    of another process (the file lock of the directory is held only to
- *    join and leave, never across anything else).
+ *    join and leave, never across anything else, and tried for at most a
+ *    second: a process stopped while holding it costs a joiner that second
+ *    and its lending, never a hang).
  */
 #ifndef SHIM_LENDTAB_H
 #define SHIM_LENDTAB_H

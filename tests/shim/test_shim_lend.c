@@ -27,7 +27,8 @@
  *    (forged by this test) is refused: nothing is released for it;
  *  - a request over the borrower's own cap asks nobody;
  *  - a rendezvous file that is not private to the user is refused in one
- *    line, and allocation goes on without lending.
+ *    line, and allocation goes on without lending; so is one whose
+ *    directory lock another process holds for good.
  */
 #include "shim_lendtab.h"
 #include "child_run.h"
@@ -656,6 +657,30 @@ static void test_shared_file_refused(void **state)
         fail_msg("want one line refusing the shared file: %s", err);
 }
 
+/* A process that holds the table's directory lock and never lets go (a
+ * stopped joiner, or a hostile one) costs a new member a second and its
+ * lending, never a hang: one line, and the allocation goes on. */
+static void test_dir_lock_held(void **state)
+{
+    (void)state;
+    char *err;
+    double secs;
+    proc l = start_lender("", NULL);
+    table t = open_table();
+    struct flock fl = {.l_type = F_WRLCK,
+                       .l_whence = SEEK_SET,
+                       .l_start = (off_t)sizeof(fp_lend_file),
+                       .l_len = 1};
+    assert_int_equal(fcntl(t.fd, F_OFD_SETLK, &fl), 0);
+    int rc = run_borrower(64, "", NULL, &err, &secs);
+    close_table(&t);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_int_equal(rc, 0);
+    if (fp_t_count_of(err, "fragpool: lend: ") != 1 || !strstr(err, "held its lock for a second"))
+        fail_msg("want one line about the held lock: %s", err);
+    assert_true(secs < 30);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "lender") == 0)
@@ -681,6 +706,7 @@ int main(int argc, char **argv)
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_own_cap_asks_nobody, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_shared_file_refused, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_dir_lock_held, fresh_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
