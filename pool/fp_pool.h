@@ -71,6 +71,9 @@ typedef struct fp_pool_opts {
                                       rounded up to this (pinned host memory) */
     size_t thread_cache;        /* bytes of freed blocks each thread's front
                                       end may hold (pool_front.c); 0 = off  */
+    int solo;                   /* 1: one thread makes every call (a
+                                      replay): allocation and free take no
+                                      lock; no key sets it                  */
 } fp_pool_opts;
 
 /* expandable_segments: classic segments; virtual-memory segments asked

@@ -25,7 +25,24 @@ typedef struct sim_dev {
     size_t budget;           /* 0 = unlimited              */
     const fp_replay_hook *h; /* its on_change sees the segments */
     size_t idx;              /* the event being replayed   */
+    size_t ok_max;           /* most bytes in use after a reserve or map */
+    size_t over_min;         /* least bytes a refused one asked for      */
 } sim_dev;
+
+/* A reserve or map of size bytes on top of in_use: 0 when it fits the
+ * budget, else ENOMEM; either way noted in ok_max or over_min, so that
+ * the replay can say which budgets it holds for (fp_replay_result). */
+static int sim_fits(sim_dev *d, size_t size)
+{
+    size_t limit = d->budget ? d->budget : SIZE_MAX;
+    size_t want = d->in_use > SIZE_MAX - size ? SIZE_MAX : d->in_use + size;
+    if (size > limit || d->in_use > limit - size) {
+        d->over_min = want < d->over_min ? want : d->over_min;
+        return ENOMEM;
+    }
+    d->ok_max = want > d->ok_max ? want : d->ok_max;
+    return 0;
+}
 
 static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size, size_t idx)
 {
@@ -36,10 +53,11 @@ static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size
 static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
 {
     sim_dev *d = ctx;
-    size_t limit = d->budget ? d->budget : SIZE_MAX;
     uint64_t span = (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
-    if (size > limit || d->in_use > limit - size || span < size || d->next > UINT64_MAX - span)
-        return ENOMEM; /* over the budget, or past the end of the address space */
+    if (span < size || d->next > UINT64_MAX - span)
+        return ENOMEM; /* past the end of the address space, whatever the budget */
+    if (sim_fits(d, size))
+        return ENOMEM;
     *addr = d->next;
     d->next += span;
     d->in_use += size;
@@ -83,8 +101,7 @@ static int sim_free_va(void *ctx, uint64_t addr, size_t size)
 static int sim_map(void *ctx, uint64_t addr, size_t size)
 {
     sim_dev *d = ctx;
-    size_t limit = d->budget ? d->budget : SIZE_MAX;
-    if (size > limit || d->in_use > limit - size)
+    if (sim_fits(d, size))
         return ENOMEM;
     d->in_use += size;
     note(d->h, FP_REPLAY_SEGMENT_MAP, addr, size, d->idx);
@@ -247,7 +264,7 @@ static int replay_all(fp_pool *p, idmap *m, const fp_trace *t, const fp_replay_h
 int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
                  const fp_replay_hook *h, fp_replay_result *r, fp_pool **keep)
 {
-    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h};
+    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h, .over_min = SIZE_MAX};
     fp_backend be = {.ctx = &dev,
                      .reserve = sim_reserve,
                      .release = sim_release,
@@ -260,6 +277,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
         return ETIMEDOUT;
     fp_pool_opts o = *opts;
     o.record_bytes = 0; /* a replay's own pool needs no record */
+    o.solo = 1;         /* nor a lock: this thread alone calls it */
     if (!o.device_total)
         o.device_total = budget;
     fp_pool *p;
@@ -275,6 +293,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
     err = replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
+    r->budget_from = dev.ok_max;
+    r->budget_below = dev.over_min;
     free(m.held);
     if (!err && r->host_fails)
         err = ENOMEM;
