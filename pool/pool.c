@@ -34,6 +34,16 @@ static uint64_t clock_now(const fp_pool *p)
     return __atomic_load_n(&p->clock, __ATOMIC_ACQUIRE);
 }
 
+/* A tick of the clock under the lock: atomic for the threads' caches,
+ * a plain add where one thread makes every call (opts.solo), which saves
+ * a locked instruction per allocation. */
+static uint64_t clock_tick(fp_pool *p)
+{
+    if (p->opts.solo)
+        return ++p->clock;
+    return __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE); /* read outside the lock */
+}
+
 /* Reserves a segment and files its single free block in the index;
  * *out gets that block. */
 static int new_segment(fp_pool *p, size_t size, bool small, fp_block **out)
@@ -387,14 +397,14 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
         note_oom(p, size, rounded);
         return ENOMEM;
     }
-    g->now = __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE); /* read outside the lock */
+    g->now = clock_tick(p);
     fp_block *b = NULL;
     int err = p->page ? vmm_find(p, rq, rounded, &b, &g->freed_at)
                       : find_or_grow(p, rq, rounded, &b, &g->freed_at);
     if (err)
         return err;
     if (g->freed_at >= g->now) /* a block the threads' caches gave back just now */
-        g->now = __atomic_add_fetch(&p->clock, 1, __ATOMIC_RELEASE);
+        g->now = clock_tick(p);
     if (fp_map_make_room(&p->live))
         return fp_pool_host_short(p);
     if (take_block(p, b, rounded, fp_pool_is_small(rounded)))
