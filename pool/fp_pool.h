@@ -74,6 +74,11 @@ typedef struct fp_pool_opts {
     int solo;                   /* 1: one thread makes every call (a
                                       replay): allocation and free take no
                                       lock; no key sets it                  */
+    int lean_stats;             /* 1: of the byte and block statistics
+                                      only reserved, segments and allocated
+                                      are kept (the rest stay 0): a replay
+                                      that reads only peaks and OOMs (tune);
+                                      no decision reads the others          */
 } fp_pool_opts;
 
 /* expandable_segments: classic segments; virtual-memory segments asked

@@ -2,7 +2,8 @@
  * manner of tlsf_check) and the segment walk used by reports.
  *
  * fp_pool_check recomputes everything from the segments and compares it
- * with the indexes and the stats; it changes nothing.
+ * with the indexes and the stats (with opts.lean_stats, the stats kept);
+ * it changes nothing.
  */
 #include "pool_stats.h"
 #include "fp_vec.h"
@@ -235,6 +236,14 @@ static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS], c
     return 0;
 }
 
+static int check_counts(const fp_pool_stats *st, const tally *t, char *msg, size_t len)
+{
+    if (st->num_allocs - st->num_frees != t->used)
+        return fail(msg, len, "allocs - frees = %llu, walk found %zu live",
+                    (unsigned long long)(st->num_allocs - st->num_frees), t->used);
+    return 0;
+}
+
 static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
 {
     const fp_pool_stats *st = &p->st;
@@ -243,6 +252,8 @@ static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
         err = check_stat3(st->segments, t->segments, "segments", msg, len);
     if (!err)
         err = check_stat3(st->allocated_bytes, t->allocated, "allocated_bytes", msg, len);
+    if (!err && p->opts.lean_stats) /* the rest are not kept */
+        return check_counts(st, t, msg, len);
     if (!err)
         err = check_stat3(st->active_bytes, t->active_bytes, "active_bytes", msg, len);
     if (!err)
@@ -264,10 +275,7 @@ static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
                     (long long)st->oversize_allocations.current,
                     (long long)st->oversize_segments.current, (long long)t->oversize_allocs,
                     (long long)t->oversize_segs);
-    if (st->num_allocs - st->num_frees != t->used)
-        return fail(msg, len, "allocs - frees = %llu, walk found %zu live",
-                    (unsigned long long)(st->num_allocs - st->num_frees), t->used);
-    return 0;
+    return check_counts(st, t, msg, len);
 }
 
 int fp_pool_check(fp_pool *p, char *msg, size_t len)

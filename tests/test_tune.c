@@ -3,7 +3,8 @@
  * PyTorch trace and on a synthetic one; the ranking order; determinism
  * whatever the thread count; the replay hooks the search relies on; the
  * settings that replay alike share one search (twins); a peaks-only
- * replay cut at stop_above.
+ * replay cut at stop_above; the search's shortcuts against a search
+ * without them; the lean statistics of its replays.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -431,6 +432,40 @@ static void budget_interval_replays_alike(void **state)
     assert_true(tried > 0); /* some of them under the pressure of the budget */
 }
 
+/* The search's replays keep only the statistics it reads (lean_stats):
+ * the same peaks and OOMs, the same replay event for event, a pool the
+ * checker passes, and the statistics it does not read left at 0. */
+static void lean_stats_keep_the_peaks(void **state)
+{
+    (void)state;
+    static const char *const confs[] = {"", "expandable_segments:False,max_split_size_mb:32"};
+    for (int i = 0; i < 2; i++) {
+        fp_tune_setting s;
+        assert_int_equal(fp_tune_setting_init(&s, confs[i]), 0);
+        fp_pool_opts lean = s.opts;
+        lean.lean_stats = 1;
+        for (size_t budget = 0; budget <= 400 * FP_MIB; budget += 400 * FP_MIB) {
+            fp_replay_result full, cut;
+            fp_pool *p;
+            assert_int_equal(fp_replay(&synth, &s.opts, budget, &full, NULL), 0);
+            assert_int_equal(fp_replay(&synth, &lean, budget, &cut, &p), 0);
+            char msg[256];
+            assert_int_equal(fp_pool_check(p, msg, sizeof msg), 0);
+            fp_pool_destroy(p, 1);
+            assert_int_equal(cut.ooms, full.ooms);
+            assert_int_equal(cut.first_oom_event, full.first_oom_event);
+            assert_memory_equal(cut.stats.reserved_bytes, full.stats.reserved_bytes,
+                                sizeof full.stats.reserved_bytes);
+            assert_memory_equal(cut.stats.allocated_bytes, full.stats.allocated_bytes,
+                                sizeof full.stats.allocated_bytes);
+            assert_int_equal(cut.stats.num_allocs, full.stats.num_allocs);
+            assert_true(full.stats.requested_bytes[FP_ALL].peak > 0);
+            assert_int_equal(cut.stats.requested_bytes[FP_ALL].peak, 0); /* not kept */
+            assert_int_equal(cut.stats.active_bytes[FP_ALL].peak, 0);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +483,7 @@ int main(void)
         cmocka_unit_test(stop_above_cuts),
         cmocka_unit_test(reuse_matches_plain_search),
         cmocka_unit_test(budget_interval_replays_alike),
+        cmocka_unit_test(lean_stats_keep_the_peaks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
