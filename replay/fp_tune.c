@@ -11,8 +11,9 @@
  * so a GC variant differs from its base only in the budget search, where
  * the budget is also the cap (per_process_memory_fraction:1 of a device of
  * exactly the budget).  Each stage runs its settings on a small pool of
- * threads; each setting is evaluated on one thread, start to finish, so
- * the results do not depend on scheduling.  A setting that replays like
+ * threads, classic segments first (the longer searches); each setting is
+ * evaluated on one thread, start to finish, so the results do not depend
+ * on scheduling.  A setting that replays like
  * an earlier one (roundup_power2_divisions that rounds every request of
  * the trace alike) is not replayed again: it takes that one's results.
  */
@@ -461,6 +462,7 @@ typedef struct tune_jobs {
     const fp_tune_row *bases; /* earlier rows, done: base_of's indexes */
     const size_t *base_of;    /* base_of[i] != SIZE_MAX: job i takes that
                                row's unlimited replay (may be NULL)  */
+    const size_t *order;      /* the jobs in the order they are taken (long_first) */
     size_t n, next;
     size_t before, done; /* jobs of earlier stages; of this one done */
     const fp_tune_params *p;
@@ -473,7 +475,7 @@ static void *tune_worker(void *arg)
     tune_jobs *j = arg;
     for (;;) {
         pthread_mutex_lock(&j->lock);
-        size_t i = j->next < j->n && !j->err ? j->next++ : j->n;
+        size_t i = j->next < j->n && !j->err ? j->order[j->next++] : j->n;
         pthread_mutex_unlock(&j->lock);
         if (i == j->n)
             return NULL;
@@ -496,13 +498,33 @@ static void *tune_worker(void *arg)
     }
 }
 
+/* The order jobs are taken in: classic segments first (a bisection over a
+ * wide range of budgets, about twice the replays), then the others, so
+ * that short jobs fill the end of a stage and no thread waits long for
+ * the last one.  Which thread runs a job never changes its result. */
+static void long_first(const fp_tune_row *rows, size_t n, size_t *order)
+{
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            if ((rows[i].set.opts.expandable_segments == FP_VMM_OFF) == (pass == 0))
+                order[k++] = i;
+}
+
 /* Runs the jobs of j (its inputs filled) on threads threads. */
 static int eval_all(tune_jobs *j, unsigned threads)
 {
     pthread_t tid[TUNE_MAX_THREADS];
     unsigned started = 0;
-    if (pthread_mutex_init(&j->lock, NULL))
+    size_t *order = malloc((j->n ? j->n : 1) * sizeof *order);
+    if (!order)
         return ENOMEM;
+    long_first(j->rows, j->n, order);
+    j->order = order;
+    if (pthread_mutex_init(&j->lock, NULL)) {
+        free(order);
+        return ENOMEM;
+    }
     for (unsigned k = 1; k < threads && k < j->n; k++)
         if (!pthread_create(&tid[started], NULL, tune_worker, j))
             started++;
@@ -510,6 +532,7 @@ static int eval_all(tune_jobs *j, unsigned threads)
     for (unsigned k = 0; k < started; k++)
         pthread_join(tid[k], NULL);
     pthread_mutex_destroy(&j->lock);
+    free(order);
     return j->err;
 }
 
