@@ -405,11 +405,12 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
         return err;
     if (g->freed_at >= g->now) /* a block the threads' caches gave back just now */
         g->now = clock_tick(p);
-    if (fp_map_make_room(&p->live))
+    if (!p->opts.no_live_map && fp_map_make_room(&p->live))
         return fp_pool_host_short(p);
     if (take_block(p, b, rounded, fp_pool_is_small(rounded)))
         return ENOMEM;
-    fp_map_put(&p->live, b);
+    if (!p->opts.no_live_map)
+        fp_map_put(&p->live, b);
     b->requested = size;
     b->stamp = p->st.num_allocs + 1; /* the allocation's ordinal */
     fp_record_alloc(p, b->stamp, size);
@@ -422,6 +423,7 @@ static int alloc_locked(fp_pool *p, const alloc_req *rq, fp_grant *g)
     p->st.num_allocs++;
     g->addr = b->addr;
     g->size = b->size;
+    g->handle = b;
     return 0;
 }
 
@@ -588,6 +590,25 @@ int fp_pool_free_seen(fp_pool *p, uint64_t addr, fp_freed *out, fp_free_seen see
     pthread_mutex_unlock(&p->lock);
     if (!err && out)
         *out = f;
+    check_whole(p);
+    return err;
+}
+
+int fp_pool_free_handle(fp_pool *p, void *handle)
+{
+    fp_block *b = handle;
+    lock_hot(p);
+    int err = b && b->state == FP_BLOCK_ALLOCATED ? 0 : EINVAL;
+    if (!err && !p->opts.no_live_map)
+        fp_map_take(&p->live, b->addr);
+    if (!err) {
+        fp_record_free(p, b->stamp, b->requested);
+        free_block(p, b);
+        p->st.num_frees++;
+    } else {
+        p->st.num_invalid_frees++;
+    }
+    unlock_hot(p);
     check_whole(p);
     return err;
 }

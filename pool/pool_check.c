@@ -2,7 +2,8 @@
  * manner of tlsf_check) and the segment walk used by reports.
  *
  * fp_pool_check recomputes everything from the segments and compares it
- * with the indexes and the stats (with opts.lean_stats, the stats kept);
+ * with the indexes, the live map and the stats (those a pool keeps:
+ * opts.lean_stats, opts.no_live_map);
  * it changes nothing.
  */
 #include "pool_stats.h"
@@ -68,7 +69,7 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally
         }
         return 0;
     }
-    if (fp_map_get(&p->live, b->addr) != b)
+    if (!p->opts.no_live_map && fp_map_get(&p->live, b->addr) != b)
         return fail(msg, len, "live block %#llx missing from map", (unsigned long long)b->addr);
     add3(t->active_bytes, s->small, (int64_t)b->size);
     add3(t->active, s->small, 1);
@@ -207,7 +208,7 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
         p->free_small.count != t->free_small || p->free_large.count != t->free_large)
         return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu", ns, nl,
                     t->free_small, t->free_large);
-    if (p->live.count != t->used)
+    if (!p->opts.no_live_map && p->live.count != t->used)
         return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count, t->used);
     if (fp_segtab_count(&p->segs) != t->nsegs)
         return fail(msg, len, "segment table holds %zu, walk found %zu", fp_segtab_count(&p->segs),

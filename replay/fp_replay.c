@@ -5,7 +5,8 @@
  * use past it fails with ENOMEM, as a full device would; so does one that
  * would run past the end of the 64-bit address space.  A trace id's address
  * is kept by the slot fp_trace_push gave it (an array of the ids live at
- * once).  An allocation of a live id
+ * once), and with opts.no_live_map its grant's handle too, by which it is
+ * freed (the pool then keeps no map of live blocks).  An allocation of a live id
  * is refused and counted (dup_allocs), a free of an id that is not live is
  * skipped and counted (bad_frees); neither is an OOM.  A trace with a
  * deadline is checked against the clock every FP_REPLAY_CHECK_EVERY events:
@@ -127,12 +128,43 @@ static int sim_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
  * size is >= 512). */
 typedef struct idmap {
     uint64_t *held;
+    void **handle; /* each held address's grant handle: a pool with no
+                      live map (opts.no_live_map) frees by it; else NULL */
 } idmap;
 
 static int idmap_init(idmap *m, const fp_trace *t)
 {
     m->held = calloc(t->nslots ? t->nslots : 1, sizeof *m->held);
+    m->handle = NULL;
     return m->held ? 0 : ENOMEM;
+}
+
+static void idmap_free(idmap *m)
+{
+    free(m->held);
+    free(m->handle);
+}
+
+/* An allocation of the replay: the address, and the handle where m keeps
+ * them (slot FP_TRACE_NO_SLOT: an 'o' row, its handle in *handle). */
+static int replay_take(fp_pool *p, size_t size, uint64_t *addr, void **handle)
+{
+    fp_grant g;
+    int err = fp_pool_alloc_grant(p, size, UINT64_MAX, &g);
+    if (!err) {
+        *addr = g.addr;
+        *handle = g.handle;
+    }
+    return err;
+}
+
+/* The replay's free of what replay_take gave. */
+static void replay_give(fp_pool *p, const idmap *m, uint64_t addr, void *handle)
+{
+    if (m->handle)
+        fp_pool_free_handle(p, handle);
+    else
+        fp_pool_free(p, addr);
 }
 
 static void count_event(size_t *count, size_t *first, size_t idx)
@@ -156,11 +188,12 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, uint32_
                          const fp_replay_hook *h, fp_replay_result *r)
 {
     uint64_t addr;
+    void *handle;
     if (m->held[slot]) {
         count_event(&r->dup_allocs, &r->first_dup_alloc, idx);
         return;
     }
-    if (fp_pool_alloc(p, (size_t)e->size, &addr)) {
+    if (replay_take(p, (size_t)e->size, &addr, &handle)) {
         if (host_short(p, r))
             return;
         if (r->ooms++ == 0) {
@@ -171,18 +204,21 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, uint32_
         return;
     }
     m->held[slot] = addr;
+    if (m->handle)
+        m->handle[slot] = handle;
     note(h, FP_REPLAY_ALLOC, addr, e->size, idx);
 }
 
 /* An 'o' row: the recorded run asked for this and was refused.  Asked
  * again here; served, it is given straight back (the run never had it). */
-static void replay_refused(fp_pool *p, const fp_tracer_event *e, size_t idx,
+static void replay_refused(fp_pool *p, const idmap *m, const fp_tracer_event *e, size_t idx,
                            const fp_replay_hook *h, fp_replay_result *r)
 {
     uint64_t addr;
+    void *handle;
     r->recorded_ooms++;
-    if (fp_pool_alloc(p, (size_t)e->size, &addr) == 0) {
-        fp_pool_free(p, addr);
+    if (replay_take(p, (size_t)e->size, &addr, &handle) == 0) {
+        replay_give(p, m, addr, handle);
         return;
     }
     if (host_short(p, r))
@@ -205,7 +241,7 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
         return;
     }
     if (e->op == 'o') {
-        replay_refused(p, e, idx, h, r);
+        replay_refused(p, m, e, idx, h, r);
         return;
     }
     uint64_t addr = slot == FP_TRACE_NO_SLOT ? 0 : m->held[slot];
@@ -217,7 +253,7 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
     uint64_t seq;
     if (h && h->on_change) /* the block's size, for the hook alone */
         fp_pool_lookup(p, addr, &size, &seq);
-    fp_pool_free(p, addr);
+    replay_give(p, m, addr, m->handle ? m->handle[slot] : NULL);
     note(h, FP_REPLAY_FREE, addr, size, idx);
     m->held[slot] = 0;
 }
@@ -285,7 +321,9 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     if (err)
         return err;
     idmap m;
-    if (idmap_init(&m, t)) {
+    if (idmap_init(&m, t) ||
+        (o.no_live_map && !(m.handle = calloc(t->nslots ? t->nslots : 1, sizeof *m.handle)))) {
+        idmap_free(&m);
         fp_pool_destroy(p, 0);
         return ENOMEM;
     }
@@ -295,7 +333,7 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     fp_pool_get_stats(p, &r->stats);
     r->budget_from = dev.ok_max;
     r->budget_below = dev.over_min;
-    free(m.held);
+    idmap_free(&m);
     if (!err && r->host_fails)
         err = ENOMEM;
     if (err) {

@@ -432,9 +432,10 @@ static void budget_interval_replays_alike(void **state)
     assert_true(tried > 0); /* some of them under the pressure of the budget */
 }
 
-/* The search's replays keep only the statistics it reads (lean_stats):
- * the same peaks and OOMs, the same replay event for event, a pool the
- * checker passes, and the statistics it does not read left at 0. */
+/* The search's replays keep only the statistics it reads (lean_stats)
+ * and no live map (frees by handle): the same peaks and OOMs, the same
+ * replay event for event, a pool the checker passes, and the statistics
+ * it does not read left at 0. */
 static void lean_stats_keep_the_peaks(void **state)
 {
     (void)state;
@@ -442,8 +443,8 @@ static void lean_stats_keep_the_peaks(void **state)
     for (int i = 0; i < 2; i++) {
         fp_tune_setting s;
         assert_int_equal(fp_tune_setting_init(&s, confs[i]), 0);
-        fp_pool_opts lean = s.opts;
-        lean.lean_stats = 1;
+        fp_pool_opts lean = s.opts; /* as the search replays: no live map either */
+        lean.lean_stats = lean.no_live_map = 1;
         for (size_t budget = 0; budget <= 400 * FP_MIB; budget += 400 * FP_MIB) {
             fp_replay_result full, cut;
             fp_pool *p;
