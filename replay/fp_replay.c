@@ -145,8 +145,8 @@ static void idmap_free(idmap *m)
     free(m->handle);
 }
 
-/* An allocation of the replay: the address, and the handle where m keeps
- * them (slot FP_TRACE_NO_SLOT: an 'o' row, its handle in *handle). */
+/* An allocation of the replay: its address and its grant's handle (kept
+ * in the idmap when the pool frees by handle). */
 static int replay_take(fp_pool *p, size_t size, uint64_t *addr, void **handle)
 {
     fp_grant g;
