@@ -3,7 +3,8 @@
  * and the usage lines print, so the two cannot drift apart.
  *
  * Invariants: an option is either a flag (arg NULL) or takes exactly one
- * argument, the next word, checked there when the row has a check; a
+ * argument, the next word or the rest of "--name=VALUE", checked there
+ * when the row has a check; a
  * command has at most one positional argument (run's is the rest of the
  * line: cmd_run.c parses it with its own loop over run_opts' names,
  * which test_cli holds to this table); a usage error is one line on
@@ -131,6 +132,19 @@ static long find_opt(const fp_cli_spec *s, const char *word)
     return -1;
 }
 
+/* The option a word names, as "--name" or "--name=VALUE" (then *inline
+ * points at VALUE, else it is NULL); -1 for none. */
+static long find_opt_eq(const fp_cli_spec *s, const char *word, const char **inline_val)
+{
+    const char *eq = strncmp(word, "--", 2) ? NULL : strchr(word, '=');
+    *inline_val = eq ? eq + 1 : NULL;
+    size_t len = eq ? (size_t)(eq - word) : strlen(word);
+    for (size_t i = 0; i < s->nopts; i++)
+        if (strlen(s->opts[i].name) == len && !strncmp(word, s->opts[i].name, len))
+            return (long)i;
+    return -1;
+}
+
 static int usage_error(const fp_cli_spec *s, const char *why, const char *word)
 {
     fprintf(stderr, "fragpool %s: %s '%s'\n", s->cmd, why, word);
@@ -144,11 +158,14 @@ int fp_cli_parse(const fp_cli_spec *s, int argc, char **argv, const char **val, 
         val[i] = NULL;
     *pos = NULL;
     for (int i = 1; i < argc; i++) {
-        long k = find_opt(s, argv[i]);
-        if (k >= 0 && s->opts[k].arg && i + 1 >= argc)
+        const char *eq;
+        long k = find_opt_eq(s, argv[i], &eq);
+        if (k >= 0 && eq && !s->opts[k].arg)
+            return usage_error(s, "a value given to a flag", argv[i]);
+        if (k >= 0 && s->opts[k].arg && (eq ? !*eq : i + 1 >= argc))
             return usage_error(s, "no value after", argv[i]);
         if (k >= 0) {
-            val[k] = s->opts[k].arg ? argv[++i] : "";
+            val[k] = eq ? eq : s->opts[k].arg ? argv[++i] : "";
             if (s->opts[k].check && s->opts[k].check(s->cmd, val[k]))
                 return 2;
         } else if (argv[i][0] != '-' && !*pos && *s->positional) {

@@ -7,8 +7,9 @@
 
 int fp_cmd_merge(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: fragpool merge SUMMARY.json...\n");
+    if (argc < 2) { /* as fp_cli_parse says it of a missing positional */
+        fprintf(stderr, "fragpool merge: no SUMMARY.json given\n");
+        fp_cli_usage(stderr, &fp_cli_merge);
         return 2;
     }
     char err[512];

@@ -225,7 +225,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
             o->keep_cache = 1;
         else if (!strcmp(a, "--conf") && i + 1 < argc && strcmp(argv[i + 1], "--"))
             o->conf = argv[++i];
-        else if (!strcmp(a, "--conf"))
+        else if (!strncmp(a, "--conf=", 7) && a[7])
+            o->conf = a + 7;
+        else if (!strcmp(a, "--conf") || !strcmp(a, "--conf="))
             return usage_error("--conf needs a value such as max_split_size_mb:512", NULL);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return -1;

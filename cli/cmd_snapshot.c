@@ -146,11 +146,13 @@ int fp_cmd_snapshot(int argc, char **argv)
         fprintf(stderr, "fragpool snapshot: %s: out of memory replaying the trace\n", a.trace);
     else
         rc = write_out(&a, &c, p, &e);
+    char peak[32]; /* a measured size: as the summary writes it (docs/replay.md, "Units") */
+    fp_format_size((size_t)r.stats.reserved_bytes[FP_ALL].peak, peak);
     if (!rc)
         fprintf(stderr,
                 "fragpool snapshot: wrote %s: %zu trace entries from %zu events, peak "
-                "reserved %lld bytes\n",
-                a.out, e.n, r.events, (long long)r.stats.reserved_bytes[FP_ALL].peak);
+                "reserved %s\n",
+                a.out, e.n, r.events, peak);
     if (p)
         fp_pool_destroy(p, 1);
     free(e.v);

@@ -63,6 +63,22 @@ static const char *label(const fp_tune_row *r)
     return buf;
 }
 
+/* bytes in MiB as budgets are written (docs/replay.md, "Units"): with
+ * thousands separators, whole (rounded up), or with tenths one decimal
+ * ("4,591.7 MiB"). */
+static const char *mib_text(size_t bytes, int tenths, char out[40])
+{
+    uint64_t t = ((uint64_t)bytes * 10 + FP_MIB / 2) / FP_MIB; /* tenths of a MiB */
+    char whole[32];
+    fp_sink s = fp_sink_buffer(whole, sizeof whole);
+    fp_advise_put_mib(&s, tenths ? (size_t)(t / 10) * FP_MIB : bytes); /* "4,591 MiB" */
+    if (!tenths)
+        snprintf(out, 40, "%s", whole);
+    else
+        snprintf(out, 40, "%.*s.%u MiB", (int)strcspn(whole, " "), whole, (unsigned)(t % 10));
+    return out;
+}
+
 /* 1 - allocated/reserved, in tenths of a percent. */
 static unsigned frag_permille(const fp_tune_row *r)
 {
@@ -81,15 +97,14 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
     for (size_t i = 0; i < n; i++) {
         const fp_tune_row *r = &rows[i];
         unsigned f = frag_permille(r);
-        char mb[32] = "none";
+        char mb[40] = "none", res[40], alloc[40];
         if (r->min_budget)
-            snprintf(mb, sizeof mb, "%zu MiB", r->min_budget / FP_MIB);
+            mib_text(r->min_budget, 0, mb);
         int fits = r->fits == 1;
         nfit += fits;
-        printf("%4zu %c %9zu MiB  %10.1f MiB  %3u.%u%%  %10s%s  %s\n", i + 1,
-               r->is_default ? '*' : ' ', r->peak_reserved / FP_MIB,
-               (double)r->peak_allocated / (double)FP_MIB, f / 10, f % 10, mb,
-               a->budget ? (fits ? "   yes" : "    no") : "", label(r));
+        printf("%4zu %c %13s  %14s  %3u.%u%%  %10s%s  %s\n", i + 1, r->is_default ? '*' : ' ',
+               mib_text(r->peak_reserved, 0, res), mib_text(r->peak_allocated, 1, alloc), f / 10,
+               f % 10, mb, a->budget ? (fits ? "   yes" : "    no") : "", label(r));
     }
     printf("\n* fragpool's defaults: virtual-memory segments (expandable_segments:False\n"
            "  rows: PyTorch's classic segments).  min budget: the smallest device size\n"
@@ -99,9 +114,9 @@ static void print_text(const tune_args *a, const fp_trace *t, const fp_tune_row 
            "  as max_reserved_mb, the memory this process may reserve, not as a\n"
            "  fraction of the device (which other processes may share).\n");
     if (a->budget) {
-        char b[32];
-        fp_format_size(a->budget, b);
-        printf("\nbudget %s: %zu of %zu settings run without an OOM\n", b, nfit, n);
+        char b[40];
+        printf("\nbudget %s: %zu of %zu settings run without an OOM\n", mib_text(a->budget, 0, b),
+               nfit, n);
     }
     /* the verdict last: one line, then the lines to paste (docs/advice.md) */
     fflush(stdout);

@@ -115,10 +115,11 @@ static bool is_help(const char *a)
     return !strcmp(a, "-h") || !strcmp(a, "--help");
 }
 
-/* fragpool help [COMMAND] */
+/* fragpool help [COMMAND]; help's own help (help --help, help help) is
+ * the overview. */
 static int help(int argc, char **argv)
 {
-    if (argc < 3) {
+    if (argc < 3 || is_help(argv[2]) || !strcmp(argv[2], "help")) {
         usage(stdout);
         return fp_cli_output_done("help", 0);
     }

@@ -71,6 +71,20 @@ typedef struct fp_pool_opts {
                                       rounded up to this (pinned host memory) */
     size_t thread_cache;        /* bytes of freed blocks each thread's front
                                       end may hold (pool_front.c); 0 = off  */
+    int solo;                   /* 1: one thread makes every call (a
+                                      replay): allocation and free take no
+                                      lock; no key sets it                  */
+    int lean_stats;             /* 1: of the byte and block statistics
+                                      only reserved, segments and allocated
+                                      are kept (the rest stay 0): a replay
+                                      that reads only peaks and OOMs (tune);
+                                      no decision reads the others          */
+    int no_live_map;            /* 1 (with solo): every free is by the
+                                      handle its grant gave
+                                      (fp_pool_free_handle), nothing asks
+                                      for a block by address, and the pool
+                                      keeps no map of live blocks (tune's
+                                      replays: a fifth of their time)       */
 } fp_pool_opts;
 
 /* expandable_segments: classic segments; virtual-memory segments asked
@@ -225,6 +239,11 @@ int fp_pool_alloc(fp_pool *p, size_t size, uint64_t *addr);
 /* 0, or EINVAL (counted as an invalid free) when addr is not a live
  * block of this pool. */
 int fp_pool_free(fp_pool *p, uint64_t addr);
+/* Frees the allocation whose grant gave handle, as fp_pool_free frees by
+ * address, without the map of live blocks: 0, or EINVAL when handle is
+ * NULL or not a live block's.  handle must be one a grant of p gave and
+ * not yet freed (a replay keeps it beside the address). */
+int fp_pool_free_handle(fp_pool *p, void *handle);
 
 /* ---- deferred reuse ------------------------------------------------------
  * The pool keeps a clock that ticks once per allocation.  A free stamps the
@@ -244,6 +263,7 @@ typedef struct fp_grant {
     size_t size;       /* its whole size (the request rounded, or more) */
     uint64_t freed_at; /* clock of its memory's last free, or FP_NEVER_FREED */
     uint64_t now;      /* the clock of this allocation (> freed_at)      */
+    void *handle;      /* for fp_pool_free_handle, until that free       */
 } fp_grant;
 
 /* fp_pool_alloc with the grant's details.  A cached block freed at or

@@ -2,7 +2,9 @@
  * manner of tlsf_check) and the segment walk used by reports.
  *
  * fp_pool_check recomputes everything from the segments and compares it
- * with the indexes and the stats; it changes nothing.
+ * with the indexes, the live map and the stats (those a pool keeps:
+ * opts.lean_stats, opts.no_live_map);
+ * it changes nothing.
  */
 #include "pool_stats.h"
 #include "fp_vec.h"
@@ -67,7 +69,7 @@ static int check_block(fp_pool *p, const fp_segment *s, const fp_block *b, tally
         }
         return 0;
     }
-    if (fp_map_get(&p->live, b->addr) != b)
+    if (!p->opts.no_live_map && fp_map_get(&p->live, b->addr) != b)
         return fail(msg, len, "live block %#llx missing from map", (unsigned long long)b->addr);
     add3(t->active_bytes, s->small, (int64_t)b->size);
     add3(t->active, s->small, 1);
@@ -206,7 +208,7 @@ static int check_indexes(fp_pool *p, const tally *t, char *msg, size_t len)
         p->free_small.count != t->free_small || p->free_large.count != t->free_large)
         return fail(msg, len, "free index counts %ld/%ld, walk found %zu/%zu", ns, nl,
                     t->free_small, t->free_large);
-    if (p->live.count != t->used)
+    if (!p->opts.no_live_map && p->live.count != t->used)
         return fail(msg, len, "live map holds %zu, walk found %zu", p->live.count, t->used);
     if (fp_segtab_count(&p->segs) != t->nsegs)
         return fail(msg, len, "segment table holds %zu, walk found %zu", fp_segtab_count(&p->segs),
@@ -235,6 +237,14 @@ static int check_stat3(const fp_stat s[FP_NKINDS], const int64_t v[FP_NKINDS], c
     return 0;
 }
 
+static int check_counts(const fp_pool_stats *st, const tally *t, char *msg, size_t len)
+{
+    if (st->num_allocs - st->num_frees != t->used)
+        return fail(msg, len, "allocs - frees = %llu, walk found %zu live",
+                    (unsigned long long)(st->num_allocs - st->num_frees), t->used);
+    return 0;
+}
+
 static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
 {
     const fp_pool_stats *st = &p->st;
@@ -243,6 +253,8 @@ static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
         err = check_stat3(st->segments, t->segments, "segments", msg, len);
     if (!err)
         err = check_stat3(st->allocated_bytes, t->allocated, "allocated_bytes", msg, len);
+    if (!err && p->opts.lean_stats) /* the rest are not kept */
+        return check_counts(st, t, msg, len);
     if (!err)
         err = check_stat3(st->active_bytes, t->active_bytes, "active_bytes", msg, len);
     if (!err)
@@ -264,10 +276,7 @@ static int check_stats(fp_pool *p, const tally *t, char *msg, size_t len)
                     (long long)st->oversize_allocations.current,
                     (long long)st->oversize_segments.current, (long long)t->oversize_allocs,
                     (long long)t->oversize_segs);
-    if (st->num_allocs - st->num_frees != t->used)
-        return fail(msg, len, "allocs - frees = %llu, walk found %zu live",
-                    (unsigned long long)(st->num_allocs - st->num_frees), t->used);
-    return 0;
+    return check_counts(st, t, msg, len);
 }
 
 int fp_pool_check(fp_pool *p, char *msg, size_t len)

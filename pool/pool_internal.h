@@ -9,7 +9,8 @@
  *    the first starts at the segment, the sizes sum to the segment size;
  *  - a free block has no free neighbour (free merges eagerly);
  *  - a block is in its pool's free index iff it is free;
- *  - a block is in the address map iff it is allocated;
+ *  - a block is in the address map iff it is allocated (with
+ *    opts.no_live_map the map stays empty: frees come by handle);
  *  - a free block's stamp is <= the pool clock (deferred reuse relies on it).
  */
 #ifndef FP_POOL_INTERNAL_H

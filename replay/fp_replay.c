@@ -5,7 +5,8 @@
  * use past it fails with ENOMEM, as a full device would; so does one that
  * would run past the end of the 64-bit address space.  A trace id's address
  * is kept by the slot fp_trace_push gave it (an array of the ids live at
- * once).  An allocation of a live id
+ * once), and with opts.no_live_map its grant's handle too, by which it is
+ * freed (the pool then keeps no map of live blocks).  An allocation of a live id
  * is refused and counted (dup_allocs), a free of an id that is not live is
  * skipped and counted (bad_frees); neither is an OOM.  A trace with a
  * deadline is checked against the clock every FP_REPLAY_CHECK_EVERY events:
@@ -15,6 +16,8 @@
  * threads ('j' and 'l' rows, each row's thread) go through their own
  * caches of the pool's front end (replay_threads.c), and its segments
  * get the run's addresses while the replay follows it (replay_segs.c).
+ * With the threads' caches on, the pool is not solo and keeps its map of
+ * live blocks (the caches free by address and take the pool's lock).
  */
 #include "fp_trace.h"
 #include "replay_segs.h"
@@ -31,7 +34,24 @@ typedef struct sim_dev {
     const fp_replay_hook *h; /* its on_change sees the segments */
     size_t idx;              /* the event being replayed   */
     fp_rsegs *rec;           /* the run's segment addresses */
+    size_t ok_max;           /* most bytes in use after a reserve or map */
+    size_t over_min;         /* least bytes a refused one asked for      */
 } sim_dev;
+
+/* A reserve or map of size bytes on top of in_use: 0 when it fits the
+ * budget, else ENOMEM; either way noted in ok_max or over_min, so that
+ * the replay can say which budgets it holds for (fp_replay_result). */
+static int sim_fits(sim_dev *d, size_t size)
+{
+    size_t limit = d->budget ? d->budget : SIZE_MAX;
+    size_t want = d->in_use > SIZE_MAX - size ? SIZE_MAX : d->in_use + size;
+    if (size > limit || d->in_use > limit - size) {
+        d->over_min = want < d->over_min ? want : d->over_min;
+        return ENOMEM;
+    }
+    d->ok_max = want > d->ok_max ? want : d->ok_max;
+    return 0;
+}
 
 static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size, size_t idx)
 {
@@ -42,10 +62,11 @@ static void note(const fp_replay_hook *h, int kind, uint64_t addr, uint64_t size
 static int sim_reserve(void *ctx, size_t size, uint64_t *addr)
 {
     sim_dev *d = ctx;
-    size_t limit = d->budget ? d->budget : SIZE_MAX;
     uint64_t span = (size + FP_ROUND_LARGE - 1) & ~(uint64_t)(FP_ROUND_LARGE - 1);
-    if (size > limit || d->in_use > limit - size || span < size || d->next > UINT64_MAX - span)
-        return ENOMEM; /* over the budget, or past the end of the address space */
+    if (span < size || d->next > UINT64_MAX - span)
+        return ENOMEM; /* past the end of the address space, whatever the budget */
+    if (sim_fits(d, size))
+        return ENOMEM;
     if (!fp_rsegs_take(d->rec, size, addr)) {
         *addr = d->next;
         d->next += span;
@@ -92,8 +113,7 @@ static int sim_free_va(void *ctx, uint64_t addr, size_t size)
 static int sim_map(void *ctx, uint64_t addr, size_t size)
 {
     sim_dev *d = ctx;
-    size_t limit = d->budget ? d->budget : SIZE_MAX;
-    if (size > limit || d->in_use > limit - size)
+    if (sim_fits(d, size))
         return ENOMEM;
     d->in_use += size;
     note(d->h, FP_REPLAY_SEGMENT_MAP, addr, size, d->idx);
@@ -120,13 +140,45 @@ static int sim_unmap(void *ctx, uint64_t addr, size_t size, uint64_t freed_at)
 typedef struct idmap {
     uint64_t *held;
     fp_rthreads threads; /* fp_replay_ex's: the trace's threads' caches */
+    void **handle;       /* each held address's grant handle: a pool with no
+                            live map (opts.no_live_map) frees by it; else NULL */
 } idmap;
 
 static int idmap_init(idmap *m, const fp_trace *t)
 {
     m->held = calloc(t->nslots ? t->nslots : 1, sizeof *m->held);
     m->threads = (fp_rthreads){0};
+    m->handle = NULL;
     return m->held ? 0 : ENOMEM;
+}
+
+static void idmap_free(idmap *m)
+{
+    free(m->held);
+    free(m->handle);
+    fp_rthreads_fini(&m->threads);
+}
+
+/* An allocation of the replay: its address and its grant's handle (kept
+ * in the idmap when the pool frees by handle). */
+static int replay_take(fp_pool *p, size_t size, uint64_t *addr, void **handle)
+{
+    fp_grant g;
+    int err = fp_pool_alloc_grant(p, size, UINT64_MAX, &g);
+    if (!err) {
+        *addr = g.addr;
+        *handle = g.handle;
+    }
+    return err;
+}
+
+/* The replay's free of what replay_take gave. */
+static void replay_give(fp_pool *p, const idmap *m, uint64_t addr, void *handle)
+{
+    if (m->handle)
+        fp_pool_free_handle(p, handle);
+    else
+        fp_pool_free(p, addr);
 }
 
 static void count_event(size_t *count, size_t *first, size_t idx)
@@ -150,11 +202,14 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, uint32_
                          const fp_replay_hook *h, fp_replay_result *r)
 {
     uint64_t addr;
+    void *handle = NULL;
     if (m->held[slot]) {
         count_event(&r->dup_allocs, &r->first_dup_alloc, idx);
         return;
     }
-    if (fp_rthreads_alloc(&m->threads, p, e, &addr)) {
+    int err = m->threads.n ? fp_rthreads_alloc(&m->threads, p, e, &addr)
+                           : replay_take(p, (size_t)e->size, &addr, &handle);
+    if (err) {
         if (host_short(p, r))
             return;
         if (r->ooms++ == 0) {
@@ -165,18 +220,21 @@ static void replay_alloc(fp_pool *p, idmap *m, const fp_tracer_event *e, uint32_
         return;
     }
     m->held[slot] = addr;
+    if (m->handle)
+        m->handle[slot] = handle;
     note(h, FP_REPLAY_ALLOC, addr, e->size, idx);
 }
 
 /* An 'o' row: the recorded run asked for this and was refused.  Asked
  * again here; served, it is given straight back (the run never had it). */
-static void replay_refused(fp_pool *p, const fp_tracer_event *e, size_t idx,
+static void replay_refused(fp_pool *p, const idmap *m, const fp_tracer_event *e, size_t idx,
                            const fp_replay_hook *h, fp_replay_result *r)
 {
     uint64_t addr;
+    void *handle;
     r->recorded_ooms++;
-    if (fp_pool_alloc(p, (size_t)e->size, &addr) == 0) {
-        fp_pool_free(p, addr);
+    if (replay_take(p, (size_t)e->size, &addr, &handle) == 0) {
+        replay_give(p, m, addr, handle);
         return;
     }
     if (host_short(p, r))
@@ -199,7 +257,7 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
         return;
     }
     if (e->op == 'o') {
-        replay_refused(p, e, idx, h, r);
+        replay_refused(p, m, e, idx, h, r);
         return;
     }
     if (e->op == 'j' || e->op == 'l') {
@@ -216,7 +274,10 @@ static void replay_event(fp_pool *p, idmap *m, const fp_trace *t, size_t idx,
     uint64_t seq;
     if (h && h->on_change) /* the block's size, for the hook alone */
         fp_pool_lookup(p, addr, &size, &seq);
-    fp_rthreads_free(&m->threads, p, e, addr);
+    if (m->threads.n) /* the threads' caches: by address (no_live_map is off then) */
+        fp_rthreads_free(&m->threads, p, e, addr);
+    else
+        replay_give(p, m, addr, m->handle ? m->handle[slot] : NULL);
     note(h, FP_REPLAY_FREE, addr, size, idx);
     m->held[slot] = 0;
 }
@@ -265,7 +326,8 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
 {
     fp_rsegs rec;
     fp_rsegs_init(&rec, t);
-    sim_dev dev = {.next = 0x7f0000000000ull, .budget = budget, .h = h, .rec = &rec};
+    sim_dev dev = {
+        .next = 0x7f0000000000ull, .budget = budget, .h = h, .rec = &rec, .over_min = SIZE_MAX};
     uint64_t top = fp_rsegs_top(&rec); /* the replay's own addresses: above the run's */
     if (top > dev.next)
         dev.next = (top + SIM_GRANULARITY - 1) & ~(uint64_t)(SIM_GRANULARITY - 1);
@@ -282,15 +344,22 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     fp_pool_opts o = *opts;
     o.record_bytes = 0;               /* a replay's own pool needs no record */
     o.thread_cache = t->thread_cache; /* the recorded run's (fp_trace.h) */
+    o.solo = 1;                       /* nor a lock: this thread alone calls it */
+    if (o.thread_cache)               /* the threads' caches lock the pool and free by address */
+        o.solo = o.no_live_map = 0;
     if (!o.device_total)
         o.device_total = budget;
     fp_pool *p;
     int err = fp_pool_create(&o, &be, &p);
-    if (err)
+    if (err) {
+        fp_rsegs_fini(&rec);
         return err;
+    }
     idmap m;
-    if (idmap_init(&m, t) || fp_rthreads_init(&m.threads, t, &o)) {
-        free(m.held);
+    if (idmap_init(&m, t) || fp_rthreads_init(&m.threads, t, &o) ||
+        (o.no_live_map && !(m.handle = calloc(t->nslots ? t->nslots : 1, sizeof *m.handle)))) {
+        idmap_free(&m);
+        fp_rsegs_fini(&rec);
         fp_pool_destroy(p, 0);
         return ENOMEM;
     }
@@ -298,8 +367,9 @@ int fp_replay_ex(const fp_trace *t, const fp_pool_opts *opts, size_t budget,
     r->first_oom_event = r->first_bad_free = r->first_dup_alloc = t->n;
     err = replay_all(p, &m, t, h, &dev, r);
     fp_pool_get_stats(p, &r->stats);
-    free(m.held);
-    fp_rthreads_fini(&m.threads);
+    r->budget_from = dev.ok_max;
+    r->budget_below = dev.over_min;
+    idmap_free(&m);
     fp_rsegs_fini(&rec); /* a kept pool's segments stay: no release comes */
     if (!err && r->host_fails)
         err = ENOMEM;

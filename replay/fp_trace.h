@@ -108,6 +108,13 @@ typedef struct fp_replay_result {
     size_t recorded_refused; /* of which this replay refused too             */
     fp_oom_info first_oom;   /* the pool's view of the first OOM             */
     size_t host_fails;       /* allocations refused for lack of host memory  */
+    /* Every budget in [budget_from, budget_below) would have seen each of
+     * this replay's reserves and maps succeed or be refused as it did: the
+     * most bytes in use after one that succeeded, and the least a refused
+     * one asked for (SIZE_MAX: none refused).  Where nothing else reads
+     * the budget (fp_tune.c, "budgets that replay alike"), such a budget
+     * replays the same way, event for event. */
+    size_t budget_from, budget_below;
 } fp_replay_result;
 
 /* Replays t through a fresh pool with opts.  budget 0 = unlimited device.

@@ -11,8 +11,9 @@
  * so a GC variant differs from its base only in the budget search, where
  * the budget is also the cap (per_process_memory_fraction:1 of a device of
  * exactly the budget).  Each stage runs its settings on a small pool of
- * threads; each setting is evaluated on one thread, start to finish, so
- * the results do not depend on scheduling.  A setting that replays like
+ * threads, classic segments first (the longer searches); each setting is
+ * evaluated on one thread, start to finish, so the results do not depend
+ * on scheduling.  A setting that replays like
  * an earlier one (roundup_power2_divisions that rounds every request of
  * the trace alike) is not replayed again: it takes that one's results.
  */
@@ -126,12 +127,91 @@ size_t fp_tune_split_values(const fp_trace *t, size_t *mb, size_t cap)
 
 /* ---- one setting -------------------------------------------------------------- */
 
+/* s's options for a replay of the search: it reads only the peaks of
+ * reserved and allocated and the OOMs, and asks for no block by address,
+ * so the pool keeps no other statistics and no map of live blocks (each
+ * a fifth of a replay's time). */
+static fp_pool_opts search_opts(const fp_tune_setting *s)
+{
+    fp_pool_opts o = s->opts;
+    o.lean_stats = 1;
+    o.no_live_map = 1;
+    return o;
+}
+
 int fp_tune_runs_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget, int *clean)
 {
     fp_replay_hook h = {.stop_at_oom = 1};
     fp_replay_result r;
-    int err = fp_replay_ex(t, &s->opts, budget, &h, &r, NULL);
+    fp_pool_opts o = search_opts(s);
+    int err = fp_replay_ex(t, &o, budget, &h, &r, NULL);
     *clean = !err && r.ooms == 0;
+    return err;
+}
+
+/* ---- budgets that replay alike --------------------------------------------
+ * A replay at budget B reads B in the simulated device's reserves and maps
+ * (fp_replay_result.budget_from/below), and through device_total (set to
+ * B when the setting has none): the pool's cap (memory_fraction), virtual
+ * memory's page and range sizes, and the refusal of a request over the
+ * whole device.  With classic segments, no GC (the budget is not the cap)
+ * and no memory_fraction over B, only the device and that refusal read it;
+ * the refusal never happens at a budget of at least the trace's peak live
+ * bytes (each request counted, rounded), where every search starts.  So
+ * every budget of [max(budget_from, lower), budget_below) runs exactly as
+ * the one replayed did: clean or not, it needs no replay of its own. */
+
+#define TUNE_KNOWN_MAX 64
+
+typedef struct known_budgets {
+    size_t from[TUNE_KNOWN_MAX], below[TUNE_KNOWN_MAX]; /* [from, below) */
+    int clean[TUNE_KNOWN_MAX];
+    size_t n;
+    bool on; /* the setting reads the budget as the device alone */
+} known_budgets;
+
+static bool budget_is_device_only(const fp_tune_setting *s, size_t lower)
+{
+    const fp_pool_opts *o = &s->opts;
+    return !s->gc && lower && o->expandable_segments == FP_VMM_OFF &&
+           (o->device_total || o->memory_fraction <= 0);
+}
+
+static int known_clean(const known_budgets *k, size_t budget)
+{
+    for (size_t i = 0; i < k->n; i++)
+        if (k->from[i] <= budget && budget < k->below[i])
+            return k->clean[i];
+    return -1;
+}
+
+static void know(known_budgets *k, const fp_replay_result *r, size_t lower, int clean)
+{
+    if (!k->on || k->n == TUNE_KNOWN_MAX)
+        return;
+    k->from[k->n] = r->budget_from > lower ? r->budget_from : lower;
+    k->below[k->n] = r->budget_below;
+    k->clean[k->n++] = clean;
+}
+
+/* fp_tune_runs_clean, answered from k where a replay already holds for
+ * budget; *n counts the replays run. */
+static int try_budget(const fp_trace *t, const fp_tune_setting *s, known_budgets *k, size_t lower,
+                      size_t budget, int *clean, size_t *n)
+{
+    int c = k->on ? known_clean(k, budget) : -1;
+    if (c >= 0) {
+        *clean = c;
+        return 0;
+    }
+    fp_replay_hook h = {.stop_at_oom = 1};
+    fp_replay_result r;
+    fp_pool_opts o = search_opts(s);
+    int err = fp_replay_ex(t, &o, budget, &h, &r, NULL);
+    *clean = !err && r.ooms == 0;
+    (*n)++;
+    if (!err)
+        know(k, &r, lower, *clean);
     return err;
 }
 
@@ -145,10 +225,9 @@ static int past_search_end(size_t hi, size_t g, size_t upper)
     return hi * g > 4 * upper + g;
 }
 
-/* Budgets are counted in steps of g, and no step count reaches SIZE_MAX / g,
- * so every budget tried is a size_t, for any upper. */
-int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower, size_t upper,
-                       size_t g, size_t *out, size_t *replays)
+/* fp_tune_min_budget with the budgets known so far (k). */
+static int min_budget_known(const fp_trace *t, const fp_tune_setting *s, known_budgets *k,
+                            size_t lower, size_t upper, size_t g, size_t *out, size_t *replays)
 {
     size_t max_steps = SIZE_MAX / g;
     size_t lo = lower ? (lower - 1) / g : 0;         /* lo * g < lower  */
@@ -160,9 +239,8 @@ int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower
     if (hi >= max_steps) /* upper is near SIZE_MAX: no budget can be tried */
         goto done;
     while (!clean) { /* with the budget as the cap, hi must be tried */
-        if ((err = fp_tune_runs_clean(t, s, hi * g, &clean)))
+        if ((err = try_budget(t, s, k, lower, hi * g, &clean, &n)))
             return err;
-        n++;
         if (!clean) {
             lo = hi;
             hi += hi / 8 ? hi / 8 : 1;
@@ -172,9 +250,8 @@ int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower
     }
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if ((err = fp_tune_runs_clean(t, s, mid * g, &clean)))
+        if ((err = try_budget(t, s, k, lower, mid * g, &clean, &n)))
             return err;
-        n++;
         *(clean ? &hi : &lo) = mid;
     }
     *out = hi * g;
@@ -184,6 +261,15 @@ done:
     return 0;
 }
 
+/* Budgets are counted in steps of g, and no step count reaches SIZE_MAX / g,
+ * so every budget tried is a size_t, for any upper. */
+int fp_tune_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t lower, size_t upper,
+                       size_t g, size_t *out, size_t *replays)
+{
+    known_budgets k = {.on = budget_is_device_only(s, lower)};
+    return min_budget_known(t, s, &k, lower, upper, g, out, replays);
+}
+
 /* after_event of a replay with params.stop_above: stop past it. */
 static int over_limit(void *ud, fp_pool *p, size_t i, int refused)
 {
@@ -191,35 +277,107 @@ static int over_limit(void *ud, fp_pool *p, size_t i, int refused)
     return fp_pool_reserved_bytes(p) > *(const size_t *)ud;
 }
 
-int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
-                 fp_tune_row *row)
+/* A row's unlimited replay: its peaks, cut and ooms; *from its
+ * budget_from (the budgets from there up replay as it did). */
+static int eval_unlimited(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
+                          fp_tune_row *row, size_t *from)
 {
-    size_t g = p && p->granularity ? p->granularity : 2 * FP_MIB;
-    memset(row, 0, sizeof *row);
-    row->set = *s;
-    row->is_default = s->conf[0] == '\0';
-    row->fits = -1;
     fp_replay_result r;
     int stop = p && p->stop_above && p->peaks_only && !p->at_budget;
     fp_replay_hook h = {.after_event = over_limit, .ud = (void *)&p->stop_above};
-    int err = fp_replay_ex(t, &s->opts, 0, stop ? &h : NULL, &r, NULL);
+    fp_pool_opts o = search_opts(s);
+    int err = fp_replay_ex(t, &o, 0, stop ? &h : NULL, &r, NULL);
     if (err)
         return err;
     row->replays = 1;
     row->peak_reserved = (size_t)r.stats.reserved_bytes[FP_ALL].peak;
     row->peak_allocated = (size_t)r.stats.allocated_bytes[FP_ALL].peak;
     row->cut = r.events < t->n;
-    if (r.ooms || row->cut) /* a request no device could hold; or past the limit */
+    row->ooms = r.ooms;
+    *from = r.budget_from;
+    return 0;
+}
+
+/* The rest of a row after its unlimited replay (from: its budget_from):
+ * the replay at p->at_budget, then the budget search. */
+static int eval_budgets(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
+                        fp_tune_row *row, size_t from)
+{
+    size_t g = p && p->granularity ? p->granularity : 2 * FP_MIB;
+    if (row->ooms || row->cut) /* a request no device could hold; or past the limit */
         return 0;
-    if (p && p->at_budget) {
-        if ((err = fp_tune_runs_clean(t, s, p->at_budget, &row->fits)))
-            return err;
-        row->replays++;
+    int search = !p || !p->peaks_only;
+    size_t lower = search || (p && p->at_budget) ? fp_trace_peak_live(t, &s->opts) : 0;
+    known_budgets k = {.on = budget_is_device_only(s, lower)};
+    fp_replay_result unlimited = {.budget_from = from, .budget_below = SIZE_MAX};
+    know(&k, &unlimited, lower, 1);
+    size_t n = 0;
+    int err;
+    if (p && p->at_budget && (err = try_budget(t, s, &k, lower, p->at_budget, &row->fits, &n)))
+        return err;
+    row->replays += n;
+    if (!search)
+        return 0;
+    return min_budget_known(t, s, &k, lower, row->peak_reserved, g, &row->min_budget,
+                            &row->replays);
+}
+
+static void row_init(fp_tune_row *row, const fp_tune_setting *s)
+{
+    memset(row, 0, sizeof *row);
+    row->set = *s;
+    row->is_default = s->conf[0] == '\0';
+    row->fits = -1;
+}
+
+int fp_tune_eval(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
+                 fp_tune_row *row)
+{
+    size_t from;
+    row_init(row, s);
+    int err = eval_unlimited(t, s, p, row, &from);
+    return err ? err : eval_budgets(t, s, p, row, from);
+}
+
+/* ---- GC variants' unlimited replays ----------------------------------------
+ * garbage_collection_threshold and per_process_memory_fraction act only
+ * under a cap; with no device size nor max_reserved there is none in an
+ * unlimited replay, so a GC variant's unlimited replay is its base
+ * setting's, event for event: it takes the base row's peaks instead of
+ * replaying.  Its budget search, where the budget is the cap, is its own. */
+
+static bool unlimited_alike(const fp_tune_setting *gc, const fp_tune_setting *base)
+{
+    fp_pool_opts x = gc->opts, y = base->opts;
+    if (x.device_total || x.max_reserved || y.device_total || y.max_reserved)
+        return false; /* a cap even without a budget */
+    x.gc_threshold = y.gc_threshold = 0;
+    x.memory_fraction = y.memory_fraction = 0;
+    return !memcmp(&x, &y, sizeof x);
+}
+
+/* base_of[i] for rows [from, n): an earlier row of [0, from) whose
+ * unlimited replay row i's is, or SIZE_MAX. */
+static void find_bases(const fp_tune_row *rows, size_t from, size_t n, size_t *base_of)
+{
+    for (size_t i = from; i < n; i++) {
+        base_of[i] = SIZE_MAX;
+        for (size_t j = 0; j < from && base_of[i] == SIZE_MAX; j++)
+            if (unlimited_alike(&rows[i].set, &rows[j].set))
+                base_of[i] = j;
     }
-    if (p && p->peaks_only)
-        return 0;
-    size_t lower = fp_trace_peak_live(t, &s->opts);
-    return fp_tune_min_budget(t, s, lower, row->peak_reserved, g, &row->min_budget, &row->replays);
+}
+
+/* fp_tune_eval of s with base's unlimited replay. */
+static int eval_on_base(const fp_trace *t, const fp_tune_setting *s, const fp_tune_params *p,
+                        const fp_tune_row *base, fp_tune_row *row)
+{
+    row_init(row, s);
+    row->peak_reserved = base->peak_reserved;
+    row->peak_allocated = base->peak_allocated;
+    row->cut = base->cut;
+    row->ooms = base->ooms;
+    return eval_budgets(t, s, p, row, base->peak_reserved);
 }
 
 /* ---- settings that replay alike ------------------------------------------
@@ -301,8 +459,12 @@ static void copy_twins(fp_tune_row *rows, size_t from, size_t n, const size_t *t
 
 typedef struct tune_jobs {
     const fp_trace *t;
-    fp_tune_row *rows;  /* rows[i].set is the input of job i  */
-    const size_t *twin; /* twin[i] != SIZE_MAX: job i is not run    */
+    fp_tune_row *rows;        /* rows[i].set is the input of job i  */
+    const size_t *twin;       /* twin[i] != SIZE_MAX: job i is not run    */
+    const fp_tune_row *bases; /* earlier rows, done: base_of's indexes */
+    const size_t *base_of;    /* base_of[i] != SIZE_MAX: job i takes that
+                               row's unlimited replay (may be NULL)  */
+    const size_t *order;      /* the jobs in the order they are taken (long_first) */
     size_t n, next;
     size_t before, done; /* jobs of earlier stages; of this one done */
     const fp_tune_params *p;
@@ -315,7 +477,7 @@ static void *tune_worker(void *arg)
     tune_jobs *j = arg;
     for (;;) {
         pthread_mutex_lock(&j->lock);
-        size_t i = j->next < j->n && !j->err ? j->next++ : j->n;
+        size_t i = j->next < j->n && !j->err ? j->order[j->next++] : j->n;
         pthread_mutex_unlock(&j->lock);
         if (i == j->n)
             return NULL;
@@ -326,7 +488,9 @@ static void *tune_worker(void *arg)
             continue;
         }
         fp_tune_setting s = j->rows[i].set;
-        int err = fp_tune_eval(j->t, &s, j->p, &j->rows[i]);
+        size_t b = j->base_of ? j->base_of[i] : SIZE_MAX;
+        int err = b != SIZE_MAX ? eval_on_base(j->t, &s, j->p, &j->bases[b], &j->rows[i])
+                                : fp_tune_eval(j->t, &s, j->p, &j->rows[i]);
         pthread_mutex_lock(&j->lock);
         j->err = j->err ? j->err : err;
         j->done++;
@@ -336,22 +500,42 @@ static void *tune_worker(void *arg)
     }
 }
 
-static int eval_all(const fp_trace *t, fp_tune_row *rows, const size_t *twin, size_t before,
-                    size_t n, const fp_tune_params *p, unsigned threads)
+/* The order jobs are taken in: classic segments first (a bisection over a
+ * wide range of budgets, about twice the replays), then the others, so
+ * that short jobs fill the end of a stage and no thread waits long for
+ * the last one.  Which thread runs a job never changes its result. */
+static void long_first(const fp_tune_row *rows, size_t n, size_t *order)
 {
-    tune_jobs j = {.t = t, .rows = rows, .twin = twin, .before = before, .n = n, .p = p};
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            if ((rows[i].set.opts.expandable_segments == FP_VMM_OFF) == (pass == 0))
+                order[k++] = i;
+}
+
+/* Runs the jobs of j (its inputs filled) on threads threads. */
+static int eval_all(tune_jobs *j, unsigned threads)
+{
     pthread_t tid[TUNE_MAX_THREADS];
     unsigned started = 0;
-    if (pthread_mutex_init(&j.lock, NULL))
+    size_t *order = malloc((j->n ? j->n : 1) * sizeof *order);
+    if (!order)
         return ENOMEM;
-    for (unsigned k = 1; k < threads && k < n; k++)
-        if (!pthread_create(&tid[started], NULL, tune_worker, &j))
+    long_first(j->rows, j->n, order);
+    j->order = order;
+    if (pthread_mutex_init(&j->lock, NULL)) {
+        free(order);
+        return ENOMEM;
+    }
+    for (unsigned k = 1; k < threads && k < j->n; k++)
+        if (!pthread_create(&tid[started], NULL, tune_worker, j))
             started++;
-    tune_worker(&j); /* this thread works too */
+    tune_worker(j); /* this thread works too */
     for (unsigned k = 0; k < started; k++)
         pthread_join(tid[k], NULL);
-    pthread_mutex_destroy(&j.lock);
-    return j.err;
+    pthread_mutex_destroy(&j->lock);
+    free(order);
+    return j->err;
 }
 
 /* ---- the settings ----------------------------------------------------------------- */
@@ -455,12 +639,14 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
     if (!rows)
         return ENOMEM;
     size_t nbase = 0, n, nsizes = 0;
-    size_t *twin = malloc(nbase_max * (1 + TUNE_NGC) * sizeof *twin);
+    size_t *twin = malloc(nbase_max * (1 + TUNE_NGC) * 2 * sizeof *twin);
+    size_t *base_of = twin + nbase_max * (1 + TUNE_NGC);
     uint64_t *sizes = distinct_sizes(t, &nsizes);
     int err = twin && sizes ? base_settings(t, rows, &nbase, params->over, params->lean) : ENOMEM;
     if (!err) {
         find_twins(rows, 0, nbase, sizes, nsizes, twin);
-        err = eval_all(t, rows, twin, 0, nbase, params, threads);
+        tune_jobs j = {.t = t, .rows = rows, .twin = twin, .n = nbase, .p = params};
+        err = eval_all(&j, threads);
         copy_twins(rows, 0, nbase, twin);
     }
     n = nbase;
@@ -468,7 +654,16 @@ int fp_tune_run(const fp_trace *t, const fp_tune_params *params, fp_tune_row **o
         err = gc_settings(rows, nbase, &n, top, params->full, params->over);
     if (!err) {
         find_twins(rows, nbase, n, sizes, nsizes, twin);
-        err = eval_all(t, rows + nbase, twin + nbase, nbase, n - nbase, params, threads);
+        find_bases(rows, nbase, n, base_of);
+        tune_jobs j = {.t = t,
+                       .rows = rows + nbase,
+                       .twin = twin + nbase,
+                       .bases = rows,
+                       .base_of = base_of + nbase,
+                       .before = nbase,
+                       .n = n - nbase,
+                       .p = params};
+        err = eval_all(&j, threads);
         copy_twins(rows, nbase, n, twin);
     }
     free(twin);

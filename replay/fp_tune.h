@@ -40,7 +40,11 @@ typedef struct fp_tune_row {
     size_t peak_reserved;  /* unlimited device                              */
     size_t peak_allocated; /* unlimited device                              */
     size_t min_budget;     /* smallest clean budget found; 0 = none         */
-    size_t replays;        /* replays this row's results rest on            */
+    size_t replays;        /* replays run for this row's results (fewer
+                               than the budgets tried: fp_tune.c, "budgets
+                               that replay alike")                          */
+    size_t ooms;           /* OOMs of the unlimited replay (requests no
+                               device could hold): no budget search then    */
     int cut;               /* 1: stopped past params.stop_above: the peaks
                                are lower bounds, no more                    */
     int shared;            /* 1: an earlier row replays alike (fp_tune.c,

@@ -16,12 +16,29 @@
 #                fragpool, rounds interleaved, then (BENCH_REAL_BISECT=1) the
 #                smallest free memory each completes in                     BENCH_REAL_S
 #   real-budget  the bisection alone, for a call after a matrix without it
-#   merge [DIR...]  the part files of DIRs (default $BENCH_OUT) -> $BENCH_OUT/results.json
+#   merge [DIR...]  the part files of DIRs (default $BENCH_OUT) -> $BENCH_OUT/results.json;
+#                   a DIR may be a results file instead (docs/perf/results.json: the page's parts)
 #   page  [DIR...]  merge, then write $BENCH_PAGE (default docs/PERFORMANCE.md) and its plots
 #   all          every measuring part in one go (more than 10 minutes: for machines without a limit)
-# Everything does not fit in one 10-minute call on one H200; run (one call each):
+# Everything does not fit in one 10-minute call on one H200.  The page
+# (docs/PERFORMANCE.md) keeps its parts in docs/perf/results.json, so a call
+# measures only what is missing and `page` merges it onto the rest.  Issue 44's
+# additions (the traces table's PyTorch max_split_size_mb:512 row, three cnn
+# rounds, the smallest budget of every allocator) take two calls (one each):
+#   BENCH_TRACES_S=75 BENCH_REAL_WORKLOADS=cnn BENCH_REAL_S=460 BENCH_REAL_MATRIX_SHARE=0.4 \
+#     BENCH_BUDGET_RES=128 scripts/bench.sh traces real                          # ~560 s
+#   BENCH_REAL_WORKLOADS="gpt llm" BENCH_BUDGET_S=540 BENCH_BUDGET_RES=256 \
+#     BENCH_LLM_ARGS="--calls 2 --peak-call 1 --min-new 16 --max-new 32" \
+#     scripts/bench.sh real-budget                                                # ~570 s
+#   scripts/bench.sh page docs/perf/results.json OUT1 OUT2   (no GPU needed)
+# (call 1: the traces with their third PyTorch row, then cnn's three rounds in
+# 40% of BENCH_REAL_S and its four bisections in the rest; call 2: the eight
+# bisections of gpt and llm, ~65 s each, each narrowed by a probe run.  Not yet
+# run: written 2026-12-04 without a GPU, checked with bash -n and a CPU-only
+# traces part.)  Every part from scratch, three calls:
 #   BENCH_REAL_WORKLOADS=cnn BENCH_REAL_S=380 scripts/bench.sh gpu-host traces real
 #   BENCH_REAL_WORKLOADS="gpt llm" BENCH_REAL_S=470 scripts/bench.sh real cpu offline
+#   BENCH_REAL_WORKLOADS="gpt cnn llm" BENCH_BUDGET_S=540 scripts/bench.sh real-budget
 # (measured on an H200, 2026-12-02: the build 18 s, gpu-host 55 s, traces 27 s, a
 # round of four allocators 50 s on cnn, 60-70 s each on gpt and llm; what is
 # left of BENCH_REAL_S after the rounds goes to the bisections, which then
@@ -156,8 +173,8 @@ main() {
       page) merge=1 page=1 ;;
       -h | --help) usage; return 0 ;;
       *)
-        if [ "$merge" = 1 ] && [ -d "$p" ]; then dirs+=("$p"); continue; fi
-        echo "scripts/bench.sh: unknown part '$p' (parts: $MEASURE merge page all; a folder only after merge or page); nothing was run" >&2
+        if [ "$merge" = 1 ] && { [ -d "$p" ] || [ -f "$p" ]; }; then dirs+=("$p"); continue; fi
+        echo "scripts/bench.sh: unknown part '$p' (parts: $MEASURE merge page all; a folder or a results file only after merge or page); nothing was run" >&2
         return 2 ;;
     esac
   done

@@ -126,7 +126,7 @@ static void on_exit_handler(void)
         fp_snapfile_write_exit();
         if (used && summary)
             fp_advice_exit();
-        if (used && !fp_summary_write("shim", &by) && summary)
+        if (used && !fp_summary_write(fp_real_device_kind(), &by) && summary)
             lost[n++] = "summary skipped";
     }
     if (n)

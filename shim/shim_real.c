@@ -52,6 +52,15 @@ void *fp_real_lookup(const char *name)
     return libcuda ? fp_real_dlsym(libcuda, name) : NULL;
 }
 
+/* Set with libcuda.so.1: it is fragpool's simulated driver (it has the
+ * simulator's own control API, simdev/fpsim.h). */
+static bool simulated;
+
+const char *fp_real_device_kind(void)
+{
+    return simulated ? "simulated device" : "GPU";
+}
+
 int fp_real_resolve(void)
 {
     libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
@@ -59,6 +68,7 @@ int fp_real_resolve(void)
         libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!libcuda)
         return ENOENT;
+    simulated = fp_real_lookup("fpsim_device_count") != NULL;
 #define FP_REAL_LOAD(name) fp_real.name = (fp_PFN_##name)fp_real_lookup(#name);
     FP_REAL_FUNCS(FP_REAL_LOAD)
 #undef FP_REAL_LOAD

@@ -24,6 +24,9 @@ fp_dlsym_fn fp_dlsym_target(void);                   /* glibc's dlsym  */
 void *fp_real_dlsym(void *handle, const char *name); /* calls it       */
 int fp_real_resolve(void);                           /* 0, or ENOENT when libcuda is absent */
 void *fp_real_lookup(const char *name);              /* dlsym on libcuda.so.1 */
+/* What libcuda.so.1 drives, for the summary's Mode row: "GPU", or
+ * "simulated device" (fragpool's own driver, simdev/). */
+const char *fp_real_device_kind(void);
 /* cuCtxSynchronize of ctx from any thread (pushed when not current). */
 CUresult fp_real_ctx_sync(CUcontext ctx);
 

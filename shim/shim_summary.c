@@ -354,9 +354,11 @@ bool fp_summary_write(const char *mode, const struct timespec *by)
 
 void fp_summary_dump(unsigned n)
 {
+    static char mode[64]; /* under summary_lock */
     pthread_mutex_lock(&summary_lock);
+    snprintf(mode, sizeof mode, "%s, SIGUSR1 dump", fp_real_device_kind());
     if (!atomic_load(&fp_shim.exiting)) /* the exit summary is the last word */
-        write_summary("shim, SIGUSR1 dump", n);
+        write_summary(mode, n);
     pthread_mutex_unlock(&summary_lock);
 }
 

@@ -28,7 +28,7 @@ void fp_summary_oom_host(fp_sink *s);
 /* One more line for the exit summary's notes (the text stays the
  * caller's; set before fp_summary_write). */
 void fp_summary_note(const char *line);
-/* At exit (mode "shim"), waiting for its lock until by at most: false
+/* At exit (mode: what the driver drives, fp_real_device_kind), waiting for its lock until by at most: false
  * when it could not be had (nothing written; the caller says so). */
 bool fp_summary_write(const char *mode, const struct timespec *by);
 void fp_summary_dump(unsigned n); /* the n-th SIGUSR1 dump */

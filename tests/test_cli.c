@@ -21,6 +21,13 @@
  *    verdict says every setting runs out of memory (text and JSON);
  *  - no error says line 0; defer_headroom_mb's help says it has no effect;
  *  - every command answers --help, -h and `help NAME`; --version;
+ *    `help --help` (-h, help) is the overview; `merge` alone names what
+ *    is missing, exit 2;
+ *  - sizes in text as docs/replay.md, "Units" says: tune's table and
+ *    budget line in MiB with separators, snapshot's peak with a unit;
+ *  - an option that takes a value takes it as --name=VALUE too (--conf=,
+ *    --budget=, in every command, run included); a flag given a value,
+ *    or --name= with none, is a usage error;
  *  - a key with no effect in the segments in force is said once, where
  *    it was given, in replay, config and tune;
  *  - replay, tune and report show a progress line on a terminal (a pty),
@@ -147,6 +154,80 @@ static void help_everywhere(void **state)
     assert_true(strncmp(r.out, "fragpool ", 9) == 0 && lines(r.out) == 1);
     run_cli(&r, "/dev/full", (const char *[]){"replay", "--help", NULL});
     expect(&r, 1, NULL);
+    static const char *const help_helps[] = {"--help", "-h", "help"};
+    for (int i = 0; i < 3; i++) { /* help's own help: the overview */
+        run_cli(&r, NULL, (const char *[]){"help", help_helps[i], NULL});
+        expect(&r, 0, NULL);
+        if (strncmp(r.out, "usage: fragpool COMMAND", 23) || *r.err)
+            fail_msg("fragpool help %s: stdout '%.80s', stderr '%s'", help_helps[i], r.out, r.err);
+    }
+    run_cli(&r, NULL, (const char *[]){"merge", NULL});
+    expect(&r, 2, NULL);
+    if (strncmp(r.err, "fragpool merge: no SUMMARY.json given\n", 38))
+        fail_msg("fragpool merge alone: stderr '%s'", r.err);
+}
+
+/* docs/replay.md, "Units": a budget and what is set against it in MiB
+ * with thousands separators (tune), a measured size with its unit
+ * (snapshot), never bare bytes. */
+static void units_alike(void **state)
+{
+    (void)state;
+    const char *trace = tmp_name("units.csv");
+    write_text(trace, "seq,op,id,size,stream\n0,a,1,2147483648,0\n1,a,2,1000,0\n2,f,1,0,0\n");
+    cli_run r;
+    run_cli(&r, NULL, (const char *[]){"tune", trace, "--threads", "1", "--budget", "3GiB", NULL});
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "  2,050 MiB     2,048.0 MiB")); /* peak reserved, allocated */
+    assert_non_null(strstr(r.out, "\nbudget 3,072 MiB: "));
+    assert_null(strstr(r.out, "GiB"));
+    const char *pickle = tmp_name("units.pickle");
+    run_cli(&r, NULL, (const char *[]){"snapshot", trace, "-o", pickle, NULL});
+    expect(&r, 0, "peak reserved 2.00 GiB\n");
+    assert_null(strstr(r.err, "bytes"));
+    unlink(pickle);
+}
+
+/* --name=VALUE is --name VALUE: the value reaches the same check, with the
+ * same line (a bad budget, an unknown key), in every command that takes
+ * the option; a flag with a value, or an empty value, is a usage error. */
+static void equals_forms(void **state)
+{
+    (void)state;
+    char trace[160], out[160];
+    snprintf(trace, sizeof trace, "%s", small_trace());
+    snprintf(out, sizeof out, "%s", tmp_name("eq.out"));
+    static const char *const with_budget[] = {"replay", "tune", "report", "snapshot"};
+    cli_run r;
+    for (int i = 0; i < 4; i++) {
+        run_cli(&r, NULL, (const char *[]){with_budget[i], trace, "--budget=0.5", "-o", out, NULL});
+        expect(&r, 2, "bad --budget '0.5': less than one byte");
+        run_cli(&r, NULL, (const char *[]){with_budget[i], trace, "--budget=", "-o", out, NULL});
+        expect(&r, 2, "no value after '--budget='");
+        if (i == 1) /* tune has no --conf */
+            continue;
+        cli_run spaced;
+        run_cli(
+            &spaced, NULL,
+            (const char *[]){with_budget[i], trace, "--conf", "foo:1", i ? "-o" : NULL, out, NULL});
+        run_cli(
+            &r, NULL,
+            (const char *[]){with_budget[i], trace, "--conf=foo:1", i ? "-o" : NULL, out, NULL});
+        assert_int_equal(r.status, spaced.status);
+        assert_string_equal(r.err, spaced.err);
+        assert_non_null(strstr(r.err, "fragpool: --conf: unknown key 'foo'"));
+    }
+    run_cli(&r, NULL,
+            (const char *[]){"tune", trace, "--threads=2", "--json", "--budget=4.6GiB", NULL});
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "\"budget\":4939212390,"));
+    run_cli(&r, NULL, (const char *[]){"replay", trace, "--json=1", NULL});
+    expect(&r, 2, "a value given to a flag '--json=1'");
+    run_cli(&r, NULL, (const char *[]){"run", "--simulate", "--conf=foo:1", "--", "true", NULL});
+    expect(&r, 2, "unknown key 'foo'");
+    assert_non_null(strstr(r.err, "nothing was run"));
+    run_cli(&r, NULL, (const char *[]){"run", "--conf=", "--", "true", NULL});
+    expect(&r, 2, "--conf needs a value");
 }
 
 /* Every option a command's help lists is one its parser takes (the two
@@ -662,7 +743,7 @@ static void replay_oom_advises_proven_fix(void **state)
     /* tune weighs every setting against fragpool's defaults, which fit */
     run_cli(&r, NULL, (const char *[]){"tune", trace, "--budget", "4650MiB", NULL});
     expect(&r, 0, NULL);
-    assert_non_null(strstr(r.out, "   1 *      4630 MiB      4591.7 MiB    0.8%    4602 MiB   yes  "
+    assert_non_null(strstr(r.out, "   1 *     4,630 MiB     4,591.7 MiB    0.8%   4,602 MiB   yes  "
                                   "(defaults)\n"));
     assert_non_null(strstr(r.out, "\nverdict: none needed \xe2\x80\x94 a replay of this trace "
                                   "under the settings in force fits in 4,602 MiB"));
@@ -846,6 +927,8 @@ int main(void)
         cmocka_unit_test_teardown(headroom_help, fp_t_release_held),
         cmocka_unit_test_teardown(stdout_full, fp_t_release_held),
         cmocka_unit_test_teardown(budget_and_conf, fp_t_release_held),
+        cmocka_unit_test_teardown(equals_forms, fp_t_release_held),
+        cmocka_unit_test_teardown(units_alike, fp_t_release_held),
         cmocka_unit_test_teardown(strict_counts, fp_t_release_held),
         cmocka_unit_test_teardown(merge_out_of_range, fp_t_release_held),
         cmocka_unit_test_teardown(replay_shows_trace_problems, fp_t_release_held),

@@ -3,7 +3,8 @@
  * PyTorch trace and on a synthetic one; the ranking order; determinism
  * whatever the thread count; the replay hooks the search relies on; the
  * settings that replay alike share one search (twins); a peaks-only
- * replay cut at stop_above.
+ * replay cut at stop_above; the search's shortcuts against a search
+ * without them; the lean statistics of its replays.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -298,7 +299,9 @@ static void twins_share_results(void **state)
         assert_int_equal(own.peak_reserved, rows[i].peak_reserved);
         assert_int_equal(own.peak_allocated, rows[i].peak_allocated);
         assert_int_equal(own.min_budget, rows[i].min_budget);
-        assert_int_equal(own.replays, rows[i].replays);
+        /* a GC row of the run took its base row's unlimited replay: one
+         * replay fewer than a row evaluated alone */
+        assert_int_equal(own.replays, rows[i].replays + (rows[i].set.gc ? 1 : 0));
     }
     /* [256:1,512:2,1024:4,>:8] rounds nothing of this trace: the defaults'
      * twin, in both kinds of segments */
@@ -327,6 +330,143 @@ static void stop_above_cuts(void **state)
     assert_int_equal(cut.peak_reserved, full.peak_reserved);
 }
 
+/* ---- the search without shortcuts ----------------------------------------
+ * What the search did before it reused replays (fp_tune.c, "budgets that
+ * replay alike", "GC variants' unlimited replays"): every budget the
+ * bisection visits is replayed, every setting's unlimited run too.  Its
+ * answers must be the search's, to the byte. */
+
+static size_t plain_replays; /* replays of the plain search */
+
+static int plain_clean(const fp_trace *t, const fp_tune_setting *s, size_t budget)
+{
+    plain_replays++;
+    fp_replay_hook h = {.stop_at_oom = 1};
+    fp_replay_result r;
+    assert_int_equal(fp_replay_ex(t, &s->opts, budget, &h, &r, NULL), 0);
+    return r.ooms == 0;
+}
+
+static size_t plain_min_budget(const fp_trace *t, const fp_tune_setting *s, size_t upper)
+{
+    size_t lower = fp_trace_peak_live(t, &s->opts);
+    size_t lo = lower ? (lower - 1) / G : 0, hi = upper / G + (upper % G != 0);
+    hi = hi <= lo ? lo + 1 : hi;
+    for (int clean = !s->gc; !clean;) { /* GC: hi must be tried */
+        clean = plain_clean(t, s, hi * G);
+        if (!clean) {
+            lo = hi;
+            hi += hi / 8 ? hi / 8 : 1;
+            if (hi * G > 4 * upper + G)
+                return 0;
+        }
+    }
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        *(plain_clean(t, s, mid * G) ? &hi : &lo) = mid;
+    }
+    return hi * G;
+}
+
+/* Every row of a run (GC rows and classic ones, where replays are reused)
+ * against plain replays: peaks, smallest budget, the fit at a budget. */
+static void check_rows_plainly(const fp_trace *t, size_t at_budget, int lean)
+{
+    fp_tune_params p = {.threads = 2, .at_budget = at_budget, .lean = lean};
+    fp_tune_row *rows;
+    size_t n, replays = 0;
+    assert_int_equal(fp_tune_run(t, &p, &rows, &n), 0);
+    plain_replays = 0;
+    for (size_t i = 0; i < n; i++) {
+        const fp_tune_row *r = &rows[i];
+        size_t before = plain_replays++;
+        fp_replay_result u;
+        assert_int_equal(fp_replay(t, &r->set.opts, 0, &u, NULL), 0);
+        assert_int_equal(r->peak_reserved, (size_t)u.stats.reserved_bytes[FP_ALL].peak);
+        assert_int_equal(r->peak_allocated, (size_t)u.stats.allocated_bytes[FP_ALL].peak);
+        if (!u.ooms) {
+            assert_int_equal(r->min_budget, plain_min_budget(t, &r->set, r->peak_reserved));
+            assert_int_equal(r->fits, plain_clean(t, &r->set, at_budget));
+        }
+        if (r->shared) /* a twin: no replays of its own */
+            plain_replays = before;
+        else
+            replays += r->replays;
+    }
+    assert_true(replays < plain_replays); /* the shortcuts acted */
+    free(rows);
+}
+
+static void reuse_matches_plain_search(void **state)
+{
+    (void)state;
+    check_rows_plainly(&synth, 300 * FP_MIB, 0);
+    check_rows_plainly(&shared, 4700 * FP_MIB, 1); /* lean: a seventh of the replays */
+}
+
+/* A replay holds for every budget of [budget_from, budget_below): replays
+ * at both ends go event for event as it did, with the same statistics. */
+static void budget_interval_replays_alike(void **state)
+{
+    (void)state;
+    fp_tune_setting s;
+    assert_int_equal(fp_tune_setting_init(&s, "expandable_segments:False,max_split_size_mb:32"), 0);
+    fp_replay_result u, r, a, b;
+    assert_int_equal(fp_replay(&synth, &s.opts, 0, &u, NULL), 0);
+    size_t lower = fp_trace_peak_live(&synth, &s.opts);
+    size_t peak = (size_t)u.stats.reserved_bytes[FP_ALL].peak, tried = 0;
+    for (size_t budget = lower; budget < peak; budget += (peak - lower) / 7) {
+        assert_int_equal(fp_replay(&synth, &s.opts, budget, &r, NULL), 0);
+        assert_true(r.budget_from <= budget && budget < r.budget_below);
+        size_t ends[2] = {r.budget_from > lower ? r.budget_from : lower,
+                          r.budget_below == SIZE_MAX ? SIZE_MAX / 2 : r.budget_below - 1};
+        fp_replay_result *got[2] = {&a, &b};
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(fp_replay(&synth, &s.opts, ends[k], got[k], NULL), 0);
+            assert_int_equal(got[k]->ooms, r.ooms);
+            assert_int_equal(got[k]->events, r.events);
+            assert_memory_equal(&got[k]->stats, &r.stats, sizeof r.stats);
+        }
+        tried += r.ooms > 0;
+    }
+    assert_true(tried > 0); /* some of them under the pressure of the budget */
+}
+
+/* The search's replays keep only the statistics it reads (lean_stats)
+ * and no live map (frees by handle): the same peaks and OOMs, the same
+ * replay event for event, a pool the checker passes, and the statistics
+ * it does not read left at 0. */
+static void lean_stats_keep_the_peaks(void **state)
+{
+    (void)state;
+    static const char *const confs[] = {"", "expandable_segments:False,max_split_size_mb:32"};
+    for (int i = 0; i < 2; i++) {
+        fp_tune_setting s;
+        assert_int_equal(fp_tune_setting_init(&s, confs[i]), 0);
+        fp_pool_opts lean = s.opts; /* as the search replays: no live map either */
+        lean.lean_stats = lean.no_live_map = 1;
+        for (size_t budget = 0; budget <= 400 * FP_MIB; budget += 400 * FP_MIB) {
+            fp_replay_result full, cut;
+            fp_pool *p;
+            assert_int_equal(fp_replay(&synth, &s.opts, budget, &full, NULL), 0);
+            assert_int_equal(fp_replay(&synth, &lean, budget, &cut, &p), 0);
+            char msg[256];
+            assert_int_equal(fp_pool_check(p, msg, sizeof msg), 0);
+            fp_pool_destroy(p, 1);
+            assert_int_equal(cut.ooms, full.ooms);
+            assert_int_equal(cut.first_oom_event, full.first_oom_event);
+            assert_memory_equal(cut.stats.reserved_bytes, full.stats.reserved_bytes,
+                                sizeof full.stats.reserved_bytes);
+            assert_memory_equal(cut.stats.allocated_bytes, full.stats.allocated_bytes,
+                                sizeof full.stats.allocated_bytes);
+            assert_int_equal(cut.stats.num_allocs, full.stats.num_allocs);
+            assert_true(full.stats.requested_bytes[FP_ALL].peak > 0);
+            assert_int_equal(cut.stats.requested_bytes[FP_ALL].peak, 0); /* not kept */
+            assert_int_equal(cut.stats.active_bytes[FP_ALL].peak, 0);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +482,9 @@ int main(void)
         cmocka_unit_test(shared_ranking),
         cmocka_unit_test(twins_share_results),
         cmocka_unit_test(stop_above_cuts),
+        cmocka_unit_test(reuse_matches_plain_search),
+        cmocka_unit_test(budget_interval_replays_alike),
+        cmocka_unit_test(lean_stats_keep_the_peaks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

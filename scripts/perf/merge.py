@@ -2,7 +2,10 @@
 """merge.py - one results file from the part files of one or more
 scripts/bench.sh calls (OUT/<part>.json, common.py's format).
 
-  merge.py -o results.json PATH...     (a PATH may be a directory: its *.json part files)
+  merge.py -o results.json PATH...     (a PATH may be a directory: its *.json part files;
+                                        or a results file merge.py wrote, e.g.
+                                        docs/perf/results.json: its parts, so that a call
+                                        that measured a few parts adds to the page's others)
 
 The result is {"fragpool_bench": 1, "merged": DATE, "parts": {NAME: part}, "sources":
 {NAME: path}, "warnings": [...]}.  Rules: a file that is not a part file is
@@ -40,13 +43,23 @@ def part_files(paths):
     return files
 
 
-def load_part(path):
-    """The part document, or None after one line on stderr saying why it is skipped."""
+def load_docs(path):
+    """[(source, part document)] of a part file, or of each part of a results file
+    merge.py wrote; [] after one line on stderr saying why the file is skipped."""
     try:
         doc = common.read_json(path, "part file")
     except common.BadInput as e:
         print(f"bench merge: {e}; skipping it", file=sys.stderr)
-        return None
+        return []
+    if isinstance(doc, dict) and isinstance(doc.get("parts"), dict) and "part" not in doc:
+        got = [(f"{path}#{name}", check_part(f"{path}#{name}", d)) for name, d in sorted(doc["parts"].items())]
+        return [(src, d) for src, d in got if d is not None]
+    doc = check_part(path, doc)
+    return [(path, doc)] if doc is not None else []
+
+
+def check_part(path, doc):
+    """doc when it is a part document, else None after one line on stderr."""
     if not isinstance(doc, dict) or doc.get("fragpool_bench") != common.FORMAT or doc.get("part") not in PARTS:
         print(f"bench merge: {path} is not a scripts/bench.sh part file (format {common.FORMAT}, "
               f"part one of {', '.join(PARTS)}); skipping it", file=sys.stderr)
@@ -55,6 +68,11 @@ def load_part(path):
         print(f"bench merge: {path} lacks its meta or data object; skipping it", file=sys.stderr)
         return None
     return doc
+
+
+def calls_of(doc, path):
+    """The calls a part was measured in: those a merged part lists, else its own."""
+    return doc.get("calls") or [call_of(doc, path)]
 
 
 def call_of(doc, path):
@@ -70,7 +88,7 @@ def combine(old, doc, path):
     """Part `doc` (from path) folded into the combined part `old` (None for the first)."""
     key = COMBINED[doc["part"]]
     if old is None:
-        new = dict(doc, calls=[call_of(doc, path)], data=dict(doc["data"]))
+        new = dict(doc, calls=calls_of(doc, path), data=dict(doc["data"]))
         return new
     first, second = sorted((old, doc), key=lambda d: str(d["meta"].get("date", "")))
     entries = {entry_key(e): e for e in first["data"].get(key, [])}
@@ -86,7 +104,7 @@ def combine(old, doc, path):
         data["not_run"] = [x for x in dict.fromkeys(nr) if tuple(x.split(" ", 1)) not in have]
     if "drift" in data:
         data["drift"] = dict(first["data"].get("drift") or {}, **(second["data"].get("drift") or {}))
-    calls = old["calls"] + [call_of(doc, path)]
+    calls = old["calls"] + calls_of(doc, path)
     return dict(second, data=data, calls=calls,
                 status=max((old["status"], doc.get("status")), key=lambda s: STATUS_RANK.get(s, 2)),
                 notes=(old.get("notes") or []) + (doc.get("notes") or []))
@@ -94,10 +112,7 @@ def combine(old, doc, path):
 
 def merge(paths):
     parts, sources, warnings = {}, {}, []
-    for path in part_files(paths):
-        doc = load_part(path)
-        if doc is None:
-            continue
+    for path, doc in (pd for f in part_files(paths) for pd in load_docs(f)):
         name = doc["part"]
         old = parts.get(name)
         if name in COMBINED:

@@ -40,7 +40,9 @@ WORKLOAD_TXT = {"gpt": "GPT training (nn.MultiheadAttention, bf16, AdamW, 8 sequ
                 "cnn": "ResNet-50 training, image size changing every step",
                 "llm": "LLM generate loop (HF transformers, Llama-style, batch and prompt varying)"}
 TRACE_TXT = {"torch": "PyTorch caching allocator", "torch_exp": "PyTorch, expandable_segments:True",
-             "fp": "fragpool replay, default", "fp_classic": "fragpool replay, expandable_segments:False"}
+             "torch_split512": "PyTorch, max_split_size_mb:512",
+             "fp": "fragpool replay, default", "fp_classic": "fragpool replay, expandable_segments:False",
+             "fp_classic_split512": "fragpool replay, expandable_segments:False,max_split_size_mb:512"}
 API_TXT = {
     ("native", "malloc_free"): "cudaMalloc+cudaFree",
     ("native", "cumemalloc_free"): "cuMemAlloc+cuMemFree",
@@ -53,7 +55,8 @@ API_TXT = {
 DEFAULT_CALLS = [
     "BENCH_REAL_WORKLOADS=cnn BENCH_REAL_S=380 scripts/bench.sh gpu-host traces real      # call 1",
     'BENCH_REAL_WORKLOADS="gpt llm" BENCH_REAL_S=470 scripts/bench.sh real cpu offline     # call 2',
-    "scripts/bench.sh page OUT1 OUT2   # no GPU needed: merge the calls' result folders, write this page",
+    'BENCH_REAL_WORKLOADS="gpt cnn llm" BENCH_BUDGET_S=540 scripts/bench.sh real-budget    # call 3',
+    "scripts/bench.sh page OUT1 OUT2 OUT3   # no GPU needed: merge the calls' result folders, write this page",
 ]
 NA = "not measured"
 
@@ -248,10 +251,12 @@ def glance_traces(res, alt):
 
 def glance(res):
     rows = []
+    as_trace = {"torch": "torch", "torchexp": "torch_exp", "torch_split512": "torch_split512"}
     measured = {r["variant"] for r in real_rows(res)}
+    measured |= {v for v, al in as_trace.items() if any(r["allocator"] == al for r in trace_rows(res))}
     for v in TORCH_ALTS + tuple(v for v in TORCH_MORE if v in measured):
         s, m = glance_real(res, v)
-        tr = glance_traces(res, {"torch": "torch", "torchexp": "torch_exp"}.get(v, ""))
+        tr = glance_traces(res, as_trace.get(v, ""))
         if tr:
             m = tr if m == NA else m + "<br>" + tr
         rows.append((VARIANT_TXT[v], s, m))

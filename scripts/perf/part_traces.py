@@ -7,9 +7,12 @@ on an unlimited device, and the smallest budget it runs in (bisection to
 
   fp          `fragpool replay TRACE --json` on the CPU (virtual-memory segments)
   fp_classic  the same with --conf expandable_segments:False (PyTorch's classic rules)
+  fp_classic_split512  the same with max_split_size_mb:512 too (what the classic
+              rules make of PyTorch's most quoted setting)
   torch       PyTorch's caching allocator on the GPU, its defaults
               (tests/gpu/trace_torch.py, a process of its own)
   torch_exp   the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  torch_split512  the same with PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512
 
   part_traces.py --build DIR --out DIR [--budget S] [--traces "gpt_varlen resnet50_varres"]
                  [--resolution-mib 2] [--python python3]
@@ -36,7 +39,7 @@ Writes OUT/traces.json (common.py's part format); data:
    "rows": [{trace, events, allocator, setting, measured, peak_reserved_B, peak_allocated_B,
              smallest_budget_mib, largest_failed_mib, reserved_at_budget_B, bisect_complete,
              secs, note}]}
-  allocator: fp | fp_classic | torch | torch_exp.  smallest_budget_mib: the smallest
+  allocator: fp | fp_classic | fp_classic_split512 | torch | torch_exp | torch_split512.  smallest_budget_mib: the smallest
   limit that ran the whole trace (null: none up to the device's size);
   largest_failed_mib: the largest that did not (tried, or under the peak live
   bytes); reserved_at_budget_B: peak reserved of the run at smallest_budget_mib;
@@ -63,8 +66,10 @@ import common
 
 MIB = 1 << 20
 TRACE_TORCH = os.path.join(common.ROOT, "tests", "gpu", "trace_torch.py")
-FP_SETTINGS = (("fp", None), ("fp_classic", "expandable_segments:False"))
-TORCH_SETTINGS = (("torch", None), ("torch_exp", "expandable_segments:True"))
+FP_SETTINGS = (("fp", None), ("fp_classic", "expandable_segments:False"),
+               ("fp_classic_split512", "expandable_segments:False,max_split_size_mb:512"))
+TORCH_SETTINGS = (("torch", None), ("torch_exp", "expandable_segments:True"),
+                  ("torch_split512", "max_split_size_mb:512"))
 TORCH_START_S = 20  # what starting a trace_torch.py process may take (import torch, CUDA init)
 
 
@@ -196,7 +201,7 @@ def torch_row(name, trace, allocator, conf, doc):
     best = bis["smallest_budget_mib"]
     at = [t["peak_reserved_B"] for t in bis["tries"] if t["limit_mib"] == best]
     why = [] if bis["complete"] else ["bisection cut short by the part's budget"]
-    if conf and run.get("expandable") is False:
+    if conf and "expandable_segments:True" in conf and run.get("expandable") is False:
         why.append(f"{conf} asked for, but no segment was expandable")
     return row(name, trace, allocator, f"PYTORCH_CUDA_ALLOC_CONF={conf or '(unset)'}",
                measured=True, peak_reserved_B=run["peak_reserved_B"],
@@ -237,7 +242,7 @@ def measure_torch(a, traces, deadline, notes):
         print(f"bench traces: {name} {allocator}: peak reserved {r['peak_reserved_B']} B, "
               f"smallest budget {r['smallest_budget_mib']} MiB ({r['secs']} s)", flush=True)
     if skip:
-        notes.append(f"torch and torch_exp rows not measured: {skip}")
+        notes.append(f"torch rows ({', '.join(al for al, _ in TORCH_SETTINGS)}) not measured: {skip}")
     if spent:
         notes.append(f"{spent} torch rows not measured: the part's budget ({a.budget} s) "
                      "was spent (BENCH_TRACES_S)")

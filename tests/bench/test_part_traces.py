@@ -44,13 +44,16 @@ class PartTraces(unittest.TestCase):
         with open(os.path.join(self.tmp, "traces.json")) as f:
             doc = json.load(f)
         rows = {x["allocator"]: x for x in doc["data"]["rows"]}
-        self.assertEqual(sorted(rows), ["fp", "fp_classic", "torch", "torch_exp"])
-        fp, classic = rows["fp"], rows["fp_classic"]
+        self.assertEqual(sorted(rows), ["fp", "fp_classic", "fp_classic_split512", "torch", "torch_exp",
+                                        "torch_split512"])
+        fp, classic, split = rows["fp"], rows["fp_classic"], rows["fp_classic_split512"]
         self.assertEqual((fp["peak_reserved_B"], fp["smallest_budget_mib"]), (4854906880, 4602))
         self.assertEqual((classic["peak_reserved_B"], classic["smallest_budget_mib"]), (6440353792, 4692))
-        self.assertTrue(fp["bisect_complete"] and classic["bisect_complete"])
+        # no segment of this trace reaches 512 MiB: max_split_size_mb:512 changes nothing
+        self.assertEqual((split["peak_reserved_B"], split["smallest_budget_mib"]), (6440353792, 4692))
+        self.assertTrue(fp["bisect_complete"] and classic["bisect_complete"] and split["bisect_complete"])
         self.assertEqual(fp["largest_failed_mib"], 4600)  # the resolution: 2 MiB
-        for t in (rows["torch"], rows["torch_exp"]):
+        for t in (rows["torch"], rows["torch_exp"], rows["torch_split512"]):
             self.assertTrue(t["measured"] or t["note"].startswith("not measured: "), t)
         self.assertEqual(doc["status"], "ok" if rows["torch"]["measured"] else "partial")
 

@@ -229,6 +229,48 @@ class Merge(unittest.TestCase):
         self.assertEqual(text.count("| real | "), 2)
         self.assertIn("1.01x step time (cnn)", text)
 
+    def test_merge_onto_a_results_file(self):
+        """A results file (docs/perf/results.json) is a source too: a call that
+        measured one part replaces that part and keeps the others, and the
+        calls a combined part already lists stay listed."""
+        first = os.path.join(self.tmp, "first.json")
+        self.put("r1", "real", self.parts["real"])
+        self.assertEqual(tool("merge.py", "-o", first, self.put("r1", "cpu", self.parts["cpu"])).returncode, 0)
+        cpu = dict(self.parts["cpu"], meta=dict(self.parts["cpu"]["meta"], date="2001-01-01 00:00:00 UTC"))
+        real = dict(self.parts["real"], meta=dict(self.parts["real"]["meta"], date="2001-01-01 00:00:00 UTC"))
+        d = self.put("r2", "cpu", cpu)
+        self.put("r2", "real", real)
+        out = os.path.join(self.tmp, "second.json")
+        r = tool("merge.py", "-o", out, first, d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            res = json.load(f)
+        self.assertEqual(sorted(res["parts"]), ["cpu", "real"])
+        self.assertEqual(res["parts"]["cpu"]["meta"]["date"], "2001-01-01 00:00:00 UTC")
+        had = len(self.parts["real"].get("calls") or [None])  # the first file's calls, and this one
+        self.assertEqual(len(res["parts"]["real"]["calls"]), had + 1)
+        self.assertIn(first + "#real", res["sources"]["real"])
+
+    def test_traces_max_split_row(self):
+        """The traces part's PyTorch max_split_size_mb:512 row: its own line in
+        the same-requests table and its line at the top of the page."""
+        traces = json.loads(json.dumps(self.parts["traces"]))
+        ref = next(r for r in traces["data"]["rows"] if r["trace"] == "gpt_varlen" and r["allocator"] == "torch")
+        traces["data"]["rows"].append(dict(ref, allocator="torch_split512", peak_reserved_B=2 * ref["peak_reserved_B"],
+                                           smallest_budget_mib=17100))
+        d = self.put("t", "traces", traces)
+        out = os.path.join(self.tmp, "results.json")
+        self.assertEqual(tool("merge.py", "-o", out, d).returncode, 0)
+        page = os.path.join(self.tmp, "P.md")
+        self.assertEqual(tool("page.py", out, "-o", page).returncode, 0)
+        with open(page) as f:
+            text = f.read()
+        self.assertIn("| gpt_varlen | PyTorch, max_split_size_mb:512 | 18,659 | 16,384 | 40,960 | 2.000x | 17,100 |",
+                      text)
+        top = [ln for ln in text.splitlines() if ln.startswith("| PyTorch, max_split_size_mb:512 |")]
+        self.assertEqual(len(top), 1, text[:2000])
+        self.assertIn("same requests (recorded traces): ", top[0])
+
     def test_nothing_to_merge(self):
         d = self.put("c", "cpu", {"part": "cpu"})
         r = tool("merge.py", "-o", os.path.join(self.tmp, "r.json"), d)

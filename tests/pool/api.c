@@ -87,6 +87,40 @@ static void test_invalid_free(void **state)
     fixture_close(&f);
 }
 
+/* Free by the grant's handle: as a free by address, with the live map or
+ * (no_live_map, one thread) without it; the checker passes after each,
+ * and a NULL handle is an invalid free. */
+static void test_free_handle(void **state)
+{
+    (void)state;
+    for (int no_map = 0; no_map < 2; no_map++) {
+        fp_pool_opts o;
+        fp_pool_opts_default(&o);
+        o.expandable_segments = FP_VMM_OFF;
+        o.solo = o.no_live_map = no_map;
+        pool_fixture f;
+        fixture_open(&f, &o, SIZE_MAX);
+        fp_grant g[3] = {grant_ok(f.p, 1000, UINT64_MAX), grant_ok(f.p, 3 * MiB, UINT64_MAX),
+                         grant_ok(f.p, 2000, UINT64_MAX)};
+        TRUE(g[0].handle && g[1].handle && g[2].handle);
+        EQ(owns_addr(f.p, g[1].addr), 1);
+        for (int i = 2; i >= 0; i--) {
+            EQ(fp_pool_free_handle(f.p, g[i].handle), 0);
+            check_pool(f.p);
+        }
+        fp_pool_stats s = stats_of(f.p);
+        EQ(s.num_frees, 3);
+        EQ(s.allocated_bytes[FP_ALL].current, 0);
+        EQ(fp_pool_free_handle(f.p, NULL), EINVAL);
+        EQ(stats_of(f.p).num_invalid_frees, 1);
+        fp_grant again = grant_ok(f.p, 1000, UINT64_MAX); /* the cached block again */
+        EQ(again.addr, g[0].addr);
+        EQ(fp_pool_free_handle(f.p, again.handle), 0);
+        check_pool(f.p);
+        fixture_close(&f);
+    }
+}
+
 static void test_owns(void **state)
 {
     (void)state;
@@ -229,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_empty_cache), cmocka_unit_test(test_invalid_free),
         cmocka_unit_test(test_owns),        cmocka_unit_test(test_walk),
         cmocka_unit_test(test_destroy),     cmocka_unit_test(test_huge),
+        cmocka_unit_test(test_free_handle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

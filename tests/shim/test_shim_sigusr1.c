@@ -16,8 +16,8 @@
  *  - the child wrote nothing on stderr;
  *  - PATH.1 ... PATH.50 exist, there is no PATH.51, and each holds one
  *    complete text summary ("fragpool memory summary, device ID 0" once,
- *    mode "shim, SIGUSR1 dump", the run block, the closing rule line);
- *  - PATH itself holds the exit summary (mode "shim"), complete.
+ *    mode "simulated device, SIGUSR1 dump", the run block, the closing rule line);
+ *  - PATH itself holds the exit summary (mode "simulated device": the driver fragpool simulates), complete.
  * And: a child that closes descriptors 3..1023 and opens its own log and
  * pipe gets neither written to nor read by the dumps, one dump per signal.
  */
@@ -287,7 +287,7 @@ static void dumps_under_load(void **state)
         }
         if (!text)
             fail_msg("%s: missing (dump %d of %d)", path, i, NSIGNALS);
-        if (!complete_summary(text) || !strstr(text, "shim, SIGUSR1 dump"))
+        if (!complete_summary(text) || !strstr(text, "simulated device, SIGUSR1 dump"))
             fail_msg("%s: not one complete dump:\n%s", path, text);
         free(text);
         unlink(path);
@@ -295,7 +295,7 @@ static void dumps_under_load(void **state)
     char *text = fp_t_read_path(base);
     if (!text)
         fail_msg("%s: no exit summary", base);
-    if (!complete_summary(text) || !strstr(text, "| Mode                  | shim "))
+    if (!complete_summary(text) || !strstr(text, "| Mode                  | simulated device "))
         fail_msg("%s: not one complete exit summary:\n%s", base, text);
     free(text);
     unlink(base);
@@ -312,14 +312,16 @@ static void dumps_on_stderr(void **state)
     char *err;
     run_child("stderr", "dump_on_sigusr1:1,summary:off", &err);
     assert_int_equal(fp_t_count_of(err, "fragpool memory summary, device ID 0"), 3);
-    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
-    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim "),
+    assert_int_equal(
+        fp_t_count_of(err, "| Mode                  | simulated device, SIGUSR1 dump "), 3);
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | simulated device "),
                      0); /* no exit summary */
     free(err);
     run_child("stderr", "dump_on_sigusr1:1,summary:stderr", &err);
     assert_int_equal(fp_t_count_of(err, "fragpool memory summary, device ID 0"), 4);
-    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim, SIGUSR1 dump "), 3);
-    assert_int_equal(fp_t_count_of(err, "| Mode                  | shim "), 1);
+    assert_int_equal(
+        fp_t_count_of(err, "| Mode                  | simulated device, SIGUSR1 dump "), 3);
+    assert_int_equal(fp_t_count_of(err, "| Mode                  | simulated device "), 1);
     size_t n = strlen(err), m = strlen(RULE "\n");
     assert_true(n > m);
     assert_string_equal(err + n - m, RULE "\n");
