@@ -284,7 +284,7 @@ static int eval_unlimited(const fp_trace *t, const fp_tune_setting *s, const fp_
 {
     fp_replay_result r;
     int stop = p && p->stop_above && p->peaks_only && !p->at_budget;
-    fp_replay_hook h = {.after_event = over_limit, .ud = (void *)&p->stop_above};
+    fp_replay_hook h = {.after_event = over_limit, .ud = p ? (void *)&p->stop_above : NULL};
     fp_pool_opts o = search_opts(s);
     int err = fp_replay_ex(t, &o, 0, stop ? &h : NULL, &r, NULL);
     if (err)
