@@ -284,11 +284,6 @@ int fp_lendtab_join(const char *dir, const unsigned char uuid[16], fp_lendtab **
     return 0;
 }
 
-const char *fp_lendtab_path(const fp_lendtab *t)
-{
-    return t->path;
-}
-
 void fp_lendtab_leave(fp_lendtab *t)
 {
     if (!t)
@@ -305,14 +300,6 @@ void fp_lendtab_leave(fp_lendtab *t)
     }
     close_file(t); /* drops the directory lock with the descriptor */
     free(t);
-}
-
-unsigned fp_lendtab_peers(fp_lendtab *t)
-{
-    unsigned n = 0;
-    for (int i = 0; t && !t->dead && i < FP_LEND_SLOTS; i++)
-        n += peer_kind(t, i) == 1;
-    return n;
 }
 
 /* ---- asking ----------------------------------------------------------------- */

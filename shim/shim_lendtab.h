@@ -93,13 +93,9 @@ typedef struct fp_lend_asks {
  * and takes a slot.  0, or an errno with why (one clause) filled. */
 int fp_lendtab_join(const char *dir, const unsigned char uuid[16], fp_lendtab **out, char *why,
                     size_t len);
-/* The file's path (for messages). */
-const char *fp_lendtab_path(const fp_lendtab *t);
 /* Gives the slot back, removes the file when no other process holds one,
  * and frees t.  Never waits for the directory lock longer than ~100 ms. */
 void fp_lendtab_leave(fp_lendtab *t);
-/* Live peers of the caller's uid now (a slot's lock is held). */
-unsigned fp_lendtab_peers(fp_lendtab *t);
 /* Rings every live peer of the caller's uid for want bytes and waits
  * until all answered, their answers reach want, or wait_ms passed. */
 void fp_lendtab_ask(fp_lendtab *t, uint64_t want, unsigned wait_ms, fp_lend_round *r);
