@@ -909,10 +909,15 @@ size_t fp_pool_reserved_bytes(const fp_pool *p)
     return __atomic_load_n(&p->reserved_mirror, __ATOMIC_RELAXED);
 }
 
+static size_t idle_locked(const fp_pool *p)
+{
+    return reserved_now(p) - (size_t)p->st.allocated_bytes[FP_ALL].current;
+}
+
 size_t fp_pool_idle_bytes(fp_pool *p)
 {
     pthread_mutex_lock(&p->lock);
-    size_t idle = reserved_now(p) - (size_t)p->st.allocated_bytes[FP_ALL].current;
+    size_t idle = idle_locked(p);
     pthread_mutex_unlock(&p->lock);
     return idle;
 }
@@ -921,7 +926,7 @@ int fp_pool_idle_try(fp_pool *p, size_t *idle)
 {
     if (pthread_mutex_trylock(&p->lock) != 0)
         return EBUSY;
-    *idle = reserved_now(p) - (size_t)p->st.allocated_bytes[FP_ALL].current;
+    *idle = idle_locked(p);
     pthread_mutex_unlock(&p->lock);
     return 0;
 }

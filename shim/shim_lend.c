@@ -15,11 +15,14 @@
  * caller, shim_core.c, asks between two tries of the allocation).
  *
  * Exit: fp_lend_exit stops the listeners before the summary (so none
- * makes a driver call while the process tears down), waiting at most
- * about a second for an answer under way, and gives the slots back.
+ * makes a driver call while the process tears down), waiting for an
+ * answer under way no longer than the exit handler's bound
+ * (shim_exitlock.h), and gives the slots back.
  */
 #include "shim_lend.h"
 #include "fp_advise.h"
+#include "shim_clock.h"
+#include "shim_exitlock.h"
 #include "shim_real.h"
 #include "shim_state.h"
 #include "shim_streams.h"
@@ -57,13 +60,6 @@ typedef struct last_ask {
 } last_ask;
 static _Thread_local last_ask last;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the listener -------------------------------------------------------- */
 
 typedef struct release_req {
@@ -84,7 +80,7 @@ static void nap_ms(void)
 static int idle_of(fp_ctx_pool *d, const release_req *r, size_t *idle)
 {
     int err;
-    while ((err = fp_pool_idle_try(d->pool, idle)) == EBUSY && now_ns() < r->until_ns)
+    while ((err = fp_pool_idle_try(d->pool, idle)) == EBUSY && fp_clock_mono_ns() < r->until_ns)
         nap_ms();
     return err;
 }
@@ -100,7 +96,7 @@ static size_t trim_pool(fp_ctx_pool *d, const release_req *r, size_t left)
     CUcontext popped;
     if (fp_real.cuCtxPushCurrent_v2(d->ctx) != CUDA_SUCCESS)
         return 0;
-    while (fp_pool_trim_try(d->pool, keep, &bytes) == EBUSY && now_ns() < r->until_ns)
+    while (fp_pool_trim_try(d->pool, keep, &bytes) == EBUSY && fp_clock_mono_ns() < r->until_ns)
         nap_ms();
     fp_real.cuCtxPopCurrent_v2(&popped);
     return bytes;
@@ -121,7 +117,7 @@ static void release_pool(fp_ctx_pool *d, void *ud)
 static void answer(lend_dev *L, const fp_lend_asks *a)
 {
     release_req r = {L->dev, a->want ? a->want : SIZE_MAX, 0, 0,
-                     now_ns() + (uint64_t)fp_shim.conf.lend_wait_ms * 500000ull};
+                     fp_clock_mono_ns() + (uint64_t)fp_shim.conf.lend_wait_ms * 500000ull};
     if (a->askers)
         fp_pools_each(release_pool, &r);
     fp_lendtab_answer(L->tab, a, r.got, r.idle);
@@ -319,6 +315,11 @@ bool fp_lend_counts_get(CUdevice dev, fp_lend_counts *out)
 
 /* ---- exit and fork ------------------------------------------------------------ */
 
+static bool listener_gone(void *ud)
+{
+    return !atomic_load(&((lend_dev *)ud)->running);
+}
+
 void fp_lend_exit(void)
 {
     for (int d = 0; d < FP_LEND_DEVICES; d++) {
@@ -327,11 +328,9 @@ void fp_lend_exit(void)
         lend_dev *L = &devs[d];
         atomic_store(&fp_lend_state[d], FP_LEND_OFF); /* no new ask */
         fp_lendtab_stop(L->tab);
-        for (int ms = 0; ms < 1000 && atomic_load(&L->running); ms++) {
-            struct timespec one = {0, 1000000};
-            nanosleep(&one, NULL);
-        }
-        if (!atomic_load(&L->running)) /* else its thread still uses the table */
+        struct timespec by;
+        fp_exit_deadline(&by);
+        if (fp_exit_wait(listener_gone, L, &by)) /* else its thread still uses the table */
             fp_lendtab_leave(L->tab);
         L->tab = NULL;
     }

@@ -73,8 +73,8 @@ void fp_lend_served(fp_ctx_pool *d);
 void fp_lend_oom_lines(CUdevice dev, fp_sink *s);
 /* dev's counters; false when lending never joined dev. */
 bool fp_lend_counts_get(CUdevice dev, fp_lend_counts *out);
-/* Exit: every listener stops (an answer under way is waited for, ~1 s at
- * most) and every slot is given back.  No driver call. */
+/* Exit: every listener stops (an answer under way is waited for, within
+ * the exit handler's bound) and every slot is given back.  No driver call. */
 void fp_lend_exit(void);
 /* fork: the child has no listener and no slot. */
 void fp_lend_fork_child(void);

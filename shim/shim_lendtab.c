@@ -14,6 +14,7 @@
  * in slices of SLICE_MS so that a peer that died mid-ask is seen gone.
  */
 #include "shim_lendtab.h"
+#include "shim_clock.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -49,13 +50,6 @@ struct fp_lendtab {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void nap_ms(unsigned ms)
 {
@@ -349,7 +343,7 @@ void fp_lendtab_ask(fp_lendtab *t, uint64_t want, unsigned wait_ms, fp_lend_roun
     fp_lend_slot *me = &t->f->slot[t->me];
     uint32_t round = __atomic_add_fetch(&me->round, 1, __ATOMIC_SEQ_CST);
     int slots[FP_LEND_SLOTS];
-    uint64_t t0 = now_ns(), end = t0 + (uint64_t)wait_ms * 1000000ull;
+    uint64_t t0 = fp_clock_mono_ns(), end = t0 + (uint64_t)wait_ms * 1000000ull;
     for (int i = 0; i < FP_LEND_SLOTS; i++) {
         int kind = peer_kind(t, i);
         r->ignored += kind < 0;
@@ -361,13 +355,13 @@ void fp_lendtab_ask(fp_lendtab *t, uint64_t want, unsigned wait_ms, fp_lend_roun
     }
     for (;;) {
         uint32_t seen = __atomic_load_n(&me->reply, __ATOMIC_SEQ_CST);
-        uint64_t now = now_ns();
+        uint64_t now = fp_clock_mono_ns();
         if (tally(t, round, slots, r) || now >= end)
             break;
         uint64_t slice = (uint64_t)SLICE_MS * 1000000ull;
         futex_wait(&me->reply, seen, end - now < slice ? end - now : slice);
     }
-    r->waited_ns = now_ns() - t0;
+    r->waited_ns = fp_clock_mono_ns() - t0;
 }
 
 /* ---- answering ------------------------------------------------------------- */

@@ -146,43 +146,49 @@ static char **env_for(const char *conf, const char *summary)
     return fp_t_hold(fp_t_child_env(drop, add));
 }
 
-/* A lender that has freed all but keep_mb of its memory and waits (its
- * summary to summary). */
-static proc start_lender_keeping(size_t keep_mb, const char *conf, const char *summary)
+/* Starts this program as argv's role, its stdin a pipe from us (p->in),
+ * its stderr a temp file (p->err); returns its stdout to read. */
+static FILE *spawn_role(char *const argv[], const char *conf, const char *summary, proc *p)
 {
     int in[2], out[2];
     assert_int_equal(pipe2(in, O_CLOEXEC), 0); /* no other child keeps them */
     assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-    proc l = {.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
-    char mb[16], keep[16];
-    snprintf(mb, sizeof mb, "%d", LEND_MB);
-    snprintf(keep, sizeof keep, "%zu", keep_mb);
-    char *argv[] = {self, "lender", mb, keep, NULL};
+    *p = (proc){.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
     char **env = env_for(conf, summary);
     fflush(stdout);
     fflush(stderr);
-    l.pid = fork();
-    assert_true(l.pid >= 0);
-    if (l.pid == 0) {
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
-        dup2(l.err, 2);
-        close(in[1]);
-        close(out[0]);
+        dup2(p->err, 2);
         execve(self, argv, env);
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
-    FILE *out_f = fdopen(out[0], "r");
+    p->in = in[1];
+    return fdopen(out[0], "r");
+}
+
+/* A lender that has freed all but keep_mb of its memory and waits (its
+ * summary to summary). */
+static proc start_lender_keeping(size_t keep_mb, const char *conf, const char *summary)
+{
+    char mb[16], keep[16];
+    snprintf(mb, sizeof mb, "%d", LEND_MB);
+    snprintf(keep, sizeof keep, "%zu", keep_mb);
+    char *argv[] = {self, "lender", mb, keep, NULL};
+    proc l;
+    FILE *out = spawn_role(argv, conf, summary, &l);
     char line[64] = "";
-    while (out_f && fgets(line, sizeof line, out_f) && strncmp(line, "child ", 6) == 0)
+    while (out && fgets(line, sizeof line, out) && strncmp(line, "child ", 6) == 0)
         l.child = (pid_t)atoi(line + 6);
-    if (out_f)
-        fclose(out_f);
+    if (out)
+        fclose(out);
     if (strcmp(line, "ready\n") != 0)
         fail_msg("the lender did not get ready: %s", fp_t_read_fd(l.err));
-    l.in = in[1];
     return l;
 }
 
@@ -195,31 +201,11 @@ typedef struct driven_proc {
 
 static driven_proc start_driven(size_t mb, const char *conf, const char *summary)
 {
-    int in[2], out[2];
-    assert_int_equal(pipe2(in, O_CLOEXEC), 0); /* no other child keeps them */
-    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-    driven_proc d = {.p.err = fp_t_temp_fd("/tmp/fp-lend-err-")};
     char arg[16];
     snprintf(arg, sizeof arg, "%zu", mb);
     char *argv[] = {self, "driven", arg, NULL};
-    char **env = env_for(conf, summary);
-    fflush(stdout);
-    fflush(stderr);
-    d.p.pid = fork();
-    assert_true(d.p.pid >= 0);
-    if (d.p.pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        dup2(d.p.err, 2);
-        close(in[1]);
-        close(out[0]);
-        execve(self, argv, env);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    d.p.in = in[1];
-    d.out = fdopen(out[0], "r");
+    driven_proc d;
+    d.out = spawn_role(argv, conf, summary, &d.p);
     return d;
 }
 
@@ -350,14 +336,21 @@ static table open_table(void)
     return t;
 }
 
+/* The table's lock bytes, as shim_lendtab.c places them: the directory's
+ * just past the table (byte -1 here), then one per slot. */
+static struct flock lock_of(int slot)
+{
+    return (struct flock){.l_type = F_WRLCK,
+                          .l_whence = SEEK_SET,
+                          .l_start = (off_t)sizeof(fp_lend_file) + 1 + slot,
+                          .l_len = 1};
+}
+
 /* Takes a free slot as uid would: its lock held by this process. */
 static int forge_slot(table *t, uint32_t uid)
 {
     for (int i = 0; i < FP_LEND_SLOTS; i++) {
-        struct flock l = {.l_type = F_WRLCK,
-                          .l_whence = SEEK_SET,
-                          .l_start = (off_t)sizeof(fp_lend_file) + 1 + i,
-                          .l_len = 1};
+        struct flock l = lock_of(i);
         if (fcntl(t->fd, F_OFD_SETLK, &l) == 0) {
             t->f->slot[i].uid = uid;
             t->f->slot[i].pid = getpid();
@@ -373,10 +366,7 @@ static int slots_held(table *t)
 {
     int held = 0;
     for (int i = 0; i < FP_LEND_SLOTS; i++) {
-        struct flock fl = {.l_type = F_WRLCK,
-                           .l_whence = SEEK_SET,
-                           .l_start = (off_t)sizeof(fp_lend_file) + 1 + i,
-                           .l_len = 1};
+        struct flock fl = lock_of(i);
         assert_int_equal(fcntl(t->fd, F_OFD_GETLK, &fl), 0);
         held += fl.l_type != F_UNLCK;
     }
@@ -667,10 +657,7 @@ static void test_dir_lock_held(void **state)
     double secs;
     proc l = start_lender("", NULL);
     table t = open_table();
-    struct flock fl = {.l_type = F_WRLCK,
-                       .l_whence = SEEK_SET,
-                       .l_start = (off_t)sizeof(fp_lend_file),
-                       .l_len = 1};
+    struct flock fl = lock_of(-1); /* the directory's */
     assert_int_equal(fcntl(t.fd, F_OFD_SETLK, &fl), 0);
     int rc = run_borrower(64, "", NULL, &err, &secs);
     close_table(&t);
