@@ -32,7 +32,6 @@
 #define DIR_BYTE      ((off_t)sizeof(fp_lend_file))
 #define SLOT_BYTE(i)  (DIR_BYTE + 1 + (off_t)(i))
 #define SLICE_MS      20
-#define OPEN_WAIT_MS  1000 /* for a file another process is still setting up */
 #define DIR_WAIT_MS   1000 /* for the directory lock, joining */
 #define LEAVE_WAIT_MS 100  /* for the directory lock, leaving */
 
@@ -89,99 +88,17 @@ static int lock_dir(const fp_lendtab *t, int ms)
     return 0;
 }
 
-/* Whether another process holds byte at (a slot's owner is alive). */
-static bool held_by_other(int fd, off_t at)
+/* Whether another process holds a byte of [at, at + n) (a slot's owner is
+ * alive, or the directory is being joined or left). */
+static bool held_by_other(int fd, off_t at, off_t n)
 {
-    struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1};
+    struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = n};
     return fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
 }
 
 static void say(char *why, size_t len, const char *what, int err)
 {
     snprintf(why, len, "%s%s%s", what, err ? ": " : "", err ? strerror(err) : "");
-}
-
-/* ---- opening the file --------------------------------------------------- */
-
-static void name_file(fp_lendtab *t, const char *dir, const unsigned char uuid[16])
-{
-    char hex[33];
-    for (int i = 0; i < 16; i++)
-        snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
-    snprintf(t->path, sizeof t->path, "%s/fragpool-lend-%u-%s", dir, (unsigned)t->uid, hex);
-}
-
-/* A file this process made: sized, then the header, the magic last. */
-static int set_up(fp_lendtab *t)
-{
-    struct rlimit fs; /* past RLIMIT_FSIZE, ftruncate would raise SIGXFSZ */
-    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY &&
-        fs.rlim_cur < sizeof *t->f)
-        return EFBIG;
-    if (ftruncate(t->fd, (off_t)sizeof *t->f) != 0)
-        return errno;
-    t->f = mmap(NULL, sizeof *t->f, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
-    if (t->f == MAP_FAILED)
-        return errno;
-    t->f->version = FP_LEND_VERSION;
-    t->f->nslots = FP_LEND_SLOTS;
-    t->f->slot_size = sizeof(fp_lend_slot);
-    __atomic_store_n(&t->f->magic, FP_LEND_MAGIC, __ATOMIC_RELEASE);
-    return 0;
-}
-
-/* Someone else's file: it must be ours in every sense before it is mapped. */
-static int check_existing(fp_lendtab *t, char *why, size_t len)
-{
-    struct stat st;
-    if (fstat(t->fd, &st) != 0)
-        return say(why, len, "cannot stat it", errno), errno;
-    if (!S_ISREG(st.st_mode) || st.st_uid != t->uid || (st.st_mode & 077)) {
-        say(why, len, "it is not a private file of this user (owner, type or mode)", 0);
-        return EPERM;
-    }
-    for (unsigned ms = 0; st.st_size < (off_t)sizeof *t->f && ms < OPEN_WAIT_MS; ms += 10) {
-        nap_ms(10); /* its maker is still sizing it */
-        fstat(t->fd, &st);
-    }
-    if (st.st_size != (off_t)sizeof *t->f) {
-        say(why, len, "its size is not a lending table's", 0);
-        return EINVAL;
-    }
-    t->f = mmap(NULL, sizeof *t->f, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
-    if (t->f == MAP_FAILED)
-        return say(why, len, "cannot map it", errno), errno;
-    for (unsigned ms = 0;
-         __atomic_load_n(&t->f->magic, __ATOMIC_ACQUIRE) != FP_LEND_MAGIC && ms < OPEN_WAIT_MS;
-         ms += 10)
-        nap_ms(10);
-    if (t->f->magic != FP_LEND_MAGIC || t->f->version != FP_LEND_VERSION ||
-        t->f->nslots != FP_LEND_SLOTS || t->f->slot_size != sizeof(fp_lend_slot)) {
-        say(why, len, "its header is not this version's lending table", 0);
-        return EINVAL;
-    }
-    return 0;
-}
-
-static int open_file(fp_lendtab *t, char *why, size_t len)
-{
-    t->fd = open(t->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (t->fd >= 0) {
-        int err = set_up(t);
-        if (err)
-            unlink(t->path); /* half made: nobody may wait for its header */
-        if (err == EFBIG)
-            say(why, len, "the file size limit (ulimit -f) is below the table's size", 0);
-        else if (err)
-            say(why, len, "cannot set it up", err);
-        return err;
-    }
-    if (errno != EEXIST)
-        return say(why, len, "cannot create it", errno), errno;
-    t->fd = open(t->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (t->fd < 0)
-        return say(why, len, "cannot open it", errno), errno;
-    return check_existing(t, why, len);
 }
 
 /* Whether the path still names the file t has open (the last process to
@@ -191,6 +108,148 @@ static bool still_named(const fp_lendtab *t)
     struct stat a, b;
     return stat(t->path, &a) == 0 && fstat(t->fd, &b) == 0 && a.st_ino == b.st_ino &&
            a.st_dev == b.st_dev;
+}
+
+/* ---- opening the file --------------------------------------------------- */
+
+/* A table is published whole: it is made without a name (O_TMPFILE) or
+ * under a name of its own, sized, given its header, and only then linked
+ * at the rendezvous name, so a process that dies while making it leaves
+ * nothing there.  A file at the name that is not a whole table and that no
+ * process holds (one cut short by an older fragpool, say) is a leftover:
+ * it is removed and the table made anew. */
+
+static void name_file(fp_lendtab *t, const char *dir, const unsigned char uuid[16])
+{
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
+    snprintf(t->path, sizeof t->path, "%s/fragpool-lend-%u-%s", dir, (unsigned)t->uid, hex);
+}
+
+/* Sizes the file fd and writes the header, the magic last. */
+static int set_up(int fd, fp_lend_file **out)
+{
+    struct rlimit fs; /* past RLIMIT_FSIZE, ftruncate would raise SIGXFSZ */
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY &&
+        fs.rlim_cur < sizeof **out)
+        return EFBIG;
+    if (ftruncate(fd, (off_t)sizeof **out) != 0)
+        return errno;
+    fp_lend_file *f = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (f == MAP_FAILED)
+        return errno;
+    f->version = FP_LEND_VERSION;
+    f->nslots = FP_LEND_SLOTS;
+    f->slot_size = sizeof(fp_lend_slot);
+    __atomic_store_n(&f->magic, FP_LEND_MAGIC, __ATOMIC_RELEASE);
+    *out = f;
+    return 0;
+}
+
+/* A new file for the table, not yet at t->path: unnamed when the directory
+ * allows it (then *tmp stays empty), else under a name made for it. */
+static int new_file(const fp_lendtab *t, bool unnamed, char *tmp, size_t len)
+{
+    tmp[0] = '\0';
+    if (unnamed) {
+        char dir[sizeof t->path];
+        snprintf(dir, sizeof dir, "%s", t->path);
+        *strrchr(dir, '/') = '\0'; /* name_file put one there */
+        return open(dir[0] ? dir : "/", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    }
+    snprintf(tmp, len, "%s.new-%d-%llx", t->path, (int)getpid(),
+             (unsigned long long)fp_clock_mono_ns());
+    return open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* Makes a whole table and links it at t->path: 0 (t has it open and
+ * mapped), EEXIST when another process published one first, or an errno. */
+static int publish(fp_lendtab *t, bool unnamed)
+{
+    char tmp[sizeof t->path + 48], proc[48];
+    int fd = new_file(t, unnamed, tmp, sizeof tmp);
+    if (fd < 0)
+        return errno;
+    fp_lend_file *f = NULL;
+    int err = set_up(fd, &f);
+    if (!err && tmp[0])
+        err = link(tmp, t->path) == 0 ? 0 : errno;
+    else if (!err) {
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        err = linkat(AT_FDCWD, proc, AT_FDCWD, t->path, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+    }
+    if (tmp[0])
+        unlink(tmp);
+    if (err) {
+        if (f)
+            munmap(f, sizeof *f);
+        close(fd);
+        return err;
+    }
+    t->fd = fd;
+    t->f = f;
+    return 0;
+}
+
+/* A leftover that no process holds is removed, under the directory lock
+ * and only while the name is still its own: EAGAIN (open anew).  One that
+ * a process holds is refused: EINVAL, with why. */
+static int leftover(fp_lendtab *t, char *why, size_t len, const char *what)
+{
+    bool removed = false;
+    if (!held_by_other(t->fd, DIR_BYTE, 1 + FP_LEND_SLOTS) && lock_dir(t, DIR_WAIT_MS) == 0) {
+        if (still_named(t) && !held_by_other(t->fd, SLOT_BYTE(0), FP_LEND_SLOTS))
+            removed = unlink(t->path) == 0;
+        lock_byte(t->fd, DIR_BYTE, F_UNLCK);
+    }
+    if (removed)
+        return EAGAIN;
+    say(why, len, what, 0);
+    return EINVAL;
+}
+
+/* Someone else's file: it must be ours in every sense before it is used. */
+static int check_existing(fp_lendtab *t, char *why, size_t len)
+{
+    struct stat st;
+    if (fstat(t->fd, &st) != 0)
+        return say(why, len, "cannot stat it", errno), errno;
+    if (!S_ISREG(st.st_mode) || st.st_uid != t->uid || (st.st_mode & 077)) {
+        say(why, len, "it is not a private file of this user (owner, type or mode)", 0);
+        return EPERM;
+    }
+    if (st.st_size != (off_t)sizeof *t->f)
+        return leftover(t, why, len, "its size is not a lending table's");
+    t->f = mmap(NULL, sizeof *t->f, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
+    if (t->f == MAP_FAILED)
+        return say(why, len, "cannot map it", errno), errno;
+    if (__atomic_load_n(&t->f->magic, __ATOMIC_ACQUIRE) != FP_LEND_MAGIC ||
+        t->f->version != FP_LEND_VERSION || t->f->nslots != FP_LEND_SLOTS ||
+        t->f->slot_size != sizeof(fp_lend_slot))
+        return leftover(t, why, len, "its header is not this version's lending table");
+    return 0;
+}
+
+/* Opens the table at t->path, publishing one when there is none: 0, EAGAIN
+ * when the name changed meanwhile (try again), or an errno with why. */
+static int open_file(fp_lendtab *t, char *why, size_t len)
+{
+    t->fd = open(t->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (t->fd >= 0)
+        return check_existing(t, why, len);
+    if (errno != ENOENT)
+        return say(why, len, "cannot open it", errno), errno;
+    int err = publish(t, true);
+    if (err && err != EEXIST && err != EFBIG)
+        err = publish(t, false); /* no O_TMPFILE here, or no /proc */
+    if (err == EEXIST)
+        return EAGAIN; /* another process published first: open its table */
+    if (err == EFBIG)
+        say(why, len, "the file size limit (ulimit -f) is below the table's size", 0);
+    else if (err)
+        say(why, len, "cannot create it", err);
+    return err;
 }
 
 static void close_file(fp_lendtab *t)
@@ -228,7 +287,7 @@ static int claim_slot(fp_lendtab *t)
 /* Slot i as a peer: 1 a live process of ours, 0 none, -1 another user's. */
 static int peer_kind(const fp_lendtab *t, int i)
 {
-    if (i == t->me || !held_by_other(t->fd, SLOT_BYTE(i)))
+    if (i == t->me || !held_by_other(t->fd, SLOT_BYTE(i), 1))
         return 0;
     const fp_lend_slot *s = &t->f->slot[i];
     if (__atomic_load_n(&s->pid, __ATOMIC_SEQ_CST) <= 0)
@@ -237,7 +296,7 @@ static int peer_kind(const fp_lendtab *t, int i)
 }
 
 /* One try at joining: open, lock the directory, check the name, take a
- * slot.  EAGAIN when the file was removed meanwhile (try again). */
+ * slot.  EAGAIN when the name changed meanwhile (try again). */
 static int join_once(fp_lendtab *t, char *why, size_t len)
 {
     t->fd = -1;
@@ -265,11 +324,11 @@ int fp_lendtab_join(const char *dir, const unsigned char uuid[16], fp_lendtab **
     t->uid = (uint32_t)geteuid();
     name_file(t, dir, uuid);
     int err = EAGAIN;
-    for (int tries = 0; tries < 3 && err == EAGAIN; tries++)
+    for (int tries = 0; tries < 5 && err == EAGAIN; tries++)
         if ((err = join_once(t, why, len)) != 0)
             close_file(t);
     if (err == EAGAIN)
-        say(why, len, "it kept being removed while joining", 0);
+        say(why, len, "it kept changing while joining", 0);
     if (err) {
         free(t);
         return err;
@@ -288,7 +347,7 @@ void fp_lendtab_leave(fp_lendtab *t)
         lock_byte(t->fd, SLOT_BYTE(t->me), F_UNLCK);
         bool alone = true;
         for (int i = 0; i < FP_LEND_SLOTS && alone; i++)
-            alone = !held_by_other(t->fd, SLOT_BYTE(i));
+            alone = !held_by_other(t->fd, SLOT_BYTE(i), 1);
         if (dir && alone && still_named(t))
             unlink(t->path);
     }
@@ -326,7 +385,7 @@ static bool tally(fp_lendtab *t, uint32_t round, const int *slots, fp_lend_round
             p->idle = __atomic_load_n(&a->idle, __ATOMIC_RELAXED);
             r->answered++;
             r->released += p->released;
-        } else if (held_by_other(t->fd, SLOT_BYTE(slots[k]))) {
+        } else if (held_by_other(t->fd, SLOT_BYTE(slots[k]), 1)) {
             waiting = true;
         }
     }

@@ -6,7 +6,10 @@
  *
  * The file lives in the lend_dir directory (default /dev/shm), named
  * fragpool-lend-<uid>-<GPU UUID>, mode 0600, owned by the user: any other
- * owner, mode, size or header is refused, with a line.  A slot belongs to
+ * owner or mode is refused, with a line.  A table appears at that name
+ * only whole (made aside, then linked there); a file of another size or
+ * header is removed when no process holds it (a leftover) and refused,
+ * with a line, when one does.  A slot belongs to
  * the process that holds a write lock (an open-file-description lock, so
  * it ends with the process, and with an exec) on the slot's byte past the
  * end of the table; a slot whose byte nobody locks is free, whatever it

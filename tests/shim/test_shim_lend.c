@@ -28,12 +28,20 @@
  *  - a request over the borrower's own cap asks nobody;
  *  - a rendezvous file that is not private to the user is refused in one
  *    line, and allocation goes on without lending; so is one whose
- *    directory lock another process holds for good.
+ *    directory lock another process holds for good;
+ *  - a leftover at the rendezvous name (empty, or of a wrong header) that
+ *    nobody holds is made anew without a word; one that a process holds is
+ *    refused in one line and left alone;
+ *  - where the directory has no O_TMPFILE (the roles' open() refuses it
+ *    while FP_TEST_NO_TMPFILE is set), the table is made under a name of
+ *    its own, and nothing but the table is left in the directory.
  */
 #include "shim_lendtab.h"
 #include "child_run.h"
 #include "fp_cuda.h"
 #include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -47,6 +55,40 @@
 
 static char dir[64];
 static char self[PATH_MAX];
+
+/* ---- open(2), as the roles see it ---------------------------------------------- */
+
+/* With FP_TEST_NO_TMPFILE set, a directory without O_TMPFILE (EOPNOTSUPP,
+ * as some file systems answer); else the next open() (libc's, or a
+ * sanitizer's).  The shim's calls resolve here first: this program is the
+ * executable. */
+static int open_as_roles_see_it(const char *name, const char *path, int flags, mode_t mode)
+{
+    if ((flags & O_TMPFILE) == O_TMPFILE && getenv("FP_TEST_NO_TMPFILE")) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    int (*next)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
+    return next ? next(path, flags, mode) : (errno = ENOSYS, -1);
+}
+
+__attribute__((visibility("default"))) int open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
+    va_end(ap);
+    return open_as_roles_see_it("open", path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int open64(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
+    va_end(ap);
+    return open_as_roles_see_it("open64", path, flags, mode);
+}
 
 /* ---- the roles (child processes) -------------------------------------------- */
 
@@ -318,16 +360,30 @@ typedef struct table {
     fp_lend_file *f;
 } table;
 
-static table open_table(void)
+/* The path of the rendezvous file in dir, or "" (and how many other
+ * files than the table and the summaries there are, in *others). */
+static void find_table(char *path, size_t len, int *others)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
-    char path[PATH_MAX] = "";
-    while (d && (e = readdir(d)))
-        if (strncmp(e->d_name, "fragpool-lend-", 14) == 0)
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    path[0] = '\0';
+    *others = 0;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "fragpool-lend-", 14) == 0 && !strstr(e->d_name, ".new-"))
+            snprintf(path, len, "%s/%s", dir, e->d_name);
+        else
+            *others += e->d_name[0] != '.' && !strstr(e->d_name, ".json") &&
+                       strcmp(e->d_name, "capacity") != 0;
+    }
     if (d)
         closedir(d);
+}
+
+static table open_table(void)
+{
+    char path[PATH_MAX];
+    int others;
+    find_table(path, sizeof path, &others);
     table t = {.fd = open(path, O_RDWR)};
     if (t.fd < 0)
         fail_msg("no rendezvous file in %s", dir);
@@ -668,6 +724,91 @@ static void test_dir_lock_held(void **state)
     assert_true(secs < 30);
 }
 
+/* Where this case's members meet: a member that starts and ends (the last
+ * to leave removes the file) shows the name. */
+static void rendezvous_path(char *path, size_t len)
+{
+    proc l = start_lender("", NULL);
+    int others;
+    find_table(path, len, &others);
+    assert_int_equal(stop_lender(&l), 0);
+    assert_true(path[0] != '\0');
+}
+
+/* Puts a leftover at path: empty, or table-sized with no header. */
+static int make_leftover(const char *path, bool sized)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    if (sized)
+        assert_int_equal(ftruncate(fd, (off_t)sizeof(fp_lend_file)), 0);
+    return fd;
+}
+
+/* The lender's idle memory serves the borrower, and neither says a word
+ * about lending. */
+static void lending_works_silently(void)
+{
+    char *ls = summary_path("lender"), *bs = summary_path("borrower"), *err;
+    double secs;
+    proc l = start_lender("", ls);
+    int rc = run_borrower(BORROW_MB, "", bs, &err, &secs);
+    assert_int_equal(stop_lender(&l), 0);
+    char *lerr = fp_t_read_fd(l.err);
+    assert_int_equal(rc, 0);
+    if (fp_t_count_of(err, "fragpool: lend: ") || fp_t_count_of(lerr, "fragpool: lend: "))
+        fail_msg("want no lending line: borrower: %s lender: %s", err, lerr);
+    assert_int_equal(lending_value(fp_t_slurp_path(bs), "asks_served"), 1);
+    free(lerr);
+}
+
+static void test_leftover_made_anew(void **state)
+{
+    (void)state;
+    char path[PATH_MAX];
+    rendezvous_path(path, sizeof path);
+    for (int sized = 0; sized < 2; sized++) {
+        close(make_leftover(path, sized));
+        lending_works_silently();
+        struct stat st;
+        assert_int_equal(stat(path, &st), -1); /* the last to leave removed the new one */
+    }
+}
+
+static void test_held_leftover_refused(void **state)
+{
+    (void)state;
+    char path[PATH_MAX], *err;
+    double secs;
+    rendezvous_path(path, sizeof path);
+    int fd = make_leftover(path, false);
+    struct flock fl = lock_of(0); /* a live process's slot, of another version */
+    assert_int_equal(fcntl(fd, F_OFD_SETLK, &fl), 0);
+    int rc = run_borrower(64, "", NULL, &err, &secs);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    assert_int_equal(stat(path, &st), 0); /* still there */
+    close(fd);
+    assert_int_equal(rc, 0); /* fits without anyone's help */
+    if (fp_t_count_of(err, "fragpool: lend: ") != 1 ||
+        !strstr(err, "its size is not a lending table's"))
+        fail_msg("want one line refusing the held file: %s", err);
+}
+
+static void test_without_tmpfile(void **state)
+{
+    (void)state;
+    setenv("FP_TEST_NO_TMPFILE", "1", 1);
+    lending_works_silently();
+    unsetenv("FP_TEST_NO_TMPFILE");
+    char path[PATH_MAX];
+    int others;
+    find_table(path, sizeof path, &others);
+    assert_string_equal(path, ""); /* the last to leave removed it */
+    assert_int_equal(others, 0);   /* and no file it was made under is left */
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "lender") == 0)
@@ -694,6 +835,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_own_cap_asks_nobody, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_shared_file_refused, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_dir_lock_held, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_leftover_made_anew, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_held_leftover_refused, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_without_tmpfile, fresh_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
