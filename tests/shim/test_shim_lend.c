@@ -34,7 +34,9 @@
  *    refused in one line and left alone;
  *  - where the directory has no O_TMPFILE (the roles' open() refuses it
  *    while FP_TEST_NO_TMPFILE is set), the table is made under a name of
- *    its own, and nothing but the table is left in the directory.
+ *    its own, and nothing but the table is left in the directory;
+ *  - eight processes started at once all join one table (one publishes
+ *    it, the others open it), without a word.
  */
 #include "shim_lendtab.h"
 #include "child_run.h"
@@ -105,6 +107,9 @@ static CUcontext start_cuda(void)
 static int lender(size_t mb, size_t keep_mb)
 {
     start_cuda();
+    const char *gate = getenv("FP_TEST_GATE"); /* start when it exists */
+    for (struct timespec nap = {0, 50000}; gate && access(gate, F_OK) != 0;)
+        nanosleep(&nap, NULL);
     CUdeviceptr p[64];
     size_t n = 0;
     for (size_t got = 0; got < mb && n < 64; got += 64)
@@ -373,7 +378,7 @@ static void find_table(char *path, size_t len, int *others)
             snprintf(path, len, "%s/%s", dir, e->d_name);
         else
             *others += e->d_name[0] != '.' && !strstr(e->d_name, ".json") &&
-                       strcmp(e->d_name, "capacity") != 0;
+                       strcmp(e->d_name, "capacity") != 0 && strcmp(e->d_name, "gate") != 0;
     }
     if (d)
         closedir(d);
@@ -809,6 +814,48 @@ static void test_without_tmpfile(void **state)
     assert_int_equal(others, 0);   /* and no file it was made under is left */
 }
 
+/* Processes that start at once (released by one gate file) race to
+ * publish the table: one wins, the others open its table, and all of them
+ * hold slots in it. */
+static void test_many_join_at_once(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    char *argv[] = {self, "lender", "64", "0", NULL}, gate[128];
+    proc l[N];
+    FILE *out[N];
+    snprintf(gate, sizeof gate, "%s/gate", dir);
+    setenv("FP_TEST_GATE", gate, 1);
+    for (int i = 0; i < N; i++)
+        out[i] = spawn_role(argv, "", NULL, &l[i]);
+    unsetenv("FP_TEST_GATE");
+    struct timespec settle = {0, 200000000}; /* all of them at the gate */
+    nanosleep(&settle, NULL);
+    close(open(gate, O_CREAT | O_WRONLY, 0600));
+    for (int i = 0; i < N; i++) {
+        char line[64] = "";
+        if (!out[i] || !fgets(line, sizeof line, out[i]) || strcmp(line, "ready\n") != 0)
+            fail_msg("member %d did not get ready: %s", i, fp_t_read_fd(l[i].err));
+        fclose(out[i]);
+    }
+    table t = open_table();
+    int held = slots_held(&t);
+    close_table(&t);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(stop_lender(&l[i]), 0);
+        char *e = fp_t_read_fd(l[i].err);
+        if (fp_t_count_of(e, "fragpool: lend: "))
+            fail_msg("member %d said: %s", i, e);
+        free(e);
+    }
+    assert_int_equal(held, N);
+    char path[PATH_MAX];
+    int others;
+    find_table(path, sizeof path, &others);
+    assert_string_equal(path, ""); /* the last to leave removed it */
+    assert_int_equal(others, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "lender") == 0)
@@ -838,6 +885,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_leftover_made_anew, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_held_leftover_refused, fresh_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_without_tmpfile, fresh_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_many_join_at_once, fresh_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
