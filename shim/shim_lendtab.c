@@ -110,6 +110,15 @@ static bool still_named(const fp_lendtab *t)
            a.st_dev == b.st_dev;
 }
 
+/* Under the directory lock: removes the file when no process holds a slot
+ * and the name is still its own (the last to leave, or a leftover).  True
+ * when it did. */
+static bool remove_if_unheld(const fp_lendtab *t)
+{
+    return !held_by_other(t->fd, SLOT_BYTE(0), FP_LEND_SLOTS) && still_named(t) &&
+           unlink(t->path) == 0;
+}
+
 /* ---- opening the file --------------------------------------------------- */
 
 /* A table is published whole: it is made without a name (O_TMPFILE) or
@@ -199,8 +208,7 @@ static int leftover(fp_lendtab *t, char *why, size_t len, const char *what)
 {
     bool removed = false;
     if (!held_by_other(t->fd, DIR_BYTE, 1 + FP_LEND_SLOTS) && lock_dir(t, DIR_WAIT_MS) == 0) {
-        if (still_named(t) && !held_by_other(t->fd, SLOT_BYTE(0), FP_LEND_SLOTS))
-            removed = unlink(t->path) == 0;
+        removed = remove_if_unheld(t);
         lock_byte(t->fd, DIR_BYTE, F_UNLCK);
     }
     if (removed)
@@ -345,11 +353,8 @@ void fp_lendtab_leave(fp_lendtab *t)
         __atomic_store_n(&t->f->slot[t->me].pid, 0, __ATOMIC_SEQ_CST);
         bool dir = lock_dir(t, LEAVE_WAIT_MS) == 0;
         lock_byte(t->fd, SLOT_BYTE(t->me), F_UNLCK);
-        bool alone = true;
-        for (int i = 0; i < FP_LEND_SLOTS && alone; i++)
-            alone = !held_by_other(t->fd, SLOT_BYTE(i), 1);
-        if (dir && alone && still_named(t))
-            unlink(t->path);
+        if (dir)
+            remove_if_unheld(t);
     }
     close_file(t); /* drops the directory lock with the descriptor */
     free(t);

@@ -442,6 +442,13 @@ static void close_table(table *t)
 
 /* ---- the cases ------------------------------------------------------------------------ */
 
+/* A borrower's stderr holds exactly one lending line, and it says what. */
+static void one_lend_line(const char *err, const char *what)
+{
+    if (fp_t_count_of(err, "fragpool: lend: ") != 1 || !strstr(err, what))
+        fail_msg("want one lending line saying \"%s\": %s", what, err);
+}
+
 static int fresh_dir(void **state)
 {
     (void)state;
@@ -703,9 +710,7 @@ static void test_shared_file_refused(void **state)
     int rc = run_borrower(64, "", NULL, &err, &secs);
     assert_int_equal(stop_lender(&l), 0);
     assert_int_equal(rc, 0); /* fits without anyone's help */
-    if (!strstr(err, "not a private file of this user") ||
-        fp_t_count_of(err, "fragpool: lend: ") != 1)
-        fail_msg("want one line refusing the shared file: %s", err);
+    one_lend_line(err, "not a private file of this user");
 }
 
 /* A process that holds the table's directory lock and never lets go (a
@@ -724,8 +729,7 @@ static void test_dir_lock_held(void **state)
     close_table(&t);
     assert_int_equal(stop_lender(&l), 0);
     assert_int_equal(rc, 0);
-    if (fp_t_count_of(err, "fragpool: lend: ") != 1 || !strstr(err, "held its lock for a second"))
-        fail_msg("want one line about the held lock: %s", err);
+    one_lend_line(err, "held its lock for a second");
     assert_true(secs < 30);
 }
 
@@ -796,9 +800,7 @@ static void test_held_leftover_refused(void **state)
     assert_int_equal(stat(path, &st), 0); /* still there */
     close(fd);
     assert_int_equal(rc, 0); /* fits without anyone's help */
-    if (fp_t_count_of(err, "fragpool: lend: ") != 1 ||
-        !strstr(err, "its size is not a lending table's"))
-        fail_msg("want one line refusing the held file: %s", err);
+    one_lend_line(err, "its size is not a lending table's");
 }
 
 static void test_without_tmpfile(void **state)
